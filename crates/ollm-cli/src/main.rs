@@ -1,0 +1,3 @@
+//! The `ollm` command-line client. SKELETON: arrives with the CLI issue.
+
+fn main() {}

@@ -1,0 +1,2 @@
+//! The ReAct fallback for models without native tool calling. SKELETON: completed with the
+//! foundation issue.

@@ -1,0 +1,132 @@
+//! What a provider is asked: the model, the conversation, the tools, and how to sample.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Message, ToolChoice, ToolSchema};
+
+/// Sampling and length options. `None` leaves the server's default.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GenerationOptions {
+    /// Sampling temperature.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// The most tokens to generate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Nucleus sampling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    /// Top-k sampling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<u32>,
+    /// Repetition penalty.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat_penalty: Option<f32>,
+    /// Random seed, for repeatable sampling.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    /// Sequences that end generation.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    /// The context window to ask the server for, in tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_length: Option<u32>,
+}
+
+/// Whether a reasoning model should think before answering, and how hard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Think {
+    /// Do not think (where the model allows turning it off).
+    Off,
+    /// Think, at the model's default effort.
+    On,
+    /// Think briefly.
+    Low,
+    /// Think at medium effort.
+    Medium,
+    /// Think hard.
+    High,
+}
+
+/// Structured output: ask the server to constrain the reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum ResponseFormat {
+    /// Any JSON value.
+    Json,
+    /// JSON matching this schema.
+    JsonSchema {
+        /// A short name for the schema (OpenAI-compatible servers require one).
+        name: String,
+        /// The JSON Schema.
+        schema: Value,
+    },
+}
+
+/// One request to a provider: everything a backend needs for one streamed reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderRequest {
+    /// The model's name as the server knows it.
+    pub model: String,
+    /// A system prompt sent before the messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The conversation so far.
+    pub messages: Vec<Message>,
+    /// Tools offered natively.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSchema>,
+    /// Whether the model should call a tool.
+    #[serde(default)]
+    pub tool_choice: ToolChoice,
+    /// Sampling options.
+    #[serde(default)]
+    pub options: GenerationOptions,
+    /// Whether to think (sent only to models that can).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think: Option<Think>,
+    /// Structured output, when the reply must be JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
+    /// How long the server should keep the model loaded after this request (Ollama's
+    /// `keep_alive`, for example `"5m"` or `"0"`); ignored by servers without the notion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_alive: Option<String>,
+}
+
+impl ProviderRequest {
+    /// A request for `model` with these messages and defaults elsewhere.
+    pub fn new(model: impl Into<String>, messages: Vec<Message>) -> Self {
+        ProviderRequest {
+            model: model.into(),
+            system: None,
+            messages,
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
+            options: GenerationOptions::default(),
+            think: None,
+            response_format: None,
+            keep_alive: None,
+        }
+    }
+
+    /// The characters of everything the model will read (system prompt, messages, tool
+    /// schemas), the basis of the `ceil(chars / 4)` estimate.
+    pub fn char_count(&self) -> usize {
+        let system = self.system.as_deref().map_or(0, |s| s.chars().count());
+        let messages: usize = self.messages.iter().map(Message::char_count).sum();
+        let tools: usize = self
+            .tools
+            .iter()
+            .map(|t| {
+                t.name.chars().count()
+                    + t.description.chars().count()
+                    + t.parameters.to_string().chars().count()
+            })
+            .sum();
+        system + messages + tools
+    }
+}

@@ -1,0 +1,96 @@
+//! Tools as the model sees them: schemas offered, calls made, and the choice of whether to
+//! call one.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::TypesError;
+
+/// A tool offered to the model: a name, what it does, and a JSON Schema of its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSchema {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema (an object schema) of its arguments.
+    pub parameters: Value,
+}
+
+impl ToolSchema {
+    /// A tool schema.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
+        ToolSchema {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+        }
+    }
+}
+
+/// A call the model made: which tool, with which arguments, under which id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The id results refer back to (from the server, or minted when it sent none).
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, always a JSON object.
+    pub arguments: Map<String, Value>,
+}
+
+impl ToolCall {
+    /// A call; `arguments` must be a JSON object (`null` counts as `{}`).
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: Value,
+    ) -> Result<Self, TypesError> {
+        let arguments = match arguments {
+            Value::Object(map) => map,
+            Value::Null => Map::new(),
+            other => {
+                return Err(TypesError::ArgumentsNotObject {
+                    found: json_type(&other).into(),
+                });
+            }
+        };
+        Ok(ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+        })
+    }
+
+    /// The arguments as a JSON value.
+    pub fn arguments_value(&self) -> Value {
+        Value::Object(self.arguments.clone())
+    }
+}
+
+/// The JSON type name of a value, for error messages.
+pub(crate) fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Whether, and which, tool the model should call.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type", content = "name")]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// No tool calls.
+    None,
+    /// At least one tool call.
+    Required,
+    /// This tool, by name.
+    Tool(String),
+}

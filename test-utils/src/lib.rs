@@ -1,0 +1,13 @@
+//! Test doubles for ollm, shared by every crate's tests.
+//!
+//! - [`mock_provider`]: providers that replay scripted event sequences.
+//! - [`recording_tool`]: tools that record what ran, with which arguments and when.
+//! - [`mock_ollama`]: an in-process HTTP server speaking Ollama's native API.
+//! - [`mock_openai`]: an in-process HTTP server speaking the OpenAI-compatible API.
+//! - [`fixtures`]: paths to the data files under `test-utils/fixtures/`.
+
+pub mod fixtures;
+pub mod mock_ollama;
+pub mod mock_openai;
+pub mod mock_provider;
+pub mod recording_tool;

@@ -1,0 +1,1 @@
+//! SKELETON: mock_ollama, completed by its issue.

@@ -1,0 +1,1 @@
+//! SKELETON: mock_openai, completed by its issue.

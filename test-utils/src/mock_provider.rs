@@ -1,0 +1,1 @@
+//! SKELETON: mock_provider, completed by its issue.

@@ -1,0 +1,1 @@
+//! SKELETON: recording_tool, completed by its issue.
