@@ -1,0 +1,193 @@
+//! The one error type of the bridge, and its mapping to the neutral [`ProviderError`].
+
+use std::time::Duration;
+
+use ollm_types::{ProviderError, ProviderErrorKind};
+
+/// Which wait ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutPhase {
+    /// Waiting for the response headers (a model may be loading).
+    FirstByte,
+    /// Waiting for the next chunk of a body.
+    Idle,
+}
+
+/// What went wrong between ollm and a server.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BridgeError {
+    /// The configured address is not a usable URL.
+    #[error("invalid server address {url:?}: {message}")]
+    InvalidUrl {
+        /// The address as given.
+        url: String,
+        /// Why it is not usable.
+        message: String,
+    },
+    /// The server could not be reached.
+    #[error("could not connect to {url}: {message}")]
+    Connect {
+        /// The URL tried.
+        url: String,
+        /// What the network layer said.
+        message: String,
+    },
+    /// A wait ran out.
+    #[error("the server sent nothing for {after:?} ({phase:?})")]
+    Timeout {
+        /// Which wait.
+        phase: TimeoutPhase,
+        /// How long it was.
+        after: Duration,
+    },
+    /// The server answered with an error status.
+    #[error("HTTP {status}: {message}")]
+    Http {
+        /// The status code.
+        status: u16,
+        /// The server's error text (from a JSON `error` field when there is one).
+        message: String,
+        /// The raw body, capped.
+        body: String,
+        /// The server's `Retry-After`, when it sent one.
+        retry_after: Option<Duration>,
+    },
+    /// The connection broke while reading a body.
+    #[error("the connection broke while reading the reply: {message}")]
+    Body {
+        /// What the network layer said.
+        message: String,
+    },
+    /// A line or event of the body is not what the protocol says.
+    #[error("malformed line from the server ({message}): {line}")]
+    Decode {
+        /// The offending line, capped.
+        line: String,
+        /// What the parser said.
+        message: String,
+    },
+    /// A line grew past the cap without ending.
+    #[error("a line from the server exceeded {limit} bytes")]
+    LineTooLong {
+        /// The cap in bytes.
+        limit: usize,
+    },
+    /// The body ended before the protocol's final message.
+    #[error("the reply ended early: {message}")]
+    Incomplete {
+        /// What was missing.
+        message: String,
+    },
+    /// The server reported an error inside a successful (200) stream.
+    #[error("the server reported an error: {message}")]
+    InStream {
+        /// The server's text.
+        message: String,
+    },
+}
+
+impl BridgeError {
+    /// Whether sending the same request again could succeed: connection failures and the
+    /// statuses 408, 409, 429 and 5xx (but 501). Timeouts are not retried: a model that
+    /// is still loading would be asked to load again.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            BridgeError::Connect { .. } => true,
+            BridgeError::Http { status, .. } => {
+                matches!(status, 408 | 409 | 429) || (*status >= 500 && *status != 501)
+            }
+            _ => false,
+        }
+    }
+
+    /// The server's `Retry-After`, when it sent one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            BridgeError::Http { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// Caps `text` at `max` bytes (on a character boundary) for keeping in an error.
+    pub(crate) fn cap(text: &str, max: usize) -> String {
+        if text.len() <= max {
+            return text.to_owned();
+        }
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}...", &text[..end])
+    }
+}
+
+impl From<BridgeError> for ProviderError {
+    fn from(err: BridgeError) -> Self {
+        let retryable = err.is_retryable();
+        let (kind, status) = match &err {
+            BridgeError::InvalidUrl { .. } => (ProviderErrorKind::BadRequest, None),
+            BridgeError::Connect { .. } | BridgeError::Body { .. } => {
+                (ProviderErrorKind::Connection, None)
+            }
+            BridgeError::Timeout { .. } => (ProviderErrorKind::Timeout, None),
+            BridgeError::Http { status, .. } => (status_kind(*status), Some(*status)),
+            BridgeError::Decode { .. } | BridgeError::LineTooLong { .. } => {
+                (ProviderErrorKind::Protocol, None)
+            }
+            BridgeError::Incomplete { .. } => (ProviderErrorKind::IncompleteStream, None),
+            BridgeError::InStream { .. } => (ProviderErrorKind::Server, None),
+        };
+        let message = match &err {
+            BridgeError::Http { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        ProviderError {
+            kind,
+            message,
+            status,
+            retryable,
+            hint: None,
+        }
+    }
+}
+
+/// The neutral kind of an HTTP error status. Adapters refine it where the body says more
+/// (a missing model, a capability the model lacks).
+pub fn status_kind(status: u16) -> ProviderErrorKind {
+    match status {
+        401 | 403 => ProviderErrorKind::Auth,
+        404 => ProviderErrorKind::ModelNotFound,
+        408 => ProviderErrorKind::Timeout,
+        409 | 429 | 503 => ProviderErrorKind::Busy,
+        400..=499 => ProviderErrorKind::BadRequest,
+        _ => ProviderErrorKind::Server,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retryable_statuses_follow_the_field_notes() {
+        let http = |status| BridgeError::Http {
+            status,
+            message: String::new(),
+            body: String::new(),
+            retry_after: None,
+        };
+        for s in [408, 409, 429, 500, 502, 503, 504] {
+            assert!(http(s).is_retryable(), "{s}");
+        }
+        for s in [400, 401, 403, 404, 422, 501] {
+            assert!(!http(s).is_retryable(), "{s}");
+        }
+    }
+
+    #[test]
+    fn cap_respects_char_boundaries() {
+        assert_eq!(BridgeError::cap("héllo", 2), "h...");
+        assert_eq!(BridgeError::cap("abc", 5), "abc");
+    }
+}

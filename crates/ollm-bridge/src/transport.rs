@@ -1,0 +1,542 @@
+//! The thin I/O shell every adapter shares: one HTTP client, timeouts, retries and body
+//! streaming. Adapters build request bodies and decode bytes with pure functions; this
+//! module only moves bytes and decides when to try again.
+//!
+//! - **Timeouts**: a generous wait for the response headers (a model may take minutes to
+//!   load) and an idle timeout between body chunks; there is no total timeout, because a
+//!   long answer is not a stuck one.
+//! - **Retries**: connection failures and 408, 409, 429 and 5xx (not 501) are retried with
+//!   bounded exponential backoff and equal jitter, honouring `Retry-After` (seconds or an
+//!   HTTP date) up to [`RetryPolicy::max_retry_after`]. A request is retried only before
+//!   any of its reply was handed on, so a consumer never sees output twice. Each retry is
+//!   announced ([`Attempt::Retrying`]) so the user knows why nothing is happening.
+//! - **Cancellation**: everything here is a future or a stream; dropping it drops the
+//!   connection (the server stops generating) and ends any retry sleep at once.
+//! - **Proxies**: traffic to a loopback address never goes through `HTTP_PROXY`
+//!   (reqwest#2152); other hosts follow the environment as usual.
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::{Method, Url};
+
+use crate::BridgeError;
+use crate::error::TimeoutPhase;
+
+/// The most bytes read from a non-streamed body (model lists, show): 32 MiB.
+const MAX_BODY: usize = 32 * 1024 * 1024;
+/// The most bytes of an error body kept in an error.
+const MAX_ERROR_BODY: usize = 4096;
+
+/// How often and how long to retry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (0 disables retrying).
+    pub max_retries: u32,
+    /// The first backoff; each retry doubles it.
+    pub base_delay: Duration,
+    /// The longest backoff.
+    pub max_delay: Duration,
+    /// The longest `Retry-After` honoured; a server asking for more is waited on this long.
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 3,
+            base_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(8),
+            max_retry_after: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// No retries at all.
+    pub fn none() -> Self {
+        RetryPolicy {
+            max_retries: 0,
+            ..Self::default()
+        }
+    }
+
+    /// The wait before retry number `retry` (from 0) after `error`, or `None` when the error
+    /// is not retryable or the retries are used up.
+    pub fn delay(&self, retry: u32, error: &BridgeError) -> Option<Duration> {
+        if retry >= self.max_retries || !error.is_retryable() {
+            return None;
+        }
+        if let Some(asked) = error.retry_after() {
+            return Some(asked.min(self.max_retry_after));
+        }
+        let backoff = self
+            .base_delay
+            .saturating_mul(2u32.saturating_pow(retry))
+            .min(self.max_delay);
+        // Equal jitter: half fixed, half random, so retries from many clients spread out
+        // while each still waits at least half the backoff.
+        let half = backoff / 2;
+        Some(half + half.mul_f64(fastrand::f64()))
+    }
+}
+
+/// Parses a `Retry-After` value: delta-seconds or an HTTP date (relative to `now`).
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(when.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// A secret (an API key): never shown by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// HTTP settings shared by the adapters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpConfig {
+    /// How long to wait for a TCP connection.
+    pub connect_timeout: Duration,
+    /// How long to wait for the response headers (default 10 minutes: loading a large
+    /// model from disk can take minutes before the first byte).
+    pub first_byte_timeout: Duration,
+    /// How long a body may go without a byte (default 2 minutes).
+    pub idle_timeout: Duration,
+    /// Retries.
+    pub retry: RetryPolicy,
+    /// Headers sent with every request.
+    pub headers: Vec<(String, String)>,
+    /// A bearer token sent as `Authorization`.
+    pub api_key: Option<Secret>,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            connect_timeout: Duration::from_secs(10),
+            first_byte_timeout: Duration::from_secs(600),
+            idle_timeout: Duration::from_secs(120),
+            retry: RetryPolicy::default(),
+            headers: Vec::new(),
+            api_key: None,
+        }
+    }
+}
+
+/// What one step of [`Transport::send_retrying`] produced.
+#[derive(Debug)]
+pub enum Attempt {
+    /// An attempt failed and another follows after `delay`.
+    Retrying {
+        /// Which retry comes next (from 1).
+        retry: u32,
+        /// How long until it.
+        delay: Duration,
+        /// Why the attempt failed.
+        error: BridgeError,
+    },
+    /// A successful (2xx) response, body unread.
+    Response(reqwest::Response),
+    /// The request failed for good.
+    Failed(BridgeError),
+}
+
+/// A request to send: method, path under the base URL, and an optional JSON body.
+#[derive(Debug, Clone)]
+pub struct RequestSpec {
+    /// The method.
+    pub method: Method,
+    /// The path, starting with `/`, appended to the base URL.
+    pub path: String,
+    /// The body, already serialised as JSON.
+    pub body: Option<Bytes>,
+}
+
+impl RequestSpec {
+    /// A `GET`.
+    pub fn get(path: impl Into<String>) -> Self {
+        RequestSpec {
+            method: Method::GET,
+            path: path.into(),
+            body: None,
+        }
+    }
+
+    /// A request with a JSON body.
+    pub fn json(method: Method, path: impl Into<String>, body: &serde_json::Value) -> Self {
+        RequestSpec {
+            method,
+            path: path.into(),
+            body: Some(Bytes::from(body.to_string())),
+        }
+    }
+}
+
+/// An HTTP client bound to one server.
+#[derive(Debug, Clone)]
+pub struct Transport {
+    client: reqwest::Client,
+    base: String,
+    config: HttpConfig,
+}
+
+impl Transport {
+    /// A transport for the server at `base_url` (`http://host:port` or with a path prefix
+    /// such as `/v1`).
+    pub fn new(base_url: &str, config: HttpConfig) -> Result<Self, BridgeError> {
+        let invalid = |message: String| BridgeError::InvalidUrl {
+            url: base_url.to_owned(),
+            message,
+        };
+        let url = Url::parse(base_url).map_err(|e| invalid(e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(invalid(format!("unsupported scheme {:?}", url.scheme())));
+        }
+        let mut headers = HeaderMap::new();
+        for (name, value) in &config.headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| invalid(format!("header name {name:?}: {e}")))?;
+            let value =
+                HeaderValue::from_str(value).map_err(|e| invalid(format!("header {name}: {e}")))?;
+            headers.insert(name, value);
+        }
+        if let Some(key) = &config.api_key {
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
+                .map_err(|_| invalid("the API key is not a valid header value".into()))?;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .default_headers(headers)
+            .user_agent(concat!("ollm/", env!("CARGO_PKG_VERSION")));
+        if is_loopback(&url) {
+            builder = builder.no_proxy();
+        }
+        let client = builder.build().map_err(|e| invalid(e.to_string()))?;
+        Ok(Transport {
+            client,
+            base: base_url.trim_end_matches('/').to_owned(),
+            config,
+        })
+    }
+
+    /// The base URL, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &HttpConfig {
+        &self.config
+    }
+
+    /// Sends `spec` once: a 2xx response or a typed error (non-2xx statuses become
+    /// [`BridgeError::Http`] with the server's message and `Retry-After`).
+    pub async fn send_once(&self, spec: &RequestSpec) -> Result<reqwest::Response, BridgeError> {
+        let url = format!("{}{}", self.base, spec.path);
+        let mut request = self.client.request(spec.method.clone(), &url);
+        if let Some(body) = &spec.body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.clone());
+        }
+        let response = tokio::time::timeout(self.config.first_byte_timeout, request.send())
+            .await
+            .map_err(|_| BridgeError::Timeout {
+                phase: TimeoutPhase::FirstByte,
+                after: self.config.first_byte_timeout,
+            })?
+            .map_err(|e| BridgeError::Connect {
+                url: url.clone(),
+                message: error_chain(&e),
+            })?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, SystemTime::now()));
+        let body = read_capped(response, MAX_ERROR_BODY, self.config.idle_timeout)
+            .await
+            .unwrap_or_default();
+        let body = String::from_utf8_lossy(&body).into_owned();
+        Err(BridgeError::Http {
+            status: status.as_u16(),
+            message: server_message(&body)
+                .unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_owned()),
+            body,
+            retry_after,
+        })
+    }
+
+    /// Sends `spec`, retrying by the policy. The stream yields a [`Attempt::Retrying`] per
+    /// retry, then one [`Attempt::Response`] or [`Attempt::Failed`], and ends.
+    pub fn send_retrying(&self, spec: RequestSpec) -> BoxStream<'static, Attempt> {
+        let this = self.clone();
+        Box::pin(async_stream::stream! {
+            let mut retry = 0;
+            loop {
+                match this.send_once(&spec).await {
+                    Ok(response) => {
+                        yield Attempt::Response(response);
+                        return;
+                    }
+                    Err(error) => match this.config.retry.delay(retry, &error) {
+                        Some(delay) => {
+                            retry += 1;
+                            yield Attempt::Retrying { retry, delay, error };
+                            tokio::time::sleep(delay).await;
+                        }
+                        None => {
+                            yield Attempt::Failed(error);
+                            return;
+                        }
+                    },
+                }
+            }
+        })
+    }
+
+    /// Sends `spec` with retries and reads the whole (capped) body.
+    pub async fn fetch(&self, spec: RequestSpec) -> Result<Bytes, BridgeError> {
+        let mut attempts = self.send_retrying(spec);
+        while let Some(attempt) = attempts.next().await {
+            match attempt {
+                Attempt::Retrying { .. } => {}
+                Attempt::Response(response) => {
+                    return read_capped(response, MAX_BODY, self.config.idle_timeout).await;
+                }
+                Attempt::Failed(error) => return Err(error),
+            }
+        }
+        Err(BridgeError::Incomplete {
+            message: "no attempt was made".into(),
+        })
+    }
+
+    /// Sends `spec` with retries and parses the JSON reply into `T` (the raw body is kept
+    /// in the error when it does not parse).
+    pub async fn fetch_json<T: serde::de::DeserializeOwned>(
+        &self,
+        spec: RequestSpec,
+    ) -> Result<T, BridgeError> {
+        let body = self.fetch(spec).await?;
+        serde_json::from_slice(&body).map_err(|e| BridgeError::Decode {
+            line: BridgeError::cap(&String::from_utf8_lossy(&body), 512),
+            message: e.to_string(),
+        })
+    }
+
+    /// The body of `response` as chunks, each within the idle timeout.
+    pub fn body_chunks(
+        &self,
+        response: reqwest::Response,
+    ) -> BoxStream<'static, Result<Bytes, BridgeError>> {
+        let idle = self.config.idle_timeout;
+        Box::pin(async_stream::stream! {
+            let mut body = response.bytes_stream();
+            loop {
+                match tokio::time::timeout(idle, body.next()).await {
+                    Err(_) => {
+                        yield Err(BridgeError::Timeout { phase: TimeoutPhase::Idle, after: idle });
+                        return;
+                    }
+                    Ok(None) => return,
+                    Ok(Some(Ok(chunk))) => yield Ok(chunk),
+                    Ok(Some(Err(e))) => {
+                        yield Err(BridgeError::Body { message: error_chain(&e) });
+                        return;
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Reads a body up to `max` bytes (the rest is dropped), each chunk within `idle`.
+async fn read_capped(
+    response: reqwest::Response,
+    max: usize,
+    idle: Duration,
+) -> Result<Bytes, BridgeError> {
+    let mut body = response.bytes_stream();
+    let mut out = Vec::new();
+    loop {
+        match tokio::time::timeout(idle, body.next()).await {
+            Err(_) => {
+                return Err(BridgeError::Timeout {
+                    phase: TimeoutPhase::Idle,
+                    after: idle,
+                });
+            }
+            Ok(None) => return Ok(Bytes::from(out)),
+            Ok(Some(Err(e))) => {
+                return Err(BridgeError::Body {
+                    message: error_chain(&e),
+                });
+            }
+            Ok(Some(Ok(chunk))) => {
+                let room = max.saturating_sub(out.len());
+                out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                if out.len() >= max {
+                    return Ok(Bytes::from(out));
+                }
+            }
+        }
+    }
+}
+
+/// The message in an error body: Ollama's `{"error": "..."}` or OpenAI's
+/// `{"error": {"message": "..."}}`; `None` when the body is neither.
+pub fn server_message(body: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(body).ok()?;
+    match value.get("error")? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Object(o) => o.get("message")?.as_str().map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// Whether `url` names this machine (loopback addresses and `localhost`).
+pub fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback() || ip.is_unspecified(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback() || ip.is_unspecified(),
+        None => false,
+    }
+}
+
+/// An error and its sources on one line (reqwest's top-level text alone says little).
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        assert_eq!(parse_retry_after(" 7 ", now), Some(Duration::from_secs(7)));
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(30));
+        assert_eq!(
+            parse_retry_after(&later, now),
+            Some(Duration::from_secs(30))
+        );
+        let earlier = httpdate::fmt_http_date(now - Duration::from_secs(30));
+        assert_eq!(parse_retry_after(&earlier, now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon", now), None);
+    }
+
+    fn http(status: u16, retry_after: Option<Duration>) -> BridgeError {
+        BridgeError::Http {
+            status,
+            message: String::new(),
+            body: String::new(),
+            retry_after,
+        }
+    }
+
+    #[test]
+    fn backoff_grows_is_capped_and_honours_retry_after() {
+        let policy = RetryPolicy {
+            max_retries: 10,
+            ..RetryPolicy::default()
+        };
+        for retry in 0..10 {
+            let d = policy.delay(retry, &http(503, None)).unwrap();
+            let full = policy
+                .base_delay
+                .saturating_mul(1 << retry)
+                .min(policy.max_delay);
+            assert!(
+                d >= full / 2 && d <= full,
+                "retry {retry}: {d:?} vs {full:?}"
+            );
+        }
+        let asked = policy
+            .delay(0, &http(429, Some(Duration::from_secs(3))))
+            .unwrap();
+        assert_eq!(asked, Duration::from_secs(3));
+        let capped = policy
+            .delay(0, &http(429, Some(Duration::from_secs(3600))))
+            .unwrap();
+        assert_eq!(capped, policy.max_retry_after);
+        assert_eq!(policy.delay(0, &http(404, None)), None);
+        assert_eq!(policy.delay(10, &http(503, None)), None);
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        for (url, expected) in [
+            ("http://127.0.0.1:11434", true),
+            ("http://localhost:8080/v1", true),
+            ("http://[::1]:1", true),
+            ("http://0.0.0.0:11434", true),
+            ("http://example.com", false),
+            ("http://10.0.0.2:11434", false),
+        ] {
+            assert_eq!(is_loopback(&Url::parse(url).unwrap()), expected, "{url}");
+        }
+    }
+
+    #[test]
+    fn server_messages_of_both_dialects() {
+        assert_eq!(
+            server_message(r#"{"error":"model 'x' not found"}"#).as_deref(),
+            Some("model 'x' not found")
+        );
+        assert_eq!(
+            server_message(r#"{"error":{"message":"bad","type":"x"}}"#).as_deref(),
+            Some("bad")
+        );
+        assert_eq!(server_message("oops"), None);
+    }
+
+    #[test]
+    fn secrets_do_not_debug_print() {
+        let config = HttpConfig {
+            api_key: Some(Secret::new("sk-123")),
+            ..HttpConfig::default()
+        };
+        assert!(!format!("{config:?}").contains("sk-123"));
+    }
+}
