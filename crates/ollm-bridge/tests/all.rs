@@ -1,0 +1,3 @@
+//! The bridge's integration tests, one binary with a module per area.
+
+mod transport;
