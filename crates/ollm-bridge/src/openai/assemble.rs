@@ -1,0 +1,285 @@
+//! Tool-call assembly from streamed fragments (pure).
+//!
+//! Servers stream a call as fragments keyed by `index`, but not all the same way: Ollama's
+//! `/v1` sends `index: 0` for every call of a parallel batch, continuation chunks usually
+//! carry no `id`, several calls may come in one chunk, and calls may come together with the
+//! `finish_reason`. The rule that is right on all of them:
+//!
+//! - a fragment with a new `index`, or with an `id` different from the open call's, starts
+//!   a new call (and closes the open one);
+//! - any other fragment (no `id`, or the same one) extends the open call;
+//! - a call without an `id` gets a minted one;
+//! - the arguments are parsed when the call is complete.
+//!
+//! # Unparseable arguments
+//! A call whose arguments are not a JSON object is not dropped and does not end the reply:
+//! it is emitted with the arguments `{"__ollm_invalid_arguments": "<the raw text>"}`
+//! ([`INVALID_ARGUMENTS_KEY`]), after a [`WarningKind::MalformedOutput`] warning. A tool's
+//! parameter schema never allows that key, so argument validation rejects the call and the
+//! model is told why in the call's result, and can try again.
+
+use ollm_types::{ProviderEvent, ToolCall, Warning, WarningKind};
+use serde_json::{Map, Value};
+
+use super::wire::ToolCallDelta;
+
+/// The argument key that carries unparseable arguments (see the module docs).
+pub const INVALID_ARGUMENTS_KEY: &str = "__ollm_invalid_arguments";
+
+/// One call being assembled.
+#[derive(Debug, Default)]
+struct Slot {
+    index: Option<u32>,
+    id: Option<String>,
+    name: String,
+    arguments: String,
+    /// Arguments sent as a JSON object rather than a string.
+    object: Option<Map<String, Value>>,
+}
+
+/// Assembles streamed tool-call fragments into complete [`ToolCall`]s.
+#[derive(Debug)]
+pub struct ToolCallAssembler {
+    open: Option<Slot>,
+    /// Prefix of minted ids.
+    id_prefix: String,
+    minted: u32,
+    emitted: usize,
+}
+
+impl ToolCallAssembler {
+    /// An assembler minting ids `<prefix>_0`, `<prefix>_1`, ... for calls that come
+    /// without one.
+    pub fn new(id_prefix: impl Into<String>) -> Self {
+        ToolCallAssembler {
+            open: None,
+            id_prefix: id_prefix.into(),
+            minted: 0,
+            emitted: 0,
+        }
+    }
+
+    /// How many calls were emitted so far.
+    pub fn emitted(&self) -> usize {
+        self.emitted
+    }
+
+    /// Takes one fragment; a call it closes is pushed to `out`.
+    pub(crate) fn push(&mut self, delta: &ToolCallDelta<'_>, out: &mut Vec<ProviderEvent>) {
+        let id = delta.id.as_deref().filter(|id| !id.is_empty());
+        let starts_new = match &self.open {
+            None => true,
+            Some(open) => {
+                let new_index = matches!((delta.index, open.index), (Some(a), Some(b)) if a != b);
+                let new_id = matches!((id, open.id.as_deref()), (Some(a), Some(b)) if a != b);
+                new_index || new_id
+            }
+        };
+        if starts_new {
+            self.close(out);
+        }
+        let slot = self.open.get_or_insert_with(Slot::default);
+        if slot.index.is_none() {
+            slot.index = delta.index;
+        }
+        if slot.id.is_none() {
+            slot.id = id.map(str::to_owned);
+        }
+        let Some(function) = &delta.function else {
+            return;
+        };
+        if let Some(name) = function.name.as_deref() {
+            // Some servers repeat the whole name on every fragment; others stream it.
+            if name != slot.name {
+                slot.name.push_str(name);
+            }
+        }
+        match &function.arguments {
+            Some(Value::String(fragment)) => slot.arguments.push_str(fragment),
+            Some(Value::Object(map)) => slot.object = Some(map.clone()),
+            Some(Value::Null) | None => {}
+            Some(other) => slot.arguments.push_str(&other.to_string()),
+        }
+    }
+
+    /// Closes the open call, if any, pushing it to `out`.
+    pub fn close(&mut self, out: &mut Vec<ProviderEvent>) {
+        let Some(slot) = self.open.take() else {
+            return;
+        };
+        let id = match slot.id {
+            Some(id) => id,
+            None => {
+                let id = format!("{}_{}", self.id_prefix, self.minted);
+                self.minted += 1;
+                id
+            }
+        };
+        let arguments = match slot.object {
+            Some(map) if slot.arguments.trim().is_empty() => map,
+            _ => match parse_arguments(&slot.arguments) {
+                Ok(map) => map,
+                Err(why) => {
+                    out.push(ProviderEvent::Warning {
+                        warning: Warning::new(
+                            WarningKind::MalformedOutput,
+                            format!(
+                                "the arguments of call {id} to {:?} are not a JSON object \
+                                 ({why}); the call is answered with an error",
+                                slot.name
+                            ),
+                        ),
+                    });
+                    let mut map = Map::new();
+                    map.insert(
+                        INVALID_ARGUMENTS_KEY.to_owned(),
+                        Value::String(slot.arguments),
+                    );
+                    map
+                }
+            },
+        };
+        self.emitted += 1;
+        out.push(ProviderEvent::ToolCall {
+            call: ToolCall {
+                id,
+                name: slot.name,
+                arguments,
+            },
+        });
+    }
+}
+
+/// Parses complete arguments: empty text is `{}`; anything else must be a JSON object.
+fn parse_arguments(text: &str) -> Result<Map<String, Value>, String> {
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(Value::Null) => Ok(Map::new()),
+        Ok(other) => Err(format!("found a JSON {}", json_kind(&other))),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Feeds fragments written as JSON (`{"index":..,"id":..,"function":{..}}`), one inner
+    /// list per chunk, and returns the events.
+    fn assemble(chunks: &[Value]) -> Vec<ProviderEvent> {
+        let mut asm = ToolCallAssembler::new("m");
+        let mut out = Vec::new();
+        let texts: Vec<String> = chunks.iter().map(Value::to_string).collect();
+        for text in &texts {
+            let deltas: Vec<ToolCallDelta<'_>> = serde_json::from_str(text).unwrap();
+            for d in &deltas {
+                asm.push(d, &mut out);
+            }
+        }
+        asm.close(&mut out);
+        out
+    }
+
+    fn call(id: &str, name: &str, args: Value) -> ProviderEvent {
+        ProviderEvent::ToolCall {
+            call: ToolCall::new(id, name, args).unwrap(),
+        }
+    }
+
+    fn check(chunks: &[Value], expected: &[ProviderEvent]) {
+        assert_eq!(assemble(chunks), expected, "chunks: {chunks:#?}");
+    }
+
+    #[test]
+    fn assembly_rules() {
+        // vLLM: id and name first, arguments streamed id-less under the same index.
+        check(
+            &[
+                json!([{"index":0,"id":"a","function":{"name":"add","arguments":""}}]),
+                json!([{"index":0,"function":{"arguments":"{\"x\":"}}]),
+                json!([{"index":0,"function":{"arguments":"1}"}}]),
+                json!([{"index":1,"id":"b","function":{"name":"neg","arguments":"{}"}}]),
+            ],
+            &[
+                call("a", "add", json!({"x":1})),
+                call("b", "neg", json!({})),
+            ],
+        );
+        // Ollama /v1: every call of a batch has index 0, told apart by id.
+        check(
+            &[
+                json!([{"index":0,"id":"a","function":{"name":"f","arguments":"{\"q\":1}"}}]),
+                json!([{"index":0,"id":"b","function":{"name":"f","arguments":"{\"q\":2}"}}]),
+            ],
+            &[
+                call("a", "f", json!({"q":1})),
+                call("b", "f", json!({"q":2})),
+            ],
+        );
+        // Several calls in one chunk, no ids at all: minted.
+        check(
+            &[json!([
+                {"index":0,"function":{"name":"f","arguments":"{}"}},
+                {"index":1,"function":{"name":"g","arguments":"{}"}}
+            ])],
+            &[call("m_0", "f", json!({})), call("m_1", "g", json!({}))],
+        );
+        // Index-less fragments extend the open call; a repeated id does too.
+        check(
+            &[
+                json!([{"id":"a","function":{"name":"f","arguments":"{\"s\":"}}]),
+                json!([{"id":"a","function":{"arguments":"\"x\"}"}}]),
+            ],
+            &[call("a", "f", json!({"s":"x"}))],
+        );
+        // Arguments sent as an object, and a repeated name.
+        check(
+            &[
+                json!([{"index":0,"id":"a","function":{"name":"f","arguments":{"k":true}}}]),
+                json!([{"index":0,"function":{"name":"f"}}]),
+            ],
+            &[call("a", "f", json!({"k":true}))],
+        );
+        // No arguments at all is {}.
+        check(
+            &[json!([{"index":0,"id":"a","function":{"name":"now"}}])],
+            &[call("a", "now", json!({}))],
+        );
+        check(&[], &[]);
+    }
+
+    #[test]
+    fn unparseable_arguments_become_a_marked_call_after_a_warning() {
+        for raw in ["{\"x\":", "[1,2]", "\"text\""] {
+            let events = assemble(&[json!([
+                {"index":0,"id":"a","function":{"name":"f","arguments":raw}}
+            ])]);
+            assert!(
+                matches!(&events[0], ProviderEvent::Warning { warning }
+                    if warning.kind == WarningKind::MalformedOutput),
+                "{events:?}"
+            );
+            assert_eq!(
+                events[1],
+                call("a", "f", json!({ INVALID_ARGUMENTS_KEY: raw })),
+                "{raw}"
+            );
+        }
+    }
+}
