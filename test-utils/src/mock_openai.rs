@@ -1,1 +1,462 @@
-//! SKELETON: mock_openai, completed by its issue.
+//! An in-process HTTP server speaking the OpenAI-compatible API, for adapter tests.
+//!
+//! Replies to `POST /v1/chat/completions` are scripted in order with [`Reply`]: SSE bodies
+//! sent in parts with per-part delays and optional byte splitting, error events, early EOF
+//! (a script without `[DONE]`), stalls (a body that never ends), and HTTP errors with
+//! `Retry-After`. `GET /v1/models` and `POST /tokenize` (llama.cpp's or vLLM's dialect, or
+//! absent) answer from settings. Every chat request is recorded and validated the way real
+//! servers (and the OpenAI API) would refuse it: streamed, tool-call arguments as JSON
+//! strings holding objects, and each tool message answering a call made earlier in the
+//! conversation. A request that breaks a rule is answered 400 and the problem is listed by
+//! [`MockOpenAi::violations`].
+
+use std::collections::{HashSet, VecDeque};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+/// One scripted reply to a chat request.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A 200 SSE body.
+    Sse(SseScript),
+    /// An error status with a JSON body.
+    Http {
+        /// The status.
+        status: u16,
+        /// The body.
+        body: Value,
+        /// A `Retry-After` header value.
+        retry_after: Option<String>,
+    },
+}
+
+impl Reply {
+    /// An empty SSE script; add parts with its builder methods.
+    pub fn sse() -> SseScript {
+        SseScript::default()
+    }
+
+    /// An HTTP error with an OpenAI-style `{"error": {"message", "type"}}` body.
+    pub fn http_error(status: u16, message: &str) -> Reply {
+        Reply::Http {
+            status,
+            body: json!({"error": {"message": message, "type": "mock_error", "code": status}}),
+            retry_after: None,
+        }
+    }
+
+    /// The same error reply with a `Retry-After` header.
+    pub fn with_retry_after(self, value: &str) -> Reply {
+        match self {
+            Reply::Http { status, body, .. } => Reply::Http {
+                status,
+                body,
+                retry_after: Some(value.to_owned()),
+            },
+            other => other,
+        }
+    }
+}
+
+/// An SSE body: parts sent in order, each after its delay.
+#[derive(Debug, Clone, Default)]
+pub struct SseScript {
+    parts: Vec<(Duration, Bytes)>,
+    split: Option<usize>,
+    stall: bool,
+    pending_delay: Duration,
+}
+
+impl SseScript {
+    /// A `data: <json>` event.
+    pub fn data(self, chunk: Value) -> Self {
+        self.raw(format!("data: {chunk}\n\n"))
+    }
+
+    /// A chunk whose delta has this content.
+    pub fn content(self, text: &str) -> Self {
+        self.data(json!({"object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]}))
+    }
+
+    /// A chunk with this finish reason.
+    pub fn finish(self, reason: &str) -> Self {
+        self.data(json!({"object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}))
+    }
+
+    /// The usage chunk.
+    pub fn usage(self, prompt: u32, completion: u32) -> Self {
+        self.data(json!({"object": "chat.completion.chunk", "choices": [],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                      "total_tokens": prompt + completion}}))
+    }
+
+    /// `data: [DONE]`.
+    pub fn done(self) -> Self {
+        self.raw("data: [DONE]\n\n")
+    }
+
+    /// An `event: error` event with an OpenAI-style error.
+    pub fn error_event(self, message: &str) -> Self {
+        self.raw(format!(
+            "event: error\ndata: {}\n\n",
+            json!({"error": {"message": message, "type": "server_error"}})
+        ))
+    }
+
+    /// A keep-alive comment.
+    pub fn keep_alive(self) -> Self {
+        self.raw(": keep-alive\n\n")
+    }
+
+    /// Raw bytes, exactly as given (a whole recorded body, or a malformed one).
+    pub fn raw(mut self, bytes: impl Into<Bytes>) -> Self {
+        let delay = std::mem::take(&mut self.pending_delay);
+        self.parts.push((delay, bytes.into()));
+        self
+    }
+
+    /// Waits this long before the next part.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.pending_delay += delay;
+        self
+    }
+
+    /// Sends every part in pieces of at most `n` bytes (cut anywhere, even mid-character).
+    pub fn split_every(mut self, n: usize) -> Self {
+        self.split = Some(n.max(1));
+        self
+    }
+
+    /// After the last part, keeps the connection open without sending anything.
+    pub fn stall(mut self) -> Self {
+        self.stall = true;
+        self
+    }
+
+    /// The finished reply.
+    pub fn reply(self) -> Reply {
+        Reply::Sse(self)
+    }
+}
+
+/// Which `/tokenize` the mock offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tokenizer {
+    /// llama.cpp: `{"content"}` to `{"tokens"}`; other bodies get `{"tokens": []}`.
+    #[default]
+    LlamaCpp,
+    /// vLLM: `{"model", "prompt"}` to `{"count", "tokens"}`; other bodies get 400.
+    Vllm,
+    /// No endpoint (404), as Ollama and LM Studio.
+    Absent,
+}
+
+/// The count the mock tokenizers give: one token per whitespace-separated word.
+pub fn mock_token_count(text: &str) -> usize {
+    text.split_whitespace().count()
+}
+
+#[derive(Default)]
+struct Shared {
+    replies: Mutex<VecDeque<Reply>>,
+    requests: Mutex<Vec<Value>>,
+    tokenize_requests: Mutex<Vec<Value>>,
+    violations: Mutex<Vec<String>>,
+    models: Mutex<Vec<String>>,
+    tokenizer: Mutex<Tokenizer>,
+    /// Chat bodies that ended, completed or dropped (the client went away).
+    bodies_ended: Mutex<usize>,
+    body_ended: Notify,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A running mock server; it stops when dropped.
+pub struct MockOpenAi {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for MockOpenAi {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl MockOpenAi {
+    /// Starts a server on a free loopback port with one model, `mock-model`.
+    pub async fn start() -> anyhow::Result<Self> {
+        let shared = Arc::new(Shared::default());
+        lock(&shared.models).push("mock-model".into());
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/v1/models", get(models))
+            .route("/tokenize", post(tokenize))
+            .with_state(Arc::clone(&shared));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(MockOpenAi { addr, shared, task })
+    }
+
+    /// The API base URL, `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Queues a reply for the next chat request (unscripted requests get a 500).
+    pub fn push_reply(&self, reply: Reply) {
+        lock(&self.shared.replies).push_back(reply);
+    }
+
+    /// Replaces the model list.
+    pub fn set_models(&self, ids: &[&str]) {
+        *lock(&self.shared.models) = ids.iter().map(|s| (*s).to_owned()).collect();
+    }
+
+    /// Chooses the tokenizer dialect.
+    pub fn set_tokenizer(&self, tokenizer: Tokenizer) {
+        *lock(&self.shared.tokenizer) = tokenizer;
+    }
+
+    /// The chat request bodies received, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// The `/tokenize` bodies received, in order.
+    pub fn tokenize_requests(&self) -> Vec<Value> {
+        lock(&self.shared.tokenize_requests).clone()
+    }
+
+    /// The rule violations found in chat requests (see the module docs).
+    pub fn violations(&self) -> Vec<String> {
+        lock(&self.shared.violations).clone()
+    }
+
+    /// Waits until `n` chat bodies have ended (sent in full, or dropped because the client
+    /// went away).
+    pub async fn wait_bodies_ended(&self, n: usize) {
+        loop {
+            let notified = self.shared.body_ended.notified();
+            if *lock(&self.shared.bodies_ended) >= n {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Checks a chat body against the rules of the module docs.
+pub fn validate_chat_body(body: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    if body.get("stream") != Some(&Value::Bool(true)) {
+        problems.push("`stream` is not true".to_owned());
+    }
+    if body.get("model").and_then(Value::as_str).is_none() {
+        problems.push("`model` is missing".to_owned());
+    }
+    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
+        problems.push("`messages` is not an array".to_owned());
+        return problems;
+    };
+    let mut calls = HashSet::new();
+    for (i, m) in messages.iter().enumerate() {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        if !matches!(role, "system" | "user" | "assistant" | "tool") {
+            problems.push(format!("message {i}: unknown role {role:?}"));
+        }
+        for call in m
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(id) = call.get("id").and_then(Value::as_str) {
+                calls.insert(id.to_owned());
+            } else {
+                problems.push(format!("message {i}: a tool call without an id"));
+            }
+            match call.pointer("/function/arguments") {
+                Some(Value::String(s)) => {
+                    if !matches!(serde_json::from_str::<Value>(s), Ok(Value::Object(_))) {
+                        problems.push(format!("message {i}: arguments {s:?} are not an object"));
+                    }
+                }
+                other => problems.push(format!(
+                    "message {i}: arguments must be a JSON string, got {other:?}"
+                )),
+            }
+        }
+        if role == "tool" {
+            match m.get("tool_call_id").and_then(Value::as_str) {
+                Some(id) if calls.contains(id) => {}
+                Some(id) => problems.push(format!(
+                    "message {i}: tool result for {id:?} answers no earlier call"
+                )),
+                None => problems.push(format!("message {i}: tool message without tool_call_id")),
+            }
+        }
+    }
+    problems
+}
+
+fn error_response(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({"error": {"message": message, "type": "invalid_request_error"}})),
+    )
+        .into_response()
+}
+
+async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let body: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    let problems = validate_chat_body(&body);
+    lock(&shared.requests).push(body);
+    if !problems.is_empty() {
+        let text = problems.join("; ");
+        lock(&shared.violations).extend(problems);
+        return error_response(StatusCode::BAD_REQUEST, &text);
+    }
+    let Some(reply) = lock(&shared.replies).pop_front() else {
+        return error_response(StatusCode::INTERNAL_SERVER_ERROR, "no scripted reply left");
+    };
+    match reply {
+        Reply::Http {
+            status,
+            body,
+            retry_after,
+        } => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut response = (status, axum::Json(body)).into_response();
+            if let Some(value) = retry_after.and_then(|v| HeaderValue::from_str(&v).ok()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            response
+        }
+        Reply::Sse(script) => sse_response(shared, script),
+    }
+}
+
+/// Counts a body as ended when dropped, whether it finished or the client left.
+struct EndGuard(Arc<Shared>);
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        *lock(&self.0.bodies_ended) += 1;
+        self.0.body_ended.notify_waiters();
+    }
+}
+
+fn sse_response(shared: Arc<Shared>, script: SseScript) -> Response {
+    let guard = EndGuard(shared);
+    let stream = async_stream_body(script, guard);
+    let mut response = Response::new(Body::from_stream(stream));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    response
+}
+
+fn async_stream_body(
+    script: SseScript,
+    guard: EndGuard,
+) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
+    let mut pieces: VecDeque<(Duration, Bytes)> = VecDeque::new();
+    for (delay, bytes) in script.parts {
+        match script.split {
+            Some(n) => {
+                let mut first = true;
+                let mut rest = bytes;
+                while !rest.is_empty() {
+                    let piece = rest.split_to(n.min(rest.len()));
+                    pieces.push_back((if first { delay } else { Duration::ZERO }, piece));
+                    first = false;
+                }
+            }
+            None => pieces.push_back((delay, bytes)),
+        }
+    }
+    let stall = script.stall;
+    futures::stream::unfold(
+        (pieces, guard, stall),
+        |(mut pieces, guard, stall)| async move {
+            match pieces.pop_front() {
+                Some((delay, bytes)) => {
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
+                    Some((Ok(bytes), (pieces, guard, stall)))
+                }
+                None if stall => {
+                    futures::future::pending::<()>().await;
+                    None
+                }
+                None => {
+                    drop(guard);
+                    None
+                }
+            }
+        },
+    )
+}
+
+async fn models(State(shared): State<Arc<Shared>>) -> Response {
+    let data: Vec<Value> = lock(&shared.models)
+        .iter()
+        .map(|id| json!({"id": id, "object": "model", "owned_by": "mock", "max_model_len": 4096}))
+        .collect();
+    axum::Json(json!({"object": "list", "data": data})).into_response()
+}
+
+async fn tokenize(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    lock(&shared.tokenize_requests).push(body.clone());
+    let tokenizer = *lock(&shared.tokenizer);
+    match tokenizer {
+        Tokenizer::Absent => error_response(StatusCode::NOT_FOUND, "File Not Found"),
+        Tokenizer::LlamaCpp => {
+            let n = body
+                .get("content")
+                .and_then(Value::as_str)
+                .map_or(0, mock_token_count);
+            let tokens: Vec<u32> = (0..n as u32).collect();
+            axum::Json(json!({"tokens": tokens})).into_response()
+        }
+        Tokenizer::Vllm => match (
+            body.get("model").and_then(Value::as_str),
+            body.get("prompt").and_then(Value::as_str),
+        ) {
+            (Some(_), Some(prompt)) => {
+                let n = mock_token_count(prompt);
+                let tokens: Vec<u32> = (0..n as u32).collect();
+                axum::Json(json!({"count": n, "max_model_len": 4096, "tokens": tokens}))
+                    .into_response()
+            }
+            _ => error_response(StatusCode::BAD_REQUEST, "1 validation error: prompt"),
+        },
+    }
+}

@@ -5,4 +5,5 @@
     reason = "test helpers fail the test loudly on setup errors"
 )]
 
+mod openai;
 mod transport;

@@ -1,0 +1,1 @@
+//! End-to-end tests against a real OpenAI-compatible server (filled in below).

@@ -1,0 +1,5 @@
+//! The OpenAI-compatible adapter: recorded-style fixtures through the pure decoder, and the
+//! provider against the mock server.
+
+mod fixtures;
+mod provider;
