@@ -246,9 +246,11 @@ impl ProviderAdapter for OpenAiProvider {
             .map(|m| ModelInfo {
                 name: m.id,
                 size: m.meta.as_ref().and_then(|meta| meta.size),
-                context_length: m
-                    .max_model_len
-                    .or_else(|| m.meta.as_ref().and_then(|meta| meta.n_ctx_train)),
+                context_length: m.max_model_len.or_else(|| {
+                    m.meta
+                        .as_ref()
+                        .and_then(|meta| meta.n_ctx.or(meta.n_ctx_train))
+                }),
                 ..ModelInfo::default()
             })
             .collect())

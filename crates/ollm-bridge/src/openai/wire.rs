@@ -198,6 +198,9 @@ pub(crate) struct ModelEntry {
 /// llama.cpp's `meta` of a model entry.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct ModelMeta {
+    /// The context the server runs with (per slot), which is what a prompt must fit.
+    #[serde(default)]
+    pub(crate) n_ctx: Option<u32>,
     #[serde(default)]
     pub(crate) n_ctx_train: Option<u32>,
     #[serde(default)]
