@@ -28,6 +28,12 @@ impl ToolSchema {
     }
 }
 
+/// The argument key under which an adapter hands on tool-call arguments it could not
+/// parse as a JSON object (the raw text is its value). The call still reaches the turn
+/// loop, which must answer it with an error result instead of running the tool, so the
+/// model learns its arguments were malformed and can try again.
+pub const INVALID_ARGUMENTS_KEY: &str = "__ollm_invalid_arguments";
+
 /// A call the model made: which tool, with which arguments, under which id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {

@@ -14,17 +14,16 @@
 //! # Unparseable arguments
 //! A call whose arguments are not a JSON object is not dropped and does not end the reply:
 //! it is emitted with the arguments `{"__ollm_invalid_arguments": "<the raw text>"}`
-//! ([`INVALID_ARGUMENTS_KEY`]), after a [`WarningKind::MalformedOutput`] warning. A tool's
-//! parameter schema never allows that key, so argument validation rejects the call and the
-//! model is told why in the call's result, and can try again.
+//! ([`INVALID_ARGUMENTS_KEY`]), after a [`WarningKind::MalformedOutput`] warning. The
+//! key is defined in `ollm-types` so that the turn loop can answer such a call with an
+//! error result instead of running the tool; the model is told why and can try again.
 
 use ollm_types::{ProviderEvent, ToolCall, Warning, WarningKind};
 use serde_json::{Map, Value};
 
 use super::wire::ToolCallDelta;
 
-/// The argument key that carries unparseable arguments (see the module docs).
-pub const INVALID_ARGUMENTS_KEY: &str = "__ollm_invalid_arguments";
+pub use ollm_types::INVALID_ARGUMENTS_KEY;
 
 /// One call being assembled.
 #[derive(Debug, Default)]
