@@ -1,10 +1,11 @@
 //! The OpenAI-compatible adapter: Chat Completions over SSE, as llama.cpp's
 //! `llama-server`, vLLM, LM Studio and Ollama's `/v1` serve it.
 //!
-//! The translation is pure and lives in the submodules: [`request`] builds the body,
-//! [`sse`] splits the byte stream into events, [`think`] moves `<think>` text to reasoning,
-//! [`assemble`] puts streamed tool calls together, and [`stream`] stacks them into
-//! [`ProviderEvent`]s. [`OpenAiProvider`] is the thin shell that sends the request through
+//! The translation is pure and lives in private submodules: `request` builds the body,
+//! [`SseDecoder`] splits the byte stream into events, [`ThinkSplitter`] moves `<think>`
+//! text to reasoning, [`ToolCallAssembler`] puts streamed tool calls together, and
+//! [`StreamDecoder`] stacks them into [`ProviderEvent`]s; `tokenize` probes the server's
+//! tokenizer once per provider. [`OpenAiProvider`] is the thin shell that sends the request through
 //! the shared [`Transport`] and feeds the body to a [`StreamDecoder`]. Dropping its stream
 //! drops the connection, which makes the server stop generating.
 
