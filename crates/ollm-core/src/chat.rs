@@ -1,21 +1,68 @@
 //! The chat client and its turn loop.
 //!
-//! SKELETON: the public shape below is settled; the loop is completed with the foundation
-//! issue.
+//! [`ChatClient::chat`] spawns one task per run that feeds a channel; the [`ChatRun`] the
+//! caller holds is that channel as a stream plus a cancellation token. A turn is:
+//! 1. build the request from the history (system prompt, messages, tools as the
+//!    [`Strategy`] offers them, options; `think` only when the model can think, or when
+//!    its capabilities are unknown);
+//! 2. check its size: the provider's `count_tokens` when it answers, else
+//!    `ceil(chars / 4)` (see [`crate::tokens`] for where the limit comes from); a warning at
+//!    90% or more, and a refusal (an `Error` event of kind `ContextOverflow`) over the
+//!    limit, before anything is sent;
+//! 3. stream the reply, forwarding text, thinking and warnings as they arrive and queuing
+//!    tool calls (`ToolCallStarted` as each arrives);
+//! 4. after the stream ends, run all calls **concurrently** (one task each), emitting one
+//!    `ToolResult` per call as each finishes;
+//! 5. record the assistant message with its calls, then one tool message per call in call
+//!    order, emit `TurnComplete`, and start the next turn.
+//!
+//! The run ends when a reply has no calls (`Finish` with `stop` or `length`), at the turn
+//! limit (`max_turns`), on an error (`Error`, then `Finish` with `error`) or on
+//! cancellation (`Finish` with `cancelled`). `Finish` is always the last event and carries
+//! the usage summed over the turns.
+//!
+//! # Decisions
+//! - **History on cancel**: the unfinished turn is recorded if anything of it arrived:
+//!   the partial text and the calls, each call answered by its real result when its tool
+//!   had finished and by the placeholder [`CANCELLED_RESULT`] otherwise (and a
+//!   `ToolResult` event says so), so calls and results stay 1:1. Running tools are
+//!   aborted and no tool starts after the cancel.
+//! - **History on error**: the failed turn records nothing; if no turn of the run was
+//!   recorded, the prompt is removed too, so the client is as before and the same prompt
+//!   can be sent again.
+//! - **Capabilities**: `show_model` is asked once per model and cached per client; any
+//!   error (including `Unsupported`) means "unknown": native tools are allowed and `think`
+//!   is sent as asked. Known capabilities without `thinking` drop `think` with a warning.
+//! - Runs of one client are serialised: a second `chat` waits for the first to end.
+//! - A panic anywhere in a run (provider, tool, this loop) becomes an `Error` event and a
+//!   `Finish`; the client stays usable.
 
+use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
-use futures::Stream;
 use futures::stream::BoxStream;
-use ollm_types::{FinishReason, GenerationOptions, ProviderError, Think, ToolCall, Usage, Warning};
+use futures::{FutureExt, Stream, StreamExt};
+use ollm_types::{
+    Capability, FinishReason, GenerationOptions, Message, ModelInfo, ProviderError,
+    ProviderErrorKind, ProviderEvent, ProviderRequest, Think, ToolCall, Usage, Warning,
+    WarningKind,
+};
 use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::strategy::ToolMode;
-use crate::tokens::ContextLimits;
-use crate::{ProviderAdapter, ToolRegistry};
+use crate::strategy::{Shown, Strategy, TextFilter, ToolMode, TurnOutcome, capabilities_known};
+use crate::tokens::{Budget, ContextLimits, budget, estimate_text, request_text, usage_percent};
+use crate::tool::ToolOutcome;
+use crate::{CoreError, History, ProviderAdapter, ToolRegistry, react};
+
+/// The result recorded for a call whose tool had not finished when the run was cancelled.
+pub const CANCELLED_RESULT: &str = "Error: cancelled before the tool finished";
 
 /// One event of a chat run, in the order things happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,6 +156,16 @@ impl Default for ChatConfig {
     }
 }
 
+impl ChatConfig {
+    /// A configuration for `model` with defaults elsewhere.
+    pub fn for_model(model: impl Into<String>) -> Self {
+        ChatConfig {
+            model: model.into(),
+            ..ChatConfig::default()
+        }
+    }
+}
+
 /// Per-call overrides of a [`ChatConfig`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChatOptions {
@@ -133,6 +190,14 @@ pub struct ChatRun {
     cancel: CancellationToken,
 }
 
+impl std::fmt::Debug for ChatRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatRun")
+            .field("cancelled", &self.cancel.is_cancelled())
+            .finish()
+    }
+}
+
 impl ChatRun {
     /// Cancels the run: the stream ends with `Finish { reason: cancelled }` promptly,
     /// running tools are stopped and none starts after.
@@ -146,6 +211,12 @@ impl ChatRun {
     }
 }
 
+impl Drop for ChatRun {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
 impl Stream for ChatRun {
     type Item = ChatEvent;
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ChatEvent>> {
@@ -153,41 +224,640 @@ impl Stream for ChatRun {
     }
 }
 
-/// A conversation with one model through one provider, with tools.
-pub struct ChatClient {
+/// What a run shares with the client.
+struct Shared {
     provider: Arc<dyn ProviderAdapter>,
-    tools: Arc<ToolRegistry>,
-    config: ChatConfig,
+    tools: Mutex<Arc<ToolRegistry>>,
+    config: Mutex<ChatConfig>,
+    history: Mutex<History>,
+    model_info: Mutex<HashMap<String, Option<ModelInfo>>>,
+    run_lock: tokio::sync::Mutex<()>,
+    next_id: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A conversation with one model through one provider, with tools.
+///
+/// The client keeps the history; [`ChatClient::chat`] appends to it. Cloning a client
+/// shares the conversation.
+#[derive(Clone)]
+pub struct ChatClient {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ChatClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatClient")
+            .field("provider", &self.shared.provider.name())
+            .field("config", &*lock(&self.shared.config))
+            .finish()
+    }
 }
 
 impl ChatClient {
-    /// A client.
+    /// A client; the history starts with the configured system prompt.
     pub fn new(
         provider: Arc<dyn ProviderAdapter>,
         tools: ToolRegistry,
         config: ChatConfig,
     ) -> Self {
+        let mut history = History::new();
+        history.set_system(config.system.clone());
         ChatClient {
-            provider,
-            tools: Arc::new(tools),
-            config,
+            shared: Arc::new(Shared {
+                provider,
+                tools: Mutex::new(Arc::new(tools)),
+                config: Mutex::new(config),
+                history: Mutex::new(history),
+                model_info: Mutex::new(HashMap::new()),
+                run_lock: tokio::sync::Mutex::new(()),
+                next_id: AtomicU64::new(1),
+            }),
         }
+    }
+
+    /// The provider.
+    pub fn provider(&self) -> Arc<dyn ProviderAdapter> {
+        Arc::clone(&self.shared.provider)
+    }
+
+    /// A copy of the settings.
+    pub fn config(&self) -> ChatConfig {
+        lock(&self.shared.config).clone()
+    }
+
+    /// Replaces the settings for later runs (the history's system prompt follows
+    /// `config.system`).
+    pub fn set_config(&self, config: ChatConfig) {
+        lock(&self.shared.history).set_system(config.system.clone());
+        *lock(&self.shared.config) = config;
+    }
+
+    /// Switches to another model for later runs.
+    pub fn set_model(&self, model: impl Into<String>) {
+        lock(&self.shared.config).model = model.into();
+    }
+
+    /// Sets or removes the system prompt.
+    pub fn set_system(&self, system: Option<String>) {
+        lock(&self.shared.history).set_system(system.clone());
+        lock(&self.shared.config).system = system;
+    }
+
+    /// The tools offered.
+    pub fn tools(&self) -> Arc<ToolRegistry> {
+        Arc::clone(&lock(&self.shared.tools))
+    }
+
+    /// Replaces the tools for later runs.
+    pub fn set_tools(&self, tools: ToolRegistry) {
+        *lock(&self.shared.tools) = Arc::new(tools);
+    }
+
+    /// A snapshot of the conversation.
+    pub fn history(&self) -> History {
+        lock(&self.shared.history).clone()
+    }
+
+    /// Replaces the conversation (for example one read back with [`History::from_json`]).
+    pub fn set_history(&self, history: History) {
+        *lock(&self.shared.history) = history;
+    }
+
+    /// Forgets the messages but keeps the system prompt.
+    pub fn clear_history(&self) {
+        lock(&self.shared.history).clear();
+    }
+
+    /// What the server reports about the configured model (asked once, then cached);
+    /// `None` when it cannot say.
+    pub async fn model_info(&self) -> Option<ModelInfo> {
+        let model = lock(&self.shared.config).model.clone();
+        model_info(&self.shared, &model).await
     }
 
     /// Sends `prompt` and runs turns until the model answers without tool calls, the turn
     /// limit is reached, an error occurs or the run is cancelled.
+    ///
+    /// Must be called inside a Tokio runtime; outside one the run ends at once with an
+    /// error event.
     pub fn chat(&self, prompt: impl Into<String>, options: ChatOptions) -> ChatRun {
-        let _ = (
-            prompt.into(),
-            options,
-            &self.provider,
-            &self.tools,
-            &self.config,
-        );
         let cancel = CancellationToken::new();
-        ChatRun {
-            events: Box::pin(futures::stream::empty()),
-            cancel,
+        let (tx, rx) = mpsc::unbounded_channel();
+        let events = Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|e| (e, rx))
+        }));
+        let run = ChatRun {
+            events,
+            cancel: cancel.clone(),
+        };
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            let error = ProviderError::new(
+                ProviderErrorKind::Other,
+                "ChatClient::chat must be called inside a Tokio runtime",
+            );
+            let _ = tx.send(ChatEvent::Error { error });
+            let _ = tx.send(ChatEvent::Finish {
+                reason: FinishReason::Error,
+                usage: Usage::default(),
+            });
+            return run;
+        };
+        let shared = Arc::clone(&self.shared);
+        let prompt = prompt.into();
+        handle.spawn(async move {
+            let sink = Sink { tx: tx.clone() };
+            let inner = tokio::spawn(run_chat(shared, prompt, options, cancel, sink));
+            if let Err(e) = inner.await {
+                let message = if e.is_panic() {
+                    "internal error: the chat run panicked".to_owned()
+                } else {
+                    "internal error: the chat run was aborted".to_owned()
+                };
+                let _ = tx.send(ChatEvent::Error {
+                    error: ProviderError::new(ProviderErrorKind::Other, message),
+                });
+                let _ = tx.send(ChatEvent::Finish {
+                    reason: FinishReason::Error,
+                    usage: Usage::default(),
+                });
+            }
+        });
+        run
+    }
+}
+
+/// Where a run's events go.
+struct Sink {
+    tx: mpsc::UnboundedSender<ChatEvent>,
+}
+
+impl Sink {
+    fn send(&self, event: ChatEvent) {
+        // A closed channel means the run was dropped, which also cancelled it.
+        let _ = self.tx.send(event);
+    }
+
+    fn shown(&self, shown: Vec<Shown>) {
+        for s in shown {
+            self.send(match s {
+                Shown::Text(text) => ChatEvent::TextDelta { text },
+                Shown::Thinking(text) => ChatEvent::ThinkingDelta { text },
+            });
         }
     }
+
+    fn warn(&self, kind: WarningKind, message: impl Into<String>) {
+        self.send(ChatEvent::Warning {
+            warning: Warning::new(kind, message),
+        });
+    }
+
+    fn error(&self, kind: ProviderErrorKind, message: impl Into<String>) {
+        self.send(ChatEvent::Error {
+            error: ProviderError::new(kind, message),
+        });
+    }
+}
+
+async fn model_info(shared: &Shared, model: &str) -> Option<ModelInfo> {
+    if let Some(cached) = lock(&shared.model_info).get(model) {
+        return cached.clone();
+    }
+    let asked = std::panic::AssertUnwindSafe(shared.provider.show_model(model))
+        .catch_unwind()
+        .await;
+    let info = match asked {
+        Ok(Ok(info)) => Some(info),
+        _ => None,
+    };
+    lock(&shared.model_info).insert(model.to_owned(), info.clone());
+    info
+}
+
+/// The settled inputs of one run.
+struct RunSettings {
+    model: String,
+    max_turns: u32,
+    strategy: Strategy,
+    options: GenerationOptions,
+    think: Option<Think>,
+    limits: ContextLimits,
+    info: Option<ModelInfo>,
+    tools: Arc<ToolRegistry>,
+}
+
+/// How a turn ended.
+enum TurnEnd {
+    Continue,
+    Finish(FinishReason),
+}
+
+async fn run_chat(
+    shared: Arc<Shared>,
+    prompt: String,
+    options: ChatOptions,
+    cancel: CancellationToken,
+    sink: Sink,
+) {
+    let mut total = Usage::default();
+    let finish = |sink: &Sink, reason, total: Usage| {
+        sink.send(ChatEvent::Finish {
+            reason,
+            usage: total,
+        })
+    };
+    let _guard = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return finish(&sink, FinishReason::Cancelled, total),
+        guard = shared.run_lock.lock() => guard,
+    };
+    let config = lock(&shared.config).clone();
+    let tools = Arc::clone(&lock(&shared.tools));
+
+    let start_len = {
+        let mut history = lock(&shared.history);
+        let len = history.len();
+        history.push(if options.images.is_empty() {
+            Message::user(prompt)
+        } else {
+            Message::user_with_images(prompt, options.images.clone())
+        });
+        len
+    };
+
+    let info = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return finish(&sink, FinishReason::Cancelled, total),
+        info = model_info(&shared, &config.model) => info,
+    };
+    let mut think = options.think.or(config.think);
+    if think.is_some()
+        && capabilities_known(info.as_ref())
+        && info.as_ref().is_some_and(|i| !i.has(&Capability::Thinking))
+    {
+        sink.warn(
+            WarningKind::Other,
+            format!(
+                "{} does not report the thinking capability; thinking was not requested",
+                config.model
+            ),
+        );
+        think = None;
+    }
+    let has_tools = !options.no_tools && !tools.is_empty();
+    let settings = RunSettings {
+        strategy: Strategy::resolve(
+            options.tool_mode.unwrap_or(config.tool_mode),
+            info.as_ref(),
+            has_tools,
+        ),
+        max_turns: options.max_turns.unwrap_or(config.max_turns),
+        options: options.options.clone().unwrap_or(config.options.clone()),
+        think,
+        limits: config.context_limits.clone(),
+        model: config.model.clone(),
+        info,
+        tools,
+    };
+
+    let mut recorded_turns = 0;
+    for turn in 1..=settings.max_turns {
+        let end = run_turn(&shared, &settings, turn, &cancel, &sink, &mut total).await;
+        match end {
+            Ok(TurnEnd::Continue) => recorded_turns += 1,
+            Ok(TurnEnd::Finish(reason)) => return finish(&sink, reason, total),
+            Err(()) => {
+                if recorded_turns == 0 {
+                    lock(&shared.history).truncate(start_len);
+                }
+                return finish(&sink, FinishReason::Error, total);
+            }
+        }
+    }
+    finish(&sink, FinishReason::MaxTurns, total)
+}
+
+/// One turn; `Err` after an `Error` event has been sent.
+async fn run_turn(
+    shared: &Shared,
+    settings: &RunSettings,
+    turn: u32,
+    cancel: &CancellationToken,
+    sink: &Sink,
+    total: &mut Usage,
+) -> Result<TurnEnd, ()> {
+    let strategy = settings.strategy;
+    let request = {
+        let history = lock(&shared.history);
+        let mut request = ProviderRequest::new(&settings.model, history.messages().to_vec());
+        request.system = history.system_text();
+        request.options = settings.options.clone();
+        request.think = settings.think;
+        strategy.prepare(&mut request, &settings.tools.schemas());
+        request
+    };
+
+    // Size check, before anything is sent.
+    let text = request_text(&request);
+    let counted = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return Ok(TurnEnd::Finish(FinishReason::Cancelled)),
+        n = std::panic::AssertUnwindSafe(shared.provider.count_tokens(&settings.model, &text))
+            .catch_unwind() => n,
+    };
+    let estimated = match counted {
+        Ok(Ok(Some(n))) => n,
+        _ => estimate_text(&text),
+    };
+    let limit = settings.limits.effective_limit(
+        &settings.model,
+        settings.options.context_length,
+        settings.info.as_ref().and_then(|i| i.context_length),
+    );
+    match budget(estimated, limit) {
+        Budget::Over => {
+            let error = CoreError::ContextOverflow {
+                model: settings.model.clone(),
+                estimated,
+                limit,
+            };
+            sink.error(ProviderErrorKind::ContextOverflow, error.to_string());
+            return Err(());
+        }
+        Budget::NearLimit => sink.warn(
+            WarningKind::ContextNearLimit,
+            format!(
+                "the request uses about {estimated} of {limit} tokens ({:.0}%) of {}'s context",
+                usage_percent(estimated, limit),
+                settings.model
+            ),
+        ),
+        Budget::Fits => {}
+    }
+
+    // Stream the reply.
+    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        shared.provider.chat(request)
+    }));
+    let Ok(stream) = started else {
+        sink.error(ProviderErrorKind::Other, "the provider panicked");
+        return Err(());
+    };
+    let mut stream = std::panic::AssertUnwindSafe(stream).catch_unwind();
+    let mut filter: TextFilter = strategy.text_filter();
+    let mut raw = String::new();
+    let mut calls: Vec<ToolCall> = Vec::new();
+    let mut usage = Usage::default();
+    let provider_finish = loop {
+        let next = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                drop(stream);
+                record_cancelled(shared, sink, strategy, &raw, &calls, &[]);
+                total.accumulate(&usage);
+                return Ok(TurnEnd::Finish(FinishReason::Cancelled));
+            }
+            next = stream.next() => next,
+        };
+        match next {
+            Some(Ok(event)) => match event {
+                ProviderEvent::TextDelta { text } => {
+                    sink.shown(filter.feed(&text));
+                    raw.push_str(&text);
+                }
+                ProviderEvent::ThinkingDelta { text } => {
+                    sink.send(ChatEvent::ThinkingDelta { text });
+                }
+                ProviderEvent::ToolCall { mut call } => {
+                    if call.id.is_empty() {
+                        call.id = mint_id(shared);
+                    }
+                    sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
+                    calls.push(call);
+                }
+                ProviderEvent::Usage { usage: u } => usage.accumulate(&u),
+                ProviderEvent::Warning { warning } => sink.send(ChatEvent::Warning { warning }),
+                ProviderEvent::Finish { reason } => break reason,
+                ProviderEvent::Error { error } => {
+                    total.accumulate(&usage);
+                    sink.send(ChatEvent::Error { error });
+                    return Err(());
+                }
+                // Event kinds added later are not understood by this loop; skip them.
+                #[allow(unreachable_patterns, reason = "ProviderEvent is non_exhaustive")]
+                _ => {}
+            },
+            Some(Err(_panic)) => {
+                total.accumulate(&usage);
+                sink.error(ProviderErrorKind::Other, "the provider panicked");
+                return Err(());
+            }
+            None => {
+                total.accumulate(&usage);
+                sink.error(
+                    ProviderErrorKind::IncompleteStream,
+                    "the provider's stream ended without a finish",
+                );
+                return Err(());
+            }
+        }
+    };
+    drop(stream);
+    total.accumulate(&usage);
+
+    let outcome = strategy.interpret(&raw, calls.clone(), &mut || mint_id(shared));
+    sink.shown(filter.finish(&outcome));
+    match outcome {
+        TurnOutcome::Answer(answer) => {
+            let text = if strategy == Strategy::React {
+                raw
+            } else {
+                answer
+            };
+            lock(&shared.history).push(Message::assistant(text));
+            sink.send(ChatEvent::TurnComplete { turn, usage });
+            let reason = match provider_finish {
+                FinishReason::Length => FinishReason::Length,
+                _ => FinishReason::Stop,
+            };
+            Ok(TurnEnd::Finish(reason))
+        }
+        TurnOutcome::Retry {
+            correction,
+            problem,
+        } => {
+            sink.warn(WarningKind::MalformedOutput, problem);
+            let mut history = lock(&shared.history);
+            history.push(Message::assistant(raw));
+            history.push(Message::user(correction));
+            drop(history);
+            sink.send(ChatEvent::TurnComplete { turn, usage });
+            Ok(TurnEnd::Continue)
+        }
+        TurnOutcome::Calls(new_calls) => {
+            // Calls parsed from text were not announced while streaming.
+            for call in new_calls.iter().filter(|c| !calls.contains(c)) {
+                sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
+            }
+            let calls = new_calls;
+            let (results, cancelled) =
+                execute_all(&settings.tools, &calls, cancel, sink).await;
+            if cancelled {
+                record_cancelled(shared, sink, strategy, &raw, &calls, &results);
+                return Ok(TurnEnd::Finish(FinishReason::Cancelled));
+            }
+            let results: Vec<ToolOutcome> = results
+                .into_iter()
+                .map(|r| r.unwrap_or_else(|| ToolOutcome::error("the tool did not run")))
+                .collect();
+            record_calls(shared, strategy, &raw, &calls, &results);
+            sink.send(ChatEvent::TurnComplete { turn, usage });
+            Ok(TurnEnd::Continue)
+        }
+    }
+}
+
+fn mint_id(shared: &Shared) -> String {
+    format!("call_{}", shared.next_id.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Runs `calls` concurrently, one task each, emitting a `ToolResult` as each finishes.
+/// Returns the outcomes in call order (`None` for calls that did not finish) and whether
+/// the run was cancelled.
+async fn execute_all(
+    tools: &Arc<ToolRegistry>,
+    calls: &[ToolCall],
+    cancel: &CancellationToken,
+    sink: &Sink,
+) -> (Vec<Option<ToolOutcome>>, bool) {
+    let mut results: Vec<Option<ToolOutcome>> = vec![None; calls.len()];
+    if cancel.is_cancelled() {
+        return (results, true);
+    }
+    let mut set = JoinSet::new();
+    let mut ids = HashMap::new();
+    for (i, call) in calls.iter().enumerate() {
+        let tools = Arc::clone(tools);
+        let call = call.clone();
+        let handle = set.spawn(async move { tools.execute(&call).await });
+        ids.insert(handle.id(), i);
+    }
+    let mut cancelled = false;
+    loop {
+        let joined = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                cancelled = true;
+                break;
+            }
+            joined = set.join_next_with_id() => joined,
+        };
+        let (i, outcome) = match joined {
+            None => break,
+            Some(Ok((id, outcome))) => (ids.get(&id).copied(), outcome),
+            Some(Err(e)) => {
+                let name = ids
+                    .get(&e.id())
+                    .map(|&i| calls[i].name.as_str())
+                    .unwrap_or("tool");
+                let outcome = if e.is_panic() {
+                    ToolOutcome::error(format!("the tool {name} panicked"))
+                } else {
+                    ToolOutcome::error(format!("the tool {name} was stopped"))
+                };
+                (ids.get(&e.id()).copied(), outcome)
+            }
+        };
+        if let Some(i) = i {
+            sink.send(ChatEvent::ToolResult {
+                call_id: calls[i].id.clone(),
+                name: calls[i].name.clone(),
+                content: outcome.content.clone(),
+                is_error: outcome.is_error,
+            });
+            results[i] = Some(outcome);
+        }
+    }
+    if cancelled {
+        set.abort_all();
+        // Aborted tasks end at their next poll; wait briefly so that the tools are gone
+        // when the run reports its end (a tool that blocks its thread is not waited for).
+        let _ = tokio::time::timeout(Duration::from_millis(50), async {
+            while set.join_next().await.is_some() {}
+        })
+        .await;
+    }
+    (results, cancelled)
+}
+
+/// Records a completed turn with calls.
+fn record_calls(
+    shared: &Shared,
+    strategy: Strategy,
+    raw: &str,
+    calls: &[ToolCall],
+    results: &[ToolOutcome],
+) {
+    let mut history = lock(&shared.history);
+    if strategy == Strategy::React && !raw.is_empty() {
+        // The model reads its own Action lines and the observations that answer them.
+        history.push(Message::assistant(raw));
+        let observations: Vec<String> = results
+            .iter()
+            .map(|r| react::format_observation(&r.content))
+            .collect();
+        history.push(Message::user(observations.join("\n")));
+        return;
+    }
+    let text = if strategy == Strategy::Constrained {
+        ""
+    } else {
+        raw
+    };
+    history.push(Message::assistant_with_calls(text, calls.to_vec()));
+    for (call, result) in calls.iter().zip(results) {
+        history.push(Message::tool_result(&call.id, &call.name, &result.content));
+    }
+}
+
+/// Records what a cancelled turn produced (see the module docs) and answers every call
+/// without a result with [`CANCELLED_RESULT`].
+fn record_cancelled(
+    shared: &Shared,
+    sink: &Sink,
+    strategy: Strategy,
+    raw: &str,
+    calls: &[ToolCall],
+    results: &[Option<ToolOutcome>],
+) {
+    let results: Vec<ToolOutcome> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, call)| match results.get(i).cloned().flatten() {
+            Some(done) => done,
+            None => {
+                sink.send(ChatEvent::ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: CANCELLED_RESULT.to_owned(),
+                    is_error: true,
+                });
+                ToolOutcome {
+                    content: CANCELLED_RESULT.to_owned(),
+                    is_error: true,
+                }
+            }
+        })
+        .collect();
+    if calls.is_empty() {
+        if !raw.is_empty() {
+            lock(&shared.history).push(Message::assistant(raw));
+        }
+        return;
+    }
+    record_calls(shared, strategy, raw, calls, &results);
 }

@@ -16,6 +16,7 @@
 //! scripted providers of `test-utils`.
 
 pub mod chat;
+pub mod constrained;
 mod error;
 pub mod history;
 pub mod provider;
