@@ -1,7 +1,7 @@
 //! Providers that replay scripted event sequences, one script per turn, and record every
 //! request they receive.
 //!
-//! ```ignore
+//! ```text
 //! let provider = MockProvider::builder()
 //!     .turn(vec![ev::call("c1", "add", json!({"a": 1})), ev::finish()])
 //!     .turn(vec![ev::text("3"), ev::finish()])
@@ -175,7 +175,9 @@ impl ProviderAdapter for MockProvider {
 
     fn chat(&self, request: ProviderRequest) -> ProviderStream {
         lock(&self.requests).push(request);
-        let script = lock(&self.turns).pop_front().or_else(|| self.forever.clone());
+        let script = lock(&self.turns)
+            .pop_front()
+            .or_else(|| self.forever.clone());
         let script = script.unwrap_or_else(|| {
             vec![Step::Event(ev::error(
                 ProviderErrorKind::Other,
@@ -215,7 +217,10 @@ impl ProviderAdapter for MockProvider {
                 name: model.to_owned(),
                 ..info.clone()
             }),
-            None => Err(ollm_core::provider::unsupported(&self.name, "showing a model")),
+            None => Err(ollm_core::provider::unsupported(
+                &self.name,
+                "showing a model",
+            )),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Tools that record what ran, with which arguments and when, with a scripted result.
 //!
-//! ```ignore
+//! ```text
 //! let add = RecordingTool::new("add").returns(json!("3")).delay(Duration::from_millis(5));
 //! let reg = registry(vec![add.clone()]);
 //! // ... run a chat ...

@@ -188,6 +188,8 @@ pub struct ChatOptions {
 pub struct ChatRun {
     events: BoxStream<'static, ChatEvent>,
     cancel: CancellationToken,
+    /// The run's task when `chat` was called outside a runtime: it starts on first poll.
+    deferred: Option<Box<dyn FnOnce(&tokio::runtime::Handle) + Send>>,
 }
 
 impl std::fmt::Debug for ChatRun {
@@ -220,6 +222,16 @@ impl Drop for ChatRun {
 impl Stream for ChatRun {
     type Item = ChatEvent;
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ChatEvent>> {
+        if let Some(start) = self.deferred.take() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => start(&handle),
+                Err(_) => {
+                    // Dropping the closure drops the sender: report and end.
+                    drop(start);
+                    self.events = Box::pin(futures::stream::iter(not_in_runtime()));
+                }
+            }
+        }
         self.events.as_mut().poll_next(cx)
     }
 }
@@ -342,51 +354,78 @@ impl ChatClient {
     /// Sends `prompt` and runs turns until the model answers without tool calls, the turn
     /// limit is reached, an error occurs or the run is cancelled.
     ///
-    /// Must be called inside a Tokio runtime; outside one the run ends at once with an
-    /// error event.
+    /// Inside a Tokio runtime the run starts at once; otherwise it starts when the stream
+    /// is first polled (and ends with an error event if that is not inside a runtime
+    /// either).
     pub fn chat(&self, prompt: impl Into<String>, options: ChatOptions) -> ChatRun {
         let cancel = CancellationToken::new();
         let (tx, rx) = mpsc::unbounded_channel();
         let events = Box::pin(futures::stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|e| (e, rx))
         }));
-        let run = ChatRun {
-            events,
-            cancel: cancel.clone(),
-        };
-        let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            let error = ProviderError::new(
-                ProviderErrorKind::Other,
-                "ChatClient::chat must be called inside a Tokio runtime",
-            );
-            let _ = tx.send(ChatEvent::Error { error });
-            let _ = tx.send(ChatEvent::Finish {
-                reason: FinishReason::Error,
-                usage: Usage::default(),
-            });
-            return run;
-        };
         let shared = Arc::clone(&self.shared);
         let prompt = prompt.into();
-        handle.spawn(async move {
-            let sink = Sink { tx: tx.clone() };
-            let inner = tokio::spawn(run_chat(shared, prompt, options, cancel, sink));
-            if let Err(e) = inner.await {
-                let message = if e.is_panic() {
-                    "internal error: the chat run panicked".to_owned()
-                } else {
-                    "internal error: the chat run was aborted".to_owned()
-                };
-                let _ = tx.send(ChatEvent::Error {
-                    error: ProviderError::new(ProviderErrorKind::Other, message),
-                });
-                let _ = tx.send(ChatEvent::Finish {
-                    reason: FinishReason::Error,
-                    usage: Usage::default(),
-                });
+        let token = cancel.clone();
+        let start = move |handle: &tokio::runtime::Handle| {
+            handle.spawn(supervise(shared, prompt, options, token, tx));
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                start(&handle);
+                ChatRun {
+                    events,
+                    cancel,
+                    deferred: None,
+                }
             }
+            Err(_) => ChatRun {
+                events,
+                cancel,
+                deferred: Some(Box::new(start)),
+            },
+        }
+    }
+}
+
+/// The events of a run that could not start because no Tokio runtime was running.
+fn not_in_runtime() -> Vec<ChatEvent> {
+    vec![
+        ChatEvent::Error {
+            error: ProviderError::new(
+                ProviderErrorKind::Other,
+                "a chat run must be polled inside a Tokio runtime",
+            ),
+        },
+        ChatEvent::Finish {
+            reason: FinishReason::Error,
+            usage: Usage::default(),
+        },
+    ]
+}
+
+/// Runs one chat in its own task and turns a panic of that task into events.
+async fn supervise(
+    shared: Arc<Shared>,
+    prompt: String,
+    options: ChatOptions,
+    cancel: CancellationToken,
+    tx: mpsc::UnboundedSender<ChatEvent>,
+) {
+    let sink = Sink { tx: tx.clone() };
+    let inner = tokio::spawn(run_chat(shared, prompt, options, cancel, sink));
+    if let Err(e) = inner.await {
+        let message = if e.is_panic() {
+            "internal error: the chat run panicked".to_owned()
+        } else {
+            "internal error: the chat run was aborted".to_owned()
+        };
+        let _ = tx.send(ChatEvent::Error {
+            error: ProviderError::new(ProviderErrorKind::Other, message),
         });
-        run
+        let _ = tx.send(ChatEvent::Finish {
+            reason: FinishReason::Error,
+            usage: Usage::default(),
+        });
     }
 }
 
@@ -704,8 +743,7 @@ async fn run_turn(
                 sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
             }
             let calls = new_calls;
-            let (results, cancelled) =
-                execute_all(&settings.tools, &calls, cancel, sink).await;
+            let (results, cancelled) = execute_all(&settings.tools, &calls, cancel, sink).await;
             if cancelled {
                 record_cancelled(shared, sink, strategy, &raw, &calls, &results);
                 return Ok(TurnEnd::Finish(FinishReason::Cancelled));

@@ -147,6 +147,9 @@ mod tests {
             Reply::Call { .. }
         ));
         assert!(matches!(parse("nope"), Reply::Malformed(_)));
-        assert!(matches!(parse(r#"{"tool": "t", "arguments": 3}"#), Reply::Malformed(_)));
+        assert!(matches!(
+            parse(r#"{"tool": "t", "arguments": 3}"#),
+            Reply::Malformed(_)
+        ));
     }
 }

@@ -136,7 +136,11 @@ impl History {
 
     /// Characters of everything the model would read, system message included.
     pub fn char_count(&self) -> usize {
-        self.system.iter().chain(&self.messages).map(Message::char_count).sum()
+        self.system
+            .iter()
+            .chain(&self.messages)
+            .map(Message::char_count)
+            .sum()
     }
 
     /// `ceil(chars / 4)` over the whole history.

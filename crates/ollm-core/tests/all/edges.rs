@@ -1,0 +1,165 @@
+//! Edge cases of the client that no property covers.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use ollm_core::{ChatClient, ChatConfig, ChatEvent, ChatOptions, History};
+use ollm_types::{Capability, FinishReason, Message, Think, WarningKind};
+use serde_json::json;
+use test_utils::mock_provider::{MockProvider, ev};
+use test_utils::recording_tool::{RecordingTool, registry};
+
+use crate::support::{block_on, chat, client, client_with, count, finish_reason, text_of};
+
+#[test]
+fn think_is_dropped_for_models_that_cannot_think() {
+    let provider = MockProvider::builder()
+        .capabilities(vec![Capability::Completion, Capability::Tools])
+        .then_forever(vec![ev::text("ok"), ev::finish()])
+        .build();
+    let c = client_with(provider.clone(), Default::default(), |cfg| {
+        cfg.think = Some(Think::On)
+    });
+    let events = block_on(chat(&c, "q"));
+    assert_eq!(provider.requests()[0].think, None);
+    assert_eq!(
+        count(
+            &events,
+            |e| matches!(e, ChatEvent::Warning { warning } if warning.kind == WarningKind::Other)
+        ),
+        1
+    );
+}
+
+#[test]
+fn think_is_sent_when_capabilities_are_unknown_or_present() {
+    for caps in [None, Some(vec![Capability::Thinking])] {
+        let mut b = MockProvider::builder().then_forever(vec![ev::text("ok"), ev::finish()]);
+        if let Some(caps) = caps {
+            b = b.capabilities(caps);
+        }
+        let provider = b.build();
+        let c = client_with(provider.clone(), Default::default(), |cfg| {
+            cfg.think = Some(Think::High)
+        });
+        block_on(chat(&c, "q"));
+        assert_eq!(provider.requests()[0].think, Some(Think::High));
+    }
+}
+
+#[test]
+fn native_tools_are_offered_and_no_tools_hides_them() {
+    let provider = MockProvider::builder()
+        .then_forever(vec![ev::text("ok"), ev::finish()])
+        .build();
+    let c = client(provider.clone(), registry([RecordingTool::new("t")]));
+    block_on(chat(&c, "q"));
+    block_on(crate::support::collect(c.chat(
+        "q",
+        ChatOptions {
+            no_tools: true,
+            ..ChatOptions::default()
+        },
+    )));
+    let reqs = provider.requests();
+    assert_eq!(reqs[0].tools.len(), 1);
+    assert!(reqs[1].tools.is_empty());
+}
+
+#[test]
+fn history_carries_over_and_can_be_replaced() {
+    let provider = MockProvider::builder()
+        .then_forever(vec![ev::text("ok"), ev::finish()])
+        .build();
+    let c = client_with(provider.clone(), Default::default(), |cfg| {
+        cfg.system = Some("be brief".into())
+    });
+    block_on(chat(&c, "one"));
+    block_on(chat(&c, "two"));
+    let reqs = provider.requests();
+    assert_eq!(reqs[1].messages.len(), 3);
+    assert_eq!(reqs[1].system.as_deref(), Some("be brief"));
+    let saved = c.history().to_json().unwrap();
+    c.clear_history();
+    assert!(c.history().is_empty());
+    assert_eq!(c.history().system_text().as_deref(), Some("be brief"));
+    c.set_history(History::from_json(&saved).unwrap());
+    assert_eq!(c.history().len(), 4);
+}
+
+#[test]
+fn length_finish_is_reported() {
+    let provider = MockProvider::builder()
+        .turn(vec![ev::text("abc"), ev::finish_with(FinishReason::Length)])
+        .build();
+    let events = block_on(chat(&client(provider, Default::default()), "q"));
+    assert_eq!(finish_reason(&events), FinishReason::Length);
+}
+
+#[test]
+fn dropping_the_run_cancels_it() {
+    let tool = RecordingTool::new("slow").hangs();
+    let provider = MockProvider::builder()
+        .turn(vec![ev::call("c", "slow", json!({})), ev::finish()])
+        .then_forever(vec![ev::text("ok"), ev::finish()])
+        .build();
+    let c = client(provider, registry([tool.clone()]));
+    block_on(async {
+        let mut run = c.chat("q", ChatOptions::default());
+        while let Some(e) = run.next().await {
+            if matches!(e, ChatEvent::ToolCallStarted { .. }) {
+                break;
+            }
+        }
+        drop(run);
+        // The next run waits for the dropped one to end, then works.
+        let events = chat(&c, "again").await;
+        assert_eq!(text_of(&events), "ok");
+    });
+    assert_eq!(tool.finished_count(), 0);
+    crate::support::check_history(&c.history());
+}
+
+#[test]
+fn chat_outside_a_runtime_reports_an_error() {
+    let provider = MockProvider::answering("x");
+    let c = ChatClient::new(provider, Default::default(), ChatConfig::for_model("m"));
+    let run = c.chat("q", ChatOptions::default());
+    let events = futures::executor::block_on(run.collect::<Vec<_>>());
+    assert_eq!(finish_reason(&events), FinishReason::Error);
+}
+
+#[test]
+fn a_run_made_outside_a_runtime_starts_when_polled_inside_one() {
+    let provider = MockProvider::answering("late");
+    let c = client(provider, Default::default());
+    let run = c.chat("q", ChatOptions::default());
+    let events = block_on(crate::support::collect(run));
+    assert_eq!(text_of(&events), "late");
+}
+
+#[test]
+fn images_reach_the_request() {
+    let provider = MockProvider::answering("x");
+    let c = client(provider.clone(), Default::default());
+    let options = ChatOptions {
+        images: vec![("aGk=".into(), "image/png".into())],
+        ..ChatOptions::default()
+    };
+    block_on(crate::support::collect(c.chat("look", options)));
+    let req = &provider.requests()[0];
+    assert_eq!(req.messages[0].images().count(), 1);
+}
+
+#[test]
+fn zero_max_turns_sends_nothing() {
+    let provider = MockProvider::answering("x");
+    let c = client_with(provider.clone(), Default::default(), |cfg| {
+        cfg.max_turns = 0
+    });
+    let events = block_on(chat(&c, "q"));
+    assert_eq!(finish_reason(&events), FinishReason::MaxTurns);
+    assert_eq!(provider.request_count(), 0);
+    let _ = Arc::strong_count(&provider);
+    let _ = Message::user("unused");
+}
