@@ -189,8 +189,11 @@ pub struct ChatRun {
     events: BoxStream<'static, ChatEvent>,
     cancel: CancellationToken,
     /// The run's task when `chat` was called outside a runtime: it starts on first poll.
-    deferred: Option<Box<dyn FnOnce(&tokio::runtime::Handle) + Send>>,
+    deferred: Option<DeferredStart>,
 }
+
+/// Starts a run's task on a runtime.
+type DeferredStart = Box<dyn FnOnce(&tokio::runtime::Handle) + Send>;
 
 impl std::fmt::Debug for ChatRun {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
