@@ -675,7 +675,9 @@ async fn run_turn(
                     sink.send(ChatEvent::ThinkingDelta { text });
                 }
                 ProviderEvent::ToolCall { mut call } => {
-                    if call.id.is_empty() {
+                    // Results are matched to calls by id: an id that is missing or used
+                    // twice in one reply gets a fresh one.
+                    if call.id.is_empty() || calls.iter().any(|c| c.id == call.id) {
                         call.id = mint_id(shared);
                     }
                     sink.send(ChatEvent::ToolCallStarted { call: call.clone() });

@@ -163,3 +163,28 @@ fn zero_max_turns_sends_nothing() {
     let _ = Arc::strong_count(&provider);
     let _ = Message::user("unused");
 }
+
+#[test]
+fn repeated_or_missing_call_ids_are_replaced() {
+    // Some servers send the same id (or none) for every call of a batch.
+    let tool = RecordingTool::new("t");
+    let provider = MockProvider::builder()
+        .turn(vec![
+            ev::call("x", "t", json!({})),
+            ev::call("x", "t", json!({})),
+            ev::call("", "t", json!({})),
+            ev::finish(),
+        ])
+        .then_forever(vec![ev::text("ok"), ev::finish()])
+        .build();
+    let c = client(provider, registry([tool.clone()]));
+    let events = block_on(chat(&c, "q"));
+    crate::support::check_events(&events);
+    crate::support::check_history(&c.history());
+    assert_eq!(tool.call_count(), 3);
+    let h = c.history();
+    let ids: std::collections::BTreeSet<_> =
+        h.messages()[1].tool_calls().map(|c| c.id.clone()).collect();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.contains("x"));
+}
