@@ -32,7 +32,8 @@
 //!   can be sent again.
 //! - **Capabilities**: `show_model` is asked once per model and cached per client; any
 //!   error (including `Unsupported`) means "unknown": native tools are allowed and `think`
-//!   is sent as asked. Known capabilities without `thinking` drop `think` with a warning.
+//!   is sent as asked. Only answers and `Unsupported` are cached; after a passing failure
+//!   (connection, busy) the next run asks again. Known capabilities without `thinking` drop `think` with a warning.
 //! - Runs of one client are serialised: a second `chat` waits for the first to end.
 //! - A panic anywhere in a run (provider, tool, this loop) becomes an `Error` event and a
 //!   `Finish`; the client stays usable.
@@ -474,6 +475,8 @@ async fn model_info(shared: &Shared, model: &str) -> Option<ModelInfo> {
         .await;
     let info = match asked {
         Ok(Ok(info)) => Some(info),
+        // A passing failure (server down, busy) is not remembered: the next run asks again.
+        Ok(Err(e)) if e.kind != ProviderErrorKind::Unsupported => return None,
         _ => None,
     };
     lock(&shared.model_info).insert(model.to_owned(), info.clone());

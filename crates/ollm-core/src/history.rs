@@ -230,6 +230,28 @@ mod tests {
     }
 
     #[test]
+    fn stats_and_capacity() {
+        use ollm_types::ToolCall;
+        let mut h = History::with_system("abcd");
+        h.push(Message::user("abcdefgh"));
+        let call = ToolCall::new("c", "t", serde_json::json!({})).unwrap_or_else(|e| panic!("{e}"));
+        h.push(Message::assistant_with_calls("", vec![call]));
+        h.push(Message::tool_result("c", "t", "ok"));
+        let s = h.stats();
+        assert_eq!(
+            (s.messages, s.user, s.assistant, s.tool, s.tool_calls),
+            (3, 1, 1, 1, 1)
+        );
+        assert!(s.has_system);
+        // 4 + 8 + ("t" + "{}") 3 + 2 = 17 chars -> 5 tokens.
+        assert_eq!(s.chars, 17);
+        assert_eq!(h.estimate_tokens(), 5);
+        assert!(h.is_near_capacity(5));
+        assert!(!h.is_near_capacity(6));
+        assert!((h.usage_percent(10) - 50.0).abs() < f64::EPSILON);
+    }
+
+    #[test]
     fn pushing_a_system_message_replaces_it() {
         let mut h = History::new();
         h.push(Message::system("s"));
