@@ -34,11 +34,15 @@
 //!   error (including `Unsupported`) means "unknown": native tools are allowed and `think`
 //!   is sent as asked. Only answers and `Unsupported` are cached; after a passing failure
 //!   (connection, busy) the next run asks again. Known capabilities without `thinking` drop `think` with a warning.
+//! - **Fallbacks**: when the server refuses native tools (`ToolsUnsupported`) in
+//!   [`ToolMode::Auto`], or refuses `think` (`ThinkingUnsupported`), before any output,
+//!   the turn is retried with ReAct or without `think`, with a warning, and the client
+//!   remembers it for that model.
 //! - Runs of one client are serialised: a second `chat` waits for the first to end.
 //! - A panic anywhere in a run (provider, tool, this loop) becomes an `Error` event and a
 //!   `Finish`; the client stays usable.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -247,6 +251,10 @@ struct Shared {
     config: Mutex<ChatConfig>,
     history: Mutex<History>,
     model_info: Mutex<HashMap<String, Option<ModelInfo>>>,
+    /// Models the server refused native tools for (Auto mode then uses ReAct).
+    no_native_tools: Mutex<HashSet<String>>,
+    /// Models the server refused `think` for.
+    no_think: Mutex<HashSet<String>>,
     run_lock: tokio::sync::Mutex<()>,
     next_id: AtomicU64,
 }
@@ -289,6 +297,8 @@ impl ChatClient {
                 config: Mutex::new(config),
                 history: Mutex::new(history),
                 model_info: Mutex::new(HashMap::new()),
+                no_native_tools: Mutex::new(HashSet::new()),
+                no_think: Mutex::new(HashSet::new()),
                 run_lock: tokio::sync::Mutex::new(()),
                 next_id: AtomicU64::new(1),
             }),
@@ -486,6 +496,8 @@ async fn model_info(shared: &Shared, model: &str) -> Option<ModelInfo> {
 /// The settled inputs of one run.
 struct RunSettings {
     model: String,
+    /// Whether the strategy was chosen automatically (and may fall back to ReAct).
+    auto: bool,
     max_turns: u32,
     strategy: Strategy,
     options: GenerationOptions,
@@ -499,6 +511,22 @@ struct RunSettings {
 enum TurnEnd {
     Continue,
     Finish(FinishReason),
+}
+
+/// Why a turn did not end.
+enum TurnFailure {
+    /// An `Error` event has been sent.
+    Reported,
+    /// The server refused something the run can do without; retry the turn without it.
+    Fallback(Fallback),
+}
+
+/// What to do without.
+enum Fallback {
+    /// Native tools: use ReAct.
+    React,
+    /// `think`.
+    NoThink,
 }
 
 async fn run_chat(
@@ -540,6 +568,9 @@ async fn run_chat(
         info = model_info(&shared, &config.model) => info,
     };
     let mut think = options.think.or(config.think);
+    if lock(&shared.no_think).contains(&config.model) {
+        think = None;
+    }
     if think.is_some()
         && capabilities_known(info.as_ref())
         && info.as_ref().is_some_and(|i| !i.has(&Capability::Thinking))
@@ -554,12 +585,17 @@ async fn run_chat(
         think = None;
     }
     let has_tools = !options.no_tools && !tools.is_empty();
-    let settings = RunSettings {
-        strategy: Strategy::resolve(
-            options.tool_mode.unwrap_or(config.tool_mode),
-            info.as_ref(),
-            has_tools,
-        ),
+    let mode = options.tool_mode.unwrap_or(config.tool_mode);
+    let mut strategy = Strategy::resolve(mode, info.as_ref(), has_tools);
+    if mode == ToolMode::Auto
+        && strategy == Strategy::Native
+        && lock(&shared.no_native_tools).contains(&config.model)
+    {
+        strategy = Strategy::React;
+    }
+    let mut settings = RunSettings {
+        auto: mode == ToolMode::Auto,
+        strategy,
         max_turns: options.max_turns.unwrap_or(config.max_turns),
         options: options.options.clone().unwrap_or(config.options.clone()),
         think,
@@ -570,12 +606,41 @@ async fn run_chat(
     };
 
     let mut recorded_turns = 0;
-    for turn in 1..=settings.max_turns {
+    let mut turn = 1;
+    while turn <= settings.max_turns {
         let end = run_turn(&shared, &settings, turn, &cancel, &sink, &mut total).await;
         match end {
-            Ok(TurnEnd::Continue) => recorded_turns += 1,
+            Ok(TurnEnd::Continue) => {
+                recorded_turns += 1;
+                turn += 1;
+            }
             Ok(TurnEnd::Finish(reason)) => return finish(&sink, reason, total),
-            Err(()) => {
+            // Each fallback removes its own cause, so the same turn is retried at most
+            // twice.
+            Err(TurnFailure::Fallback(Fallback::React)) => {
+                lock(&shared.no_native_tools).insert(settings.model.clone());
+                sink.warn(
+                    WarningKind::Other,
+                    format!(
+                        "{} does not support native tool calls; describing the tools as ReAct \
+                         text instead",
+                        settings.model
+                    ),
+                );
+                settings.strategy = Strategy::React;
+            }
+            Err(TurnFailure::Fallback(Fallback::NoThink)) => {
+                lock(&shared.no_think).insert(settings.model.clone());
+                sink.warn(
+                    WarningKind::Other,
+                    format!(
+                        "{} does not support thinking; asking again without it",
+                        settings.model
+                    ),
+                );
+                settings.think = None;
+            }
+            Err(TurnFailure::Reported) => {
                 if recorded_turns == 0 {
                     lock(&shared.history).truncate(start_len);
                 }
@@ -586,7 +651,7 @@ async fn run_chat(
     finish(&sink, FinishReason::MaxTurns, total)
 }
 
-/// One turn; `Err` after an `Error` event has been sent.
+/// One turn.
 async fn run_turn(
     shared: &Shared,
     settings: &RunSettings,
@@ -594,7 +659,7 @@ async fn run_turn(
     cancel: &CancellationToken,
     sink: &Sink,
     total: &mut Usage,
-) -> Result<TurnEnd, ()> {
+) -> Result<TurnEnd, TurnFailure> {
     let strategy = settings.strategy;
     let request = {
         let history = lock(&shared.history);
@@ -631,7 +696,7 @@ async fn run_turn(
                 limit,
             };
             sink.error(ProviderErrorKind::ContextOverflow, error.to_string());
-            return Err(());
+            return Err(TurnFailure::Reported);
         }
         Budget::NearLimit => sink.warn(
             WarningKind::ContextNearLimit,
@@ -650,7 +715,7 @@ async fn run_turn(
     }));
     let Ok(stream) = started else {
         sink.error(ProviderErrorKind::Other, "the provider panicked");
-        return Err(());
+        return Err(TurnFailure::Reported);
     };
     let mut stream = std::panic::AssertUnwindSafe(stream).catch_unwind();
     let mut filter: TextFilter = strategy.text_filter();
@@ -691,8 +756,21 @@ async fn run_turn(
                 ProviderEvent::Finish { reason } => break reason,
                 ProviderEvent::Error { error } => {
                     total.accumulate(&usage);
+                    if raw.is_empty() && calls.is_empty() {
+                        if error.kind == ProviderErrorKind::ToolsUnsupported
+                            && settings.auto
+                            && strategy == Strategy::Native
+                        {
+                            return Err(TurnFailure::Fallback(Fallback::React));
+                        }
+                        if error.kind == ProviderErrorKind::ThinkingUnsupported
+                            && settings.think.is_some()
+                        {
+                            return Err(TurnFailure::Fallback(Fallback::NoThink));
+                        }
+                    }
                     sink.send(ChatEvent::Error { error });
-                    return Err(());
+                    return Err(TurnFailure::Reported);
                 }
                 // Event kinds added later are not understood by this loop; skip them.
                 #[allow(unreachable_patterns, reason = "ProviderEvent is non_exhaustive")]
@@ -701,7 +779,7 @@ async fn run_turn(
             Some(Err(_panic)) => {
                 total.accumulate(&usage);
                 sink.error(ProviderErrorKind::Other, "the provider panicked");
-                return Err(());
+                return Err(TurnFailure::Reported);
             }
             None => {
                 total.accumulate(&usage);
@@ -709,7 +787,7 @@ async fn run_turn(
                     ProviderErrorKind::IncompleteStream,
                     "the provider's stream ended without a finish",
                 );
-                return Err(());
+                return Err(TurnFailure::Reported);
             }
         }
     };

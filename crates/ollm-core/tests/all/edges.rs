@@ -188,3 +188,68 @@ fn repeated_or_missing_call_ids_are_replaced() {
     assert_eq!(ids.len(), 3);
     assert!(ids.contains("x"));
 }
+
+#[test]
+fn refused_native_tools_fall_back_to_react_in_auto_mode() {
+    use ollm_types::ProviderErrorKind;
+    let provider = MockProvider::builder()
+        .turn(vec![ev::error(
+            ProviderErrorKind::ToolsUnsupported,
+            "m does not support tools",
+        )])
+        .turn(vec![ev::text("Final Answer: hi"), ev::finish()])
+        .turn(vec![ev::text("Final Answer: again"), ev::finish()])
+        .build();
+    let c = client(provider.clone(), registry([RecordingTool::new("t")]));
+    let events = block_on(chat(&c, "q"));
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    assert_eq!(text_of(&events), "hi");
+    assert_eq!(count(&events, |e| matches!(e, ChatEvent::Error { .. })), 0);
+    assert_eq!(
+        count(&events, |e| matches!(e, ChatEvent::Warning { .. })),
+        1
+    );
+    block_on(chat(&c, "q2"));
+    let reqs = provider.requests();
+    assert_eq!(reqs[0].tools.len(), 1);
+    assert!(reqs[1].tools.is_empty());
+    assert!(reqs[2].tools.is_empty(), "the client remembers the refusal");
+    crate::support::check_history(&c.history());
+}
+
+#[test]
+fn refused_think_is_retried_without_it() {
+    use ollm_types::ProviderErrorKind;
+    let provider = MockProvider::builder()
+        .turn(vec![ev::error(
+            ProviderErrorKind::ThinkingUnsupported,
+            "no thinking",
+        )])
+        .then_forever(vec![ev::text("ok"), ev::finish()])
+        .build();
+    let c = client_with(provider.clone(), Default::default(), |cfg| {
+        cfg.think = Some(Think::On)
+    });
+    let events = block_on(chat(&c, "q"));
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    let reqs = provider.requests();
+    assert_eq!(reqs[0].think, Some(Think::On));
+    assert_eq!(reqs[1].think, None);
+}
+
+#[test]
+fn refused_native_tools_are_an_error_when_native_was_asked_for() {
+    use ollm_core::ToolMode;
+    use ollm_types::ProviderErrorKind;
+    let provider = MockProvider::builder()
+        .turn(vec![ev::error(
+            ProviderErrorKind::ToolsUnsupported,
+            "no tools",
+        )])
+        .build();
+    let c = client_with(provider, registry([RecordingTool::new("t")]), |cfg| {
+        cfg.tool_mode = ToolMode::Native
+    });
+    let events = block_on(chat(&c, "q"));
+    assert_eq!(finish_reason(&events), FinishReason::Error);
+}
