@@ -47,7 +47,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{FutureExt, Stream, StreamExt};
@@ -908,12 +907,16 @@ async fn execute_all(
     }
     if cancelled {
         set.abort_all();
-        // Aborted tasks end at their next poll; wait briefly so that the tools are gone
-        // when the run reports its end (a tool that blocks its thread is not waited for).
-        let _ = tokio::time::timeout(Duration::from_millis(50), async {
-            while set.join_next().await.is_some() {}
-        })
-        .await;
+        // Aborted tasks end at their next poll; give them a few scheduler rounds so that
+        // the tools are gone when the run reports its end. No timer is used (the caller's
+        // runtime may have none), and a tool that blocks its thread is not waited for.
+        for _ in 0..8 {
+            while let Some(Some(_)) = set.join_next().now_or_never() {}
+            if set.is_empty() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
     }
     (results, cancelled)
 }

@@ -253,3 +253,43 @@ fn refused_native_tools_are_an_error_when_native_was_asked_for() {
     let events = block_on(chat(&c, "q"));
     assert_eq!(finish_reason(&events), FinishReason::Error);
 }
+
+#[test]
+fn cancellation_needs_no_timer_and_is_prompt_in_real_time() {
+    // A runtime without timers, on the real clock: cancelling a run whose tool hangs ends
+    // it with a cancelled finish well within 100 ms (the work is microseconds; the bound
+    // is the requirement, measured on the wall clock).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let tool = RecordingTool::new("slow").hangs();
+    let provider = MockProvider::builder()
+        .turn(vec![ev::call("c", "slow", json!({})), ev::finish()])
+        .build();
+    let c = client(provider, registry([tool.clone()]));
+    let (events, elapsed) = rt.block_on(async {
+        let mut run = c.chat("q", ChatOptions::default());
+        let mut events = Vec::new();
+        let mut at = None;
+        while let Some(e) = run.next().await {
+            let started = matches!(e, ChatEvent::ToolCallStarted { .. });
+            events.push(e);
+            if started {
+                // Let the tool start before cancelling.
+                while tool.call_count() == 0 {
+                    tokio::task::yield_now().await;
+                }
+                at = Some(std::time::Instant::now());
+                run.cancel();
+            }
+        }
+        (events, at.unwrap().elapsed())
+    });
+    assert_eq!(finish_reason(&events), FinishReason::Cancelled);
+    assert!(
+        elapsed < std::time::Duration::from_millis(100),
+        "{elapsed:?}"
+    );
+    assert_eq!(tool.active(), 0, "the hanging tool was stopped");
+    crate::support::check_history(&c.history());
+}
