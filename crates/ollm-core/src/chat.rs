@@ -27,6 +27,12 @@
 //!   had finished and by the placeholder [`CANCELLED_RESULT`] otherwise (and a
 //!   `ToolResult` event says so), so calls and results stay 1:1. Running tools are
 //!   aborted and no tool starts after the cancel.
+//! - **How turns are recorded**: native and constrained calls as an assistant message
+//!   carrying the calls followed by one tool message per call (constrained replies keep
+//!   no text, since their JSON is a protocol, not an answer); ReAct turns as the model's
+//!   own text followed by a user message of `Observation: <json>` lines, which is what a
+//!   model without tool support can read. A ReAct or constrained reply that could not be
+//!   read is recorded with the correction message that answers it.
 //! - **History on error**: the failed turn records nothing; if no turn of the run was
 //!   recorded, the prompt is removed too, so the client is as before and the same prompt
 //!   can be sent again.
