@@ -246,3 +246,44 @@ fn per_request_mode_overrides_the_config() {
     block_on(crate::support::collect(c.chat("q", options)));
     assert!(provider.requests()[0].tools.is_empty());
 }
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// What the ReAct display shows does not depend on how the reply was split.
+    #[test]
+    fn react_display_is_split_invariant(
+        thought in "[a-z ]{0,15}",
+        answer in "[a-z ]{0,15}",
+        cuts in prop::collection::vec(any::<usize>(), 0..8),
+    ) {
+        use ollm_core::react::ReactStreamer;
+        use ollm_core::strategy::Shown;
+        let text = format!("Thought: {thought}\nmore thought\nFinal Answer: {answer}");
+        let flatten = |chunks: &[String]| {
+            let mut s = ReactStreamer::default();
+            let mut shown: Vec<Shown> = chunks.iter().flat_map(|c| s.feed(c)).collect();
+            shown.extend(s.finish());
+            let (mut t, mut k) = (String::new(), String::new());
+            for piece in shown {
+                match piece {
+                    Shown::Text(x) => t.push_str(&x),
+                    Shown::Thinking(x) => k.push_str(&x),
+                }
+            }
+            (t, k)
+        };
+        let whole = flatten(&[text.clone()]);
+        let pieces: Vec<String> = split(&text, &cuts)
+            .into_iter()
+            .map(|e| match e {
+                ProviderEvent::TextDelta { text } => text,
+                _ => String::new(),
+            })
+            .collect();
+        let split_up = flatten(&pieces);
+        prop_assert_eq!(&split_up.0.trim(), &answer.trim());
+        prop_assert_eq!(whole.0.trim(), split_up.0.trim());
+        prop_assert_eq!(whole.1, split_up.1);
+    }
+}
