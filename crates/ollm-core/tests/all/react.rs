@@ -273,7 +273,7 @@ proptest! {
             }
             (t, k)
         };
-        let whole = flatten(&[text.clone()]);
+        let whole = flatten(std::slice::from_ref(&text));
         let pieces: Vec<String> = split(&text, &cuts)
             .into_iter()
             .map(|e| match e {
