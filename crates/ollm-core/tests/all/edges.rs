@@ -293,3 +293,32 @@ fn cancellation_needs_no_timer_and_is_prompt_in_real_time() {
     assert_eq!(tool.active(), 0, "the hanging tool was stopped");
     crate::support::check_history(&c.history());
 }
+
+#[test]
+fn runs_on_a_multi_thread_runtime() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let barrier = Arc::new(tokio::sync::Barrier::new(3));
+    let tool = RecordingTool::new("t").barrier(barrier);
+    let provider = MockProvider::builder()
+        .turn(vec![
+            ev::call("a", "t", json!({})),
+            ev::call("b", "t", json!({})),
+            ev::call("c", "t", json!({})),
+            ev::finish(),
+        ])
+        .then_forever(vec![ev::text("ok"), ev::finish()])
+        .build();
+    let c = client(provider, registry([tool.clone()]));
+    let events = rt.block_on(async {
+        tokio::time::timeout(std::time::Duration::from_secs(20), chat(&c, "q"))
+            .await
+            .unwrap()
+    });
+    crate::support::check_events(&events);
+    assert_eq!(text_of(&events), "ok");
+    assert_eq!(tool.max_concurrent(), 3);
+}

@@ -257,6 +257,13 @@ proptest! {
                 events.push(e);
                 let ready = if during_stream { started == total } else { started == total && results == quick };
                 if ready && !cancelled {
+                    if !during_stream {
+                        // Let every hanging tool start first (they are spawned after the
+                        // reply ends, with no event to announce the start).
+                        while slow.call_count() < hanging {
+                            tokio::task::yield_now().await;
+                        }
+                    }
                     cancelled = true;
                     run.cancel();
                 }
