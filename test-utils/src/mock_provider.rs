@@ -255,6 +255,17 @@ impl MockProviderBuilder {
         self
     }
 
+    /// Adds the script of the next turn, waiting `delay` before each event.
+    pub fn turn_with_delay(mut self, events: Vec<ProviderEvent>, delay: Duration) -> Self {
+        self.turns.push_back(
+            events
+                .into_iter()
+                .flat_map(|e| [Step::Delay(delay), Step::Event(e)])
+                .collect(),
+        );
+        self
+    }
+
     /// The script to repeat once the others are used up.
     pub fn then_forever(mut self, events: Vec<ProviderEvent>) -> Self {
         self.forever = Some(events.into_iter().map(Step::Event).collect());

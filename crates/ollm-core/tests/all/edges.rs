@@ -322,3 +322,25 @@ fn runs_on_a_multi_thread_runtime() {
     assert_eq!(text_of(&events), "ok");
     assert_eq!(tool.max_concurrent(), 3);
 }
+
+#[test]
+fn slow_streams_are_forwarded_as_they_come() {
+    let provider = MockProvider::builder()
+        .turn_with_delay(
+            vec![ev::text("a"), ev::text("b"), ev::usage(3, 2), ev::finish()],
+            std::time::Duration::from_secs(1),
+        )
+        .build();
+    let c = client(provider, Default::default());
+    let (events, took) = block_on(async {
+        let t0 = tokio::time::Instant::now();
+        let events = chat(&c, "q").await;
+        (events, t0.elapsed())
+    });
+    assert_eq!(text_of(&events), "ab");
+    assert!(took >= std::time::Duration::from_secs(4));
+    match events.last() {
+        Some(ChatEvent::Finish { usage, .. }) => assert_eq!(usage.completion_tokens, Some(2)),
+        other => panic!("{other:?}"),
+    }
+}
