@@ -987,7 +987,8 @@ fn record_cancelled(
         })
         .collect();
     if calls.is_empty() {
-        if !raw.is_empty() {
+        // Half a constrained reply is half a JSON document, not text worth keeping.
+        if !raw.is_empty() && strategy != Strategy::Constrained {
             lock(&shared.history).push(Message::assistant(raw));
         }
         return;
