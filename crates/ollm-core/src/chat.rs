@@ -358,6 +358,18 @@ impl ChatClient {
         *lock(&self.shared.history) = history;
     }
 
+    /// The same client with `messages` appended to its conversation (to resume a saved
+    /// session; a system message among them replaces the system prompt).
+    pub fn with_history(self, messages: impl IntoIterator<Item = Message>) -> Self {
+        self.extend_history(messages);
+        self
+    }
+
+    /// Appends `messages` to the conversation (see [`History::push`]).
+    pub fn extend_history(&self, messages: impl IntoIterator<Item = Message>) {
+        lock(&self.shared.history).extend(messages);
+    }
+
     /// Forgets the messages but keeps the system prompt.
     pub fn clear_history(&self) {
         lock(&self.shared.history).clear();
