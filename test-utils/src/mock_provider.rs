@@ -313,3 +313,35 @@ impl MockProviderBuilder {
         })
     }
 }
+
+/// Checks that a provider's stream follows the [`ProviderAdapter`] contract: exactly one
+/// terminal event (`Finish` or `Error`), and it is the last; every tool call has a
+/// non-empty id, unique within the reply, and a non-empty name. Adapters' tests can run
+/// every fixture through it. Returns what was wrong.
+pub fn check_compliance(events: &[ProviderEvent]) -> Result<(), String> {
+    let terminal = |e: &ProviderEvent| {
+        matches!(
+            e,
+            ProviderEvent::Finish { .. } | ProviderEvent::Error { .. }
+        )
+    };
+    let count = events.iter().filter(|e| terminal(e)).count();
+    if count != 1 {
+        return Err(format!("expected one Finish or Error, found {count}"));
+    }
+    if !events.last().is_some_and(terminal) {
+        return Err("the Finish or Error is not the last event".into());
+    }
+    let mut ids = std::collections::HashSet::new();
+    for e in events {
+        if let ProviderEvent::ToolCall { call } = e {
+            if call.id.is_empty() || call.name.is_empty() {
+                return Err(format!("a tool call without id or name: {call:?}"));
+            }
+            if !ids.insert(call.id.clone()) {
+                return Err(format!("tool call id {:?} used twice", call.id));
+            }
+        }
+    }
+    Ok(())
+}

@@ -7,7 +7,7 @@ use futures::StreamExt;
 use ollm_core::{CoreError, ProviderAdapter, ProviderRegistry};
 use ollm_types::{FinishReason, ProviderErrorKind, ProviderEvent, ProviderRequest};
 use proptest::prelude::*;
-use test_utils::mock_provider::{MockProvider, ev};
+use test_utils::mock_provider::{MockProvider, check_compliance, ev};
 
 use crate::support::{block_on, config};
 
@@ -94,11 +94,12 @@ proptest! {
             let got: Vec<ProviderEvent> =
                 dynamic.chat(ProviderRequest::new("m", vec![])).collect().await;
             assert_eq!(got, script);
-            let terminal = got
-                .iter()
-                .filter(|e| matches!(e, ProviderEvent::Finish { .. } | ProviderEvent::Error { .. }))
-                .count();
-            assert_eq!(terminal, 1);
+            check_compliance(&got).unwrap();
+            // The checker itself rejects broken streams.
+            assert!(check_compliance(&got[..got.len() - 1]).is_err());
+            let mut doubled = got.clone();
+            doubled.push(ev::finish());
+            assert!(check_compliance(&doubled).is_err());
             assert_eq!(dynamic.list_models().await.unwrap_err().kind, ProviderErrorKind::Unsupported);
             assert_eq!(dynamic.delete_model("m").await.unwrap_err().kind, ProviderErrorKind::Unsupported);
             assert_eq!(dynamic.show_model("m").await.unwrap_err().kind, ProviderErrorKind::Unsupported);
