@@ -114,7 +114,13 @@ pub(crate) struct RunArgs {
     #[arg(long, short = 'y')]
     pub(crate) yes: bool,
     /// Ask a reasoning model to think (`on`, `off`, `low`, `medium`, `high`).
-    #[arg(long, value_name = "LEVEL", num_args = 0..=1, default_missing_value = "on")]
+    #[arg(
+        long,
+        value_name = "LEVEL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "on"
+    )]
     pub(crate) think: Option<ThinkArg>,
     /// Keep the model's thinking off screen.
     #[arg(long)]
@@ -188,11 +194,13 @@ mod tests {
 
     #[test]
     fn think_without_a_level_means_on() {
-        let cli = Cli::try_parse_from(["ollm", "run", "m", "--think", "--", "hi"]).unwrap();
+        // A bare --think never swallows the model name.
+        let cli = Cli::try_parse_from(["ollm", "run", "--think", "m", "hi"]).unwrap();
         let Command::Run(run) = cli.command else {
             panic!("not run")
         };
         assert_eq!(run.think, Some(ThinkArg::On));
+        assert_eq!(run.model.as_deref(), Some("m"));
         assert_eq!(run.prompt, vec!["hi".to_owned()]);
         let cli = Cli::try_parse_from(["ollm", "run", "m", "--think=high", "hi"]).unwrap();
         let Command::Run(run) = cli.command else {
