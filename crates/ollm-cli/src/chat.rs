@@ -212,13 +212,11 @@ pub(crate) fn interactive(
                     think: state.plan.think,
                     ..ChatOptions::default()
                 };
-                let stdout = std::io::stdout();
-                let stderr = std::io::stderr();
                 let mut sink = render::sink(
                     state.plan.format,
                     state.plan.style,
-                    Box::new(stdout.lock()),
-                    Box::new(stderr.lock()),
+                    Box::new(std::io::stdout()),
+                    Box::new(std::io::stderr()),
                 );
                 let outcome = rt.block_on(run::generate(
                     &client,

@@ -211,6 +211,10 @@ pub(crate) fn event_json(event: &ChatEvent) -> Value {
 }
 
 /// Where a run's events go.
+///
+/// Sinks take unlocked `Stdout`/`Stderr` handles (each write locks briefly): tools print
+/// approval questions and warnings from other threads while a run is being shown, and a
+/// lock held for the whole run would deadlock them.
 pub(crate) trait Sink {
     /// Shows one event.
     fn event(&mut self, event: &ChatEvent) -> io::Result<()>;

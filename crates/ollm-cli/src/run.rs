@@ -346,13 +346,11 @@ pub(crate) async fn one_shot(
         think: plan.think,
         ..ChatOptions::default()
     };
-    let stdout = std::io::stdout();
-    let stderr = std::io::stderr();
     let mut sink = render::sink(
         plan.format,
         plan.style,
-        Box::new(stdout.lock()),
-        Box::new(stderr.lock()),
+        Box::new(std::io::stdout()),
+        Box::new(std::io::stderr()),
     );
     let outcome = generate(&client, prompt, options, sink.as_mut(), &plan.model).await?;
     drop(sink);

@@ -6,7 +6,7 @@
 //! all a loopback mock needs.
 
 // Setup helpers outside `#[test]` functions panic on a broken test environment by design.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -80,6 +80,12 @@ fn stdout(o: &Output) -> String {
 
 fn stderr(o: &Output) -> String {
     String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+/// A loopback port with nothing listening (so no test ever reaches a real local server).
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
 }
 
 fn code(o: &Output) -> i32 {
@@ -245,7 +251,8 @@ mod sessions {
     fn a_damaged_session_is_moved_aside_and_reported() {
         let o = Ollm::new();
         let path = write_session(&o.data_dir(), "bad", "not json\n{}\n");
-        let out = o.run(&["run", "m", "--session", "bad", "hello"]);
+        let host = format!("127.0.0.1:{}", closed_port());
+        let out = o.run(&["--host", &host, "run", "m", "--session", "bad", "hello"]);
         assert!(stderr(&out).contains("damaged"), "{}", stderr(&out));
         let kept: Vec<_> = std::fs::read_dir(path.parent().unwrap())
             .unwrap()
@@ -261,12 +268,6 @@ mod sessions {
 mod server {
     use super::*;
 
-    /// A loopback port with nothing listening.
-    fn closed_port() -> u16 {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    }
-
     #[test]
     fn version_prints_the_client_even_without_a_server() {
         let o = Ollm::new();
@@ -278,5 +279,156 @@ mod server {
             format!("ollm version {}", env!("CARGO_PKG_VERSION"))
         );
         assert!(stderr(&out).contains("warning"), "{}", stderr(&out));
+    }
+}
+
+mod terminal {
+    //! The interactive chat through a real pseudo-terminal (tmux on a private socket).
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    struct Tmux {
+        socket: String,
+    }
+
+    impl Tmux {
+        fn start(o: &Ollm, args: &[&str]) -> Self {
+            let socket = format!(
+                "ollm-test-{}-{}",
+                std::process::id(),
+                o.dir.path().file_name().unwrap().to_string_lossy()
+            );
+            let mut line = vec![env!("CARGO_BIN_EXE_ollm").to_owned()];
+            line.extend(args.iter().map(|a| (*a).to_owned()));
+            let status = Command::new("tmux")
+                .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+                .args(["-x", "120", "-y", "40", "-c"])
+                .arg(o.dir.path())
+                .args(["-e", &format!("OLLM_CONFIG={}", o.config_path().display())])
+                .args(["-e", &format!("OLLM_DATA_DIR={}", o.data_dir().display())])
+                .args(["-e", "NO_COLOR=1", "-e", "OLLAMA_HOST="])
+                .args(["-e", &format!("OLLM_HOST=127.0.0.1:{}", closed_port())])
+                .args(["-e", "OLLM_PROVIDER=", "-e", "OLLM_MODEL="])
+                .args(line)
+                .status()
+                .expect("tmux must be installed for the terminal tests");
+            assert!(status.success());
+            Tmux { socket }
+        }
+
+        fn screen(&self) -> String {
+            let out = Command::new("tmux")
+                .args(["-L", &self.socket, "capture-pane", "-p", "-S", "-200"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+
+        fn send(&self, keys: &[&str]) {
+            let status = Command::new("tmux")
+                .args(["-L", &self.socket, "send-keys"])
+                .args(keys)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+
+        /// Waits until the screen satisfies `pred` (polling; fails after 20 s).
+        fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let screen = self.screen();
+                if pred(&screen) {
+                    return screen;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "timed out waiting for {what}; screen:\n{screen}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+
+        /// Waits until `pred` holds and the editor shows a fresh prompt again, so the next
+        /// keys are read by the line editor rather than dropped while it resets the terminal.
+        fn wait_for_prompt(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+            self.wait_for(what, |s| {
+                pred(s) && s.lines().rev().find(|l| !l.trim().is_empty()) == Some(">>>")
+            })
+        }
+
+        fn alive(&self) -> bool {
+            Command::new("tmux")
+                .args(["-L", &self.socket, "has-session"])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        }
+    }
+
+    impl Drop for Tmux {
+        fn drop(&mut self) {
+            let _ = Command::new("tmux")
+                .args(["-L", &self.socket, "kill-server"])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+
+    #[test]
+    fn slash_commands_work_and_bye_leaves() {
+        let o = Ollm::new();
+        let t = Tmux::start(&o, &["run", "tiny-model"]);
+        t.wait_for_prompt("the banner and prompt", |s| {
+            s.contains("ollm chat with tiny-model") && s.contains(">>>")
+        });
+        t.send(&["/help", "Enter"]);
+        t.wait_for_prompt("the help", |s| {
+            s.contains("/clear") && s.contains("Commands:")
+        });
+        t.send(&["/think high", "Enter"]);
+        t.wait_for_prompt("the think level", |s| s.contains("thinking: high"));
+        t.send(&["/status", "Enter"]);
+        t.wait_for_prompt("the status", |s| {
+            s.contains("model:    tiny-model") && s.contains("messages: 0")
+        });
+        // Ctrl-C at the prompt drops the line and keeps the chat.
+        t.send(&["half a thought"]);
+        t.wait_for("the typed text", |s| s.contains("half a thought"));
+        t.send(&["C-c"]);
+        t.wait_for_prompt("a fresh prompt", |s| s.contains("half a thought"));
+        t.send(&["/status", "Enter"]);
+        t.wait_for_prompt("the chat to survive Ctrl-C", |s| {
+            s.matches("messages: 0").count() == 2
+        });
+        t.send(&["/clear", "Enter"]);
+        t.wait_for_prompt("the clear", |s| s.contains("conversation cleared"));
+        t.send(&["/model other", "Enter"]);
+        t.wait_for_prompt("the model switch", |s| s.contains("model: other"));
+        t.send(&["/bye", "Enter"]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while t.alive() {
+            assert!(Instant::now() < deadline, "ollm did not exit on /bye");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    #[test]
+    fn ctrl_d_leaves_and_history_is_saved() {
+        let o = Ollm::new();
+        let t = Tmux::start(&o, &["run", "tiny-model"]);
+        t.wait_for_prompt("the prompt", |s| s.contains(">>>"));
+        t.send(&["/tools", "Enter"]);
+        t.wait_for_prompt("the tool list", |s| {
+            s.contains("read_file") && s.contains("run_command")
+        });
+        t.send(&["C-d"]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while t.alive() {
+            assert!(Instant::now() < deadline, "ollm did not exit on Ctrl-D");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let history = std::fs::read_to_string(o.data_dir().join("history.txt")).unwrap();
+        assert!(history.contains("/tools"), "{history}");
     }
 }
