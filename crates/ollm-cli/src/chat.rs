@@ -176,7 +176,7 @@ pub(crate) fn interactive(
         total_completion: 0,
         context_length: settings.provider.context_length,
     };
-    let mut client = parts.client(&state.plan.chat, &state.history);
+    let mut client = parts.client(&state.plan.chat, &state.history)?;
     say(&format!(
         "ollm chat with {} via {} — /help for commands, Ctrl-D or /bye to leave",
         state.plan.model, settings.provider.name
@@ -202,7 +202,10 @@ pub(crate) fn interactive(
             Input::Command(cmd, arg) => {
                 match command(&cmd, arg.as_deref(), &mut state, settings, parts, rt) {
                     Flow::Continue => {}
-                    Flow::Rebuild => client = parts.client(&state.plan.chat, &state.history),
+                    Flow::Rebuild => match parts.client(&state.plan.chat, &state.history) {
+                        Ok(c) => client = c,
+                        Err(e) => say(&format!("error: {e}")),
+                    },
                     Flow::Exit => break,
                 }
             }
@@ -243,6 +246,13 @@ pub(crate) fn interactive(
                                 &outcome.messages,
                             );
                             state.session_fresh = false;
+                        }
+                        if let Some(line) = usage_line(&outcome.summary) {
+                            say(&if state.plan.style.styled {
+                                format!("\x1b[2m{line}\x1b[0m")
+                            } else {
+                                line
+                            });
                         }
                         state.history.extend(outcome.messages);
                         state.last = outcome.summary;
@@ -379,6 +389,27 @@ fn command(
     Flow::Continue
 }
 
+/// The dim line after an answer: tokens and time, where the server said.
+fn usage_line(summary: &Summary) -> Option<String> {
+    let u = &summary.usage;
+    let mut parts = Vec::new();
+    if let Some(p) = u.prompt_tokens {
+        parts.push(format!("{p} in"));
+    }
+    if let Some(c) = u.completion_tokens {
+        parts.push(format!("{c} out"));
+    }
+    if let Some(d) = u.total_duration {
+        parts.push(format!("{:.1} s", d.as_secs_f64()));
+    }
+    if let (Some(c), Some(d)) = (u.completion_tokens, u.eval_duration) {
+        if d.as_secs_f64() > 0.0 {
+            parts.push(format!("{:.1} tok/s", f64::from(c) / d.as_secs_f64()));
+        }
+    }
+    (!parts.is_empty()).then(|| format!("[{}]", parts.join(" · ")))
+}
+
 fn status_text(state: &State, settings: &Settings) -> String {
     let used = state
         .last
@@ -466,6 +497,19 @@ mod tests {
         assert_eq!(m.feed("\"\"\""), None);
         m.reset();
         assert!(!m.pending());
+    }
+
+    #[test]
+    fn usage_line_shows_what_the_server_reported() {
+        let mut s = Summary::default();
+        assert_eq!(usage_line(&s), None);
+        s.usage.prompt_tokens = Some(25);
+        s.usage.completion_tokens = Some(10);
+        s.usage.eval_duration = Some(std::time::Duration::from_millis(500));
+        assert_eq!(
+            usage_line(&s).as_deref(),
+            Some("[25 in · 10 out · 20.0 tok/s]")
+        );
     }
 
     #[test]

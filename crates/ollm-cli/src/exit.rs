@@ -29,6 +29,9 @@ pub(crate) enum CliError {
     /// The provider failed.
     #[error(transparent)]
     Provider(#[from] ProviderError),
+    /// The runtime refused something outside a run (a duplicate tool, a bad schema...).
+    #[error(transparent)]
+    Core(#[from] ollm_core::CoreError),
     /// The user cancelled.
     #[error("cancelled")]
     Cancelled,
@@ -52,6 +55,8 @@ impl CliError {
         match self {
             CliError::Usage(_) => USAGE,
             CliError::Provider(e) => code_for_kind(e.kind),
+            CliError::Core(ollm_core::CoreError::Provider(e)) => code_for_kind(e.kind),
+            CliError::Core(_) => RUNTIME,
             CliError::Cancelled => CANCELLED,
             CliError::Reported(code) => *code,
             CliError::Other(_) => RUNTIME,

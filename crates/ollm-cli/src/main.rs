@@ -43,6 +43,8 @@ fn main() -> ExitCode {
     };
     match real_main(cli) {
         Ok(()) => ExitCode::from(exit::SUCCESS),
+        // `ollm list | head -1`: the reader left; that is not an error.
+        Err(CliError::Other(e)) if is_broken_pipe(&e) => ExitCode::from(exit::SUCCESS),
         Err(e) => {
             match &e {
                 CliError::Reported(_) => {}
@@ -58,6 +60,13 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn real_main(cli: Cli) -> Result<(), CliError> {

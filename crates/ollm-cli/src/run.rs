@@ -199,13 +199,17 @@ impl Parts {
     /// MERGE: seed the conversation once core offers it (for example
     /// `ChatClient::with_history(history.to_vec())` or `client.history_mut().extend(...)`);
     /// until then a resumed session is kept and saved but the model does not see it.
-    pub(crate) fn client(&self, config: &ChatConfig, history: &[Message]) -> ChatClient {
+    pub(crate) fn client(
+        &self,
+        config: &ChatConfig,
+        history: &[Message],
+    ) -> Result<ChatClient, CliError> {
         let _ = history;
-        ChatClient::new(
+        Ok(ChatClient::new(
             Arc::clone(&self.provider),
-            tools::registry(&self.tools),
+            tools::registry(&self.tools)?,
             config.clone(),
-        )
+        ))
     }
 }
 
@@ -340,7 +344,7 @@ pub(crate) async fn one_shot(
         Some(s) => load_session(s)?,
         None => Vec::new(),
     };
-    let client = parts.client(&plan.chat, &history);
+    let client = parts.client(&plan.chat, &history)?;
     let options = ChatOptions {
         no_tools: plan.no_tools,
         think: plan.think,

@@ -16,7 +16,7 @@ pub(crate) mod workspace;
 
 use std::sync::Arc;
 
-use ollm_core::{Tool, ToolRegistry};
+use ollm_core::{CoreError, Tool, ToolRegistry};
 
 use crate::config::ToolSettings;
 use approval::Approver;
@@ -43,17 +43,27 @@ pub(crate) fn builtin(
 }
 
 /// A registry holding `tools`.
-///
-/// MERGE: the skeleton's `ToolRegistry` has no way to add tools yet; the core issue adds
-/// `ToolRegistry::register(Arc<dyn Tool>) -> Result<(), CoreError>`. Replace the body of
-/// the loop with `registry.register(Arc::clone(tool))?;` (and return
-/// `Result<ToolRegistry, ollm_core::CoreError>`).
-pub(crate) fn registry(tools: &[Arc<dyn Tool>]) -> ToolRegistry {
-    let registry = ToolRegistry::default();
+pub(crate) fn registry(tools: &[Arc<dyn Tool>]) -> Result<ToolRegistry, CoreError> {
+    let mut registry = ToolRegistry::default();
     for tool in tools {
-        let _ = tool;
+        registry.register(Arc::clone(tool))?;
     }
-    registry
+    Ok(registry)
+}
+
+/// MERGE: delete this shim once `ollm-core` has the inherent
+/// `ToolRegistry::register(Arc<dyn Tool>) -> Result<(), CoreError>` (inherent methods win
+/// over trait methods, so the call above then reaches the real one and this trait turns
+/// into dead code that clippy flags). Until then tools are built but not registered.
+trait RegisterShim {
+    fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), CoreError>;
+}
+
+impl RegisterShim for ToolRegistry {
+    fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), CoreError> {
+        let _ = tool;
+        Ok(())
+    }
 }
 
 /// Cuts `text` to at most `limit` bytes on a character boundary, saying so when it did.
@@ -77,6 +87,37 @@ pub(crate) fn cap_output(text: &str, limit: usize) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn builtin_tools_have_unique_names_and_object_schemas() {
+        use crate::config::{Env, settle};
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let settings = settle(&Default::default(), &Env::default(), "c".into(), None).unwrap();
+        let approver = Arc::new(Approver::new(
+            approval::Mode::Headless,
+            &[],
+            Arc::new(approval::TerminalPrompter),
+        ));
+        let tools = builtin(&ws, &settings.tools, &approver);
+        let names: Vec<String> = tools.iter().map(|t| t.schema().name).collect();
+        assert_eq!(
+            names,
+            [
+                "read_file",
+                "list_dir",
+                "search_text",
+                "write_file",
+                "run_command"
+            ]
+        );
+        for t in &tools {
+            let s = t.schema();
+            assert_eq!(s.parameters["type"], "object", "{}", s.name);
+            assert!(!s.description.is_empty());
+        }
+        assert!(registry(&tools).is_ok());
+    }
 
     proptest! {
         #[test]
