@@ -227,6 +227,9 @@ pub(crate) trait Sink {
 pub(crate) struct TextStyle {
     /// ANSI styling and markdown rendering (a terminal, and `NO_COLOR` unset).
     pub(crate) styled: bool,
+    /// stdout is a terminal, shared with stderr: a status line in the middle of the answer
+    /// first ends the answer's screen line. When stdout is piped its text is left whole.
+    pub(crate) terminal: bool,
     /// Keep thinking off screen.
     pub(crate) hide_thinking: bool,
 }
@@ -315,9 +318,9 @@ impl<'a> TextSink<'a> {
     }
 
     /// Ends the thinking section and any open answer line before a status line.
-    fn break_line(&mut self) -> io::Result<()> {
+    fn break_line(&mut self, end: bool) -> io::Result<()> {
         self.close_thinking()?;
-        if self.answer_written && !self.answer_ends_with_newline {
+        if self.answer_written && !self.answer_ends_with_newline && (end || self.style.terminal) {
             let tail = self.markdown.flush(self.style.styled);
             self.out.write_all(tail.as_bytes())?;
             writeln!(self.out)?;
@@ -347,7 +350,7 @@ impl<'a> TextSink<'a> {
     }
 
     fn status_line(&mut self, line: &str) -> io::Result<()> {
-        self.break_line()?;
+        self.break_line(false)?;
         writeln!(self.err, "{line}")?;
         self.err.flush()
     }
@@ -375,7 +378,7 @@ impl Sink for TextSink<'_> {
                     return Ok(());
                 }
                 if !self.thinking_open {
-                    self.break_line()?;
+                    self.break_line(false)?;
                     self.thinking_open = true;
                     let head = self.paint(DIM, "Thinking...");
                     writeln!(self.err, "{head}")?;
@@ -445,7 +448,7 @@ impl Sink for TextSink<'_> {
                 self.status_line(&line)
             }
             ChatEvent::Finish { reason, .. } => {
-                self.break_line()?;
+                self.break_line(true)?;
                 match reason {
                     FinishReason::Cancelled => self.status_line(&self.paint(DIM, "[cancelled]")),
                     FinishReason::MaxTurns => self.status_line(
@@ -462,7 +465,7 @@ impl Sink for TextSink<'_> {
     }
 
     fn end(&mut self, _summary: &Summary, _model: &str) -> io::Result<()> {
-        self.break_line()?;
+        self.break_line(true)?;
         self.out.flush()?;
         self.err.flush()
     }
@@ -681,6 +684,7 @@ mod tests {
 
     const PLAIN: TextStyle = TextStyle {
         styled: false,
+        terminal: false,
         hide_thinking: false,
     };
 
@@ -696,10 +700,46 @@ mod tests {
             OutputFormat::Text,
             TextStyle {
                 styled: false,
+                terminal: false,
                 hide_thinking: true,
             },
         );
         assert!(!err.contains("hmm"));
+    }
+
+    #[test]
+    fn a_warning_mid_answer_leaves_piped_text_whole() {
+        let check = |terminal: bool, expected_out: &str| {
+            let (out, err) = (Shared::default(), Shared::default());
+            let style = TextStyle {
+                styled: false,
+                terminal,
+                hide_thinking: false,
+            };
+            let mut s = TextSink::new(style, Box::new(out.clone()), Box::new(err.clone()));
+            for e in [
+                ChatEvent::TextDelta {
+                    text: "Hello ".into(),
+                },
+                ChatEvent::Warning {
+                    warning: Warning::new(WarningKind::Retrying, "retrying in 1 s"),
+                },
+                ChatEvent::TextDelta {
+                    text: "world.".into(),
+                },
+                ChatEvent::Finish {
+                    reason: FinishReason::Stop,
+                    usage: Usage::default(),
+                },
+            ] {
+                s.event(&e).unwrap();
+            }
+            s.end(&Summary::default(), "m").unwrap();
+            assert_eq!(out.text(), expected_out);
+            assert_eq!(err.text(), "warning: retrying in 1 s\n");
+        };
+        check(false, "Hello world.\n");
+        check(true, "Hello \nworld.\n");
     }
 
     /// Pins the `json` schema documented in docs/output-formats.md.

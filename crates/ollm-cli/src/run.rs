@@ -152,6 +152,7 @@ pub(crate) fn settle(
         format: args.output_format,
         style: TextStyle {
             styled: term.stdout && !term.no_color,
+            terminal: term.stdout,
             hide_thinking: args.hide_thinking,
         },
         no_tools: args.no_tools,
