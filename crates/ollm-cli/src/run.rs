@@ -4,7 +4,7 @@
 use std::io::{IsTerminal, Read};
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use ollm_core::strategy::ToolMode;
 use ollm_core::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ProviderAdapter, Tool};
 use ollm_types::{FinishReason, Message, Think, ToolCall};
@@ -271,14 +271,33 @@ pub(crate) async fn generate(
     sink: &mut dyn Sink,
     model: &str,
 ) -> Result<Outcome, CliError> {
-    let mut run = client.chat(prompt.to_owned(), options);
+    let run = client.chat(prompt.to_owned(), options);
+    let cancel = run.cancel_token();
+    let interrupts = futures::stream::unfold((), |()| async {
+        tokio::signal::ctrl_c().await.ok().map(|()| ((), ()))
+    });
+    drive(run, || cancel.cancel(), interrupts, prompt, sink, model).await
+}
+
+/// Shows `events` in `sink` until the run finishes; each item of `interrupts` (Ctrl-C)
+/// calls `cancel`, and a second one stops waiting for the run to wind down.
+pub(crate) async fn drive(
+    events: impl Stream<Item = ChatEvent>,
+    cancel: impl Fn(),
+    interrupts: impl Stream<Item = ()>,
+    prompt: &str,
+    sink: &mut dyn Sink,
+    model: &str,
+) -> Result<Outcome, CliError> {
+    let mut events = std::pin::pin!(events);
+    let mut interrupts = std::pin::pin!(interrupts.fuse());
     let mut summary = Summary::default();
     let mut transcript = Transcript::default();
     transcript.messages.push(Message::user(prompt));
-    let mut interrupts = 0;
+    let mut interrupted = 0;
     loop {
         tokio::select! {
-            event = run.next() => {
+            event = events.next() => {
                 let Some(event) = event else { break };
                 summary.record(&event);
                 transcript.record(&event);
@@ -287,11 +306,10 @@ pub(crate) async fn generate(
                     break;
                 }
             }
-            signal = tokio::signal::ctrl_c() => {
-                signal?;
-                interrupts += 1;
-                run.cancel();
-                if interrupts > 1 {
+            Some(()) = interrupts.next() => {
+                interrupted += 1;
+                cancel();
+                if interrupted > 1 {
                     summary.finish_reason = Some(FinishReason::Cancelled);
                     break;
                 }
@@ -420,6 +438,7 @@ pub(crate) fn save_turn(
 mod tests {
     use super::*;
     use crate::args::GlobalArgs;
+    use crate::args::OutputFormat;
     use crate::config::{Env, settle as settle_config};
     use ollm_types::{Usage, WarningKind};
 
@@ -546,6 +565,78 @@ mod tests {
                 Message::assistant("One file."),
             ]
         );
+    }
+
+    /// A run that streams some text, then waits to be cancelled.
+    fn cancellable_run(
+        token: tokio_util::sync::CancellationToken,
+    ) -> impl Stream<Item = ChatEvent> {
+        let head = futures::stream::iter([ChatEvent::TextDelta {
+            text: "partial".into(),
+        }]);
+        let tail = futures::stream::once(async move {
+            token.cancelled().await;
+            ChatEvent::Finish {
+                reason: FinishReason::Cancelled,
+                usage: Usage::default(),
+            }
+        });
+        head.chain(tail)
+    }
+
+    fn quiet_sink() -> Box<dyn Sink> {
+        render::sink(
+            OutputFormat::Json,
+            TextStyle {
+                styled: false,
+                terminal: false,
+                hide_thinking: false,
+            },
+            Box::new(std::io::sink()),
+            Box::new(std::io::sink()),
+        )
+    }
+
+    #[tokio::test]
+    async fn ctrl_c_cancels_the_run_and_exits_130() {
+        let token = tokio_util::sync::CancellationToken::new();
+        let t = token.clone();
+        let mut sink = quiet_sink();
+        let out = drive(
+            cancellable_run(token.clone()),
+            move || t.cancel(),
+            futures::stream::once(async {}),
+            "q",
+            sink.as_mut(),
+            "m",
+        )
+        .await
+        .unwrap();
+        assert!(token.is_cancelled());
+        assert_eq!(out.summary.answer, "partial");
+        assert_eq!(status_of(&out.summary).unwrap_err().exit_code(), 130);
+        assert_eq!(
+            out.messages,
+            vec![Message::user("q"), Message::assistant("partial")]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_second_ctrl_c_stops_waiting() {
+        let mut sink = quiet_sink();
+        // The run ignores cancellation; two interrupts end the wait anyway.
+        let stuck = futures::stream::pending::<ChatEvent>();
+        let out = drive(
+            stuck,
+            || {},
+            futures::stream::iter([(), ()]),
+            "q",
+            sink.as_mut(),
+            "m",
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.summary.finish_reason, Some(FinishReason::Cancelled));
     }
 
     #[test]
