@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// How calls are approved.
@@ -72,6 +73,7 @@ pub(crate) struct Approver {
     always: Mutex<BTreeSet<String>>,
     prompter: Arc<dyn Prompter>,
     asking: Mutex<()>,
+    told_headless: AtomicBool,
 }
 
 impl std::fmt::Debug for Approver {
@@ -91,6 +93,7 @@ impl Approver {
             always: Mutex::new(BTreeSet::new()),
             prompter,
             asking: Mutex::new(()),
+            told_headless: AtomicBool::new(false),
         }
     }
 
@@ -115,7 +118,15 @@ impl Approver {
         let mode = self.mode.lock().map_or(Mode::Headless, |m| *m);
         match mode {
             Mode::Yes => true,
-            Mode::Headless => false,
+            Mode::Headless => {
+                if !self.told_headless.swap(true, Ordering::Relaxed) {
+                    crate::render::warn(&format!(
+                        "{tool} needs approval and there is no terminal to ask on; denied \
+                         (pass --yes, or list it in tools.auto_approve in the config)"
+                    ));
+                }
+                false
+            }
             Mode::Ask => {
                 // One question at a time, even when calls run concurrently.
                 let _turn = self.asking.lock();
@@ -149,7 +160,7 @@ impl Approver {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
 
     /// Answers from a script and counts the questions.
     pub(crate) struct Scripted {
