@@ -196,21 +196,17 @@ impl Parts {
     }
 
     /// A client with `history` as the conversation so far.
-    ///
-    /// MERGE: seed the conversation once core offers it (for example
-    /// `ChatClient::with_history(history.to_vec())` or `client.history_mut().extend(...)`);
-    /// until then a resumed session is kept and saved but the model does not see it.
     pub(crate) fn client(
         &self,
         config: &ChatConfig,
         history: &[Message],
     ) -> Result<ChatClient, CliError> {
-        let _ = history;
         Ok(ChatClient::new(
             Arc::clone(&self.provider),
             tools::registry(&self.tools)?,
             config.clone(),
-        ))
+        )
+        .with_history(history.to_vec()))
     }
 }
 

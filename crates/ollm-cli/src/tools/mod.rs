@@ -51,21 +51,6 @@ pub(crate) fn registry(tools: &[Arc<dyn Tool>]) -> Result<ToolRegistry, CoreErro
     Ok(registry)
 }
 
-/// MERGE: delete this shim once `ollm-core` has the inherent
-/// `ToolRegistry::register(Arc<dyn Tool>) -> Result<(), CoreError>` (inherent methods win
-/// over trait methods, so the call above then reaches the real one and this trait turns
-/// into dead code that clippy flags). Until then tools are built but not registered.
-trait RegisterShim {
-    fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), CoreError>;
-}
-
-impl RegisterShim for ToolRegistry {
-    fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), CoreError> {
-        let _ = tool;
-        Ok(())
-    }
-}
-
 /// Cuts `text` to at most `limit` bytes on a character boundary, saying so when it did.
 pub(crate) fn cap_output(text: &str, limit: usize) -> String {
     if text.len() <= limit {
