@@ -13,8 +13,6 @@
 
 mod e2e {
     pub(crate) mod adapter;
-    // Needs ollm-core's ChatClient and constrained tool mode (the core issue); enable when
-    // they are merged:
-    // pub(crate) mod constrained;
+    pub(crate) mod constrained;
     pub(crate) mod setup;
 }

@@ -63,10 +63,15 @@ async fn a_constrained_tool_call_runs_the_tool_and_the_result_goes_back() {
         .unwrap_or_else(|| panic!("no tool call in {events:#?}"));
     assert_eq!(started.name, "get_time");
     assert!(
-        events.iter().any(|e| matches!(e, ChatEvent::ToolResult { call_id, is_error: false, .. }
-            if *call_id == started.id)),
+        events.iter().any(
+            |e| matches!(e, ChatEvent::ToolResult { call_id, is_error: false, .. }
+            if *call_id == started.id)
+        ),
         "{events:#?}"
     );
     assert!(runs.load(Ordering::SeqCst) >= 1);
-    assert!(matches!(events.last(), Some(ChatEvent::Finish { .. })), "{events:#?}");
+    assert!(
+        matches!(events.last(), Some(ChatEvent::Finish { .. })),
+        "{events:#?}"
+    );
 }
