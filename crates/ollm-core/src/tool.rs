@@ -274,6 +274,14 @@ impl ToolRegistry {
         let Some(&i) = self.index.get(name) else {
             return Err(unknown_tool_message(name));
         };
+        if let Some(raw) = arguments.get(ollm_types::INVALID_ARGUMENTS_KEY) {
+            // The adapter could not parse the arguments the model wrote; the raw text is
+            // shown back so the model can correct itself. Such a call never runs.
+            let raw = raw.as_str().map_or_else(|| raw.to_string(), str::to_owned);
+            return Err(format!(
+                "Error: invalid arguments for {name}: not a JSON object: {raw}"
+            ));
+        }
         let entry = &self.entries[i];
         let instance = Value::Object(arguments.clone());
         let errors: Vec<String> = entry
@@ -333,6 +341,34 @@ mod tests {
         assert_eq!(normalize_result(json!({"a": 1})), r#"{"a":1}"#);
         assert_eq!(normalize_result(json!([1, 2])), "[1,2]");
         assert_eq!(normalize_result(json!(null)), "null");
+    }
+
+    #[tokio::test]
+    async fn unparseable_arguments_never_run_even_for_an_open_schema() {
+        struct Open;
+        #[async_trait::async_trait]
+        impl Tool for Open {
+            fn schema(&self) -> ToolSchema {
+                ToolSchema::new("open", "takes anything", json!({"type": "object"}))
+            }
+            async fn execute(&self, _: Map<String, Value>) -> Result<Value, ToolError> {
+                Ok(json!("ran"))
+            }
+        }
+        let mut registry = ToolRegistry::default();
+        registry.register(std::sync::Arc::new(Open)).unwrap();
+        let call = ToolCall::new(
+            "c1",
+            "open",
+            json!({ollm_types::INVALID_ARGUMENTS_KEY: "{\"path\": "}),
+        )
+        .unwrap();
+        let outcome = registry.execute(&call).await;
+        assert!(outcome.is_error);
+        assert_eq!(
+            outcome.content,
+            "Error: invalid arguments for open: not a JSON object: {\"path\": "
+        );
     }
 
     #[test]
