@@ -7,8 +7,10 @@
 
 mod error;
 pub mod lines;
+pub mod ollama;
 pub mod transport;
 
 pub use error::{BridgeError, TimeoutPhase, status_kind};
 pub use lines::LineSplitter;
+pub use ollama::{OllamaConfig, OllamaProvider};
 pub use transport::{Attempt, HttpConfig, RequestSpec, RetryPolicy, Secret, Transport};
