@@ -1,6 +1,7 @@
 //! Bytes of a streamed `/api/chat` reply -> [`ProviderEvent`]s: pure and incremental.
 //!
-//! The decoder owns one [`LineSplitter`] (no re-copying of the buffer per line) and parses
+//! The decoder decodes complete lines straight from each chunk and keeps only a cut line
+//! in its [`LineSplitter`] (the body is never re-copied per line, nor copied at all but for cut lines); it parses
 //! each line once, straight into the borrowed [`ChatLine`]; text is copied only into the
 //! event that carries it. Feed it chunks cut anywhere (mid-line, mid-character) with
 //! [`ChatDecoder::push`], then call [`ChatDecoder::finish`] at the end of the body. It
@@ -13,6 +14,7 @@ use serde_json::Value;
 
 use super::truncation::{TruncationCheck, truncation_warning};
 use super::wire::{ChatLine, WireToolCallIn};
+use crate::lines::DEFAULT_MAX_LINE;
 use crate::{BridgeError, LineSplitter};
 
 /// How much of a malformed line an error keeps.
@@ -46,6 +48,7 @@ struct Seen {
 #[derive(Debug)]
 pub struct ChatDecoder {
     lines: LineSplitter,
+    max_line: usize,
     ids: IdMint,
     seen: Seen,
     check: Option<TruncationCheck>,
@@ -62,6 +65,7 @@ impl ChatDecoder {
     pub fn new(check: Option<TruncationCheck>) -> Self {
         ChatDecoder {
             lines: LineSplitter::default(),
+            max_line: DEFAULT_MAX_LINE,
             ids: IdMint {
                 prefix: format!("call_{:08x}_", fastrand::u32(..)),
                 next: 0,
@@ -74,6 +78,7 @@ impl ChatDecoder {
     /// The same decoder with a line cap of `max_line` bytes.
     pub fn with_max_line(mut self, max_line: usize) -> Self {
         self.lines = LineSplitter::new(max_line);
+        self.max_line = max_line;
         self
     }
 
@@ -94,17 +99,23 @@ impl ChatDecoder {
     }
 
     /// Decodes a chunk, appending events to `out`. Ignored once the stream has ended.
+    ///
+    /// Complete lines are decoded straight from `chunk`; only a line cut by the chunk's end
+    /// goes through the [`LineSplitter`]'s buffer, so the body is not copied.
     pub fn push(&mut self, chunk: &[u8], out: &mut Vec<ProviderEvent>) {
         if self.seen.ended {
             return;
         }
-        self.lines.push(chunk);
-        loop {
+        let mut rest = chunk;
+        if self.lines.pending() > 0 {
+            // Finish the line the previous chunk cut.
+            let take = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
+            self.lines.push(&rest[..take]);
+            rest = &rest[take..];
             match self.lines.next_line() {
                 Ok(Some(line)) => {
-                    let r = decode_line(line, &mut self.seen, &mut self.ids, self.check, out);
-                    if let Err(e) = r {
-                        end_with(&mut self.seen, e.into(), out);
+                    if let Err(e) = decode_line(line, &mut self.seen, &mut self.ids, self.check, out) {
+                        return end_with(&mut self.seen, e.into(), out);
                     }
                     if self.seen.ended {
                         return;
@@ -112,6 +123,27 @@ impl ChatDecoder {
                 }
                 Ok(None) => return,
                 Err(e) => return end_with(&mut self.seen, e.into(), out),
+            }
+        }
+        while let Some(i) = memchr::memchr(b'\n', rest) {
+            let line = &rest[..i];
+            rest = &rest[i + 1..];
+            if line.len() > self.max_line {
+                let e = BridgeError::LineTooLong { limit: self.max_line };
+                return end_with(&mut self.seen, e.into(), out);
+            }
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if let Err(e) = decode_line(line, &mut self.seen, &mut self.ids, self.check, out) {
+                return end_with(&mut self.seen, e.into(), out);
+            }
+            if self.seen.ended {
+                return;
+            }
+        }
+        if !rest.is_empty() {
+            self.lines.push(rest);
+            if let Err(e) = self.lines.next_line() {
+                end_with(&mut self.seen, e.into(), out);
             }
         }
     }
@@ -185,7 +217,7 @@ fn decode_line(
     check: Option<TruncationCheck>,
     out: &mut Vec<ProviderEvent>,
 ) -> Result<(), BridgeError> {
-    if line.iter().all(u8::is_ascii_whitespace) {
+    if line.first().is_none_or(u8::is_ascii_whitespace) && line.iter().all(u8::is_ascii_whitespace) {
         return Ok(());
     }
     let parsed: ChatLine<'_> = serde_json::from_slice(line).map_err(|e| protocol(line, e))?;
@@ -435,6 +467,13 @@ mod tests {
         d.push(&[b'x'; 100], &mut out);
         assert_eq!(kind(&out), Some(ProviderErrorKind::Protocol));
         assert!(d.is_ended());
+        // ... also when the whole line, newline included, is in one chunk.
+        let mut d = ChatDecoder::default().with_max_line(64);
+        let mut out = Vec::new();
+        let mut long = vec![b' '; 100];
+        long.push(b'\n');
+        d.push(&long, &mut out);
+        assert_eq!(kind(&out), Some(ProviderErrorKind::Protocol));
     }
 
     #[test]
