@@ -257,7 +257,9 @@ impl Drop for MockOllama {
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
-    state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl MockOllama {
@@ -282,7 +284,11 @@ impl MockOllama {
             ..State::default()
         }));
         let closed = Arc::new(Notify::new());
-        let task = tokio::spawn(accept_loop(listener, Arc::clone(&state), Arc::clone(&closed)));
+        let task = tokio::spawn(accept_loop(
+            listener,
+            Arc::clone(&state),
+            Arc::clone(&closed),
+        ));
         Ok(MockOllama {
             addr,
             state,
@@ -371,7 +377,10 @@ pub fn mock_token_count(body: &Value) -> u32 {
     for m in body["messages"].as_array().into_iter().flatten() {
         let mut chars = m["content"].as_str().map_or(0, |c| c.chars().count());
         if let Some(calls) = m["tool_calls"].as_array() {
-            chars += calls.iter().map(|c| c.to_string().chars().count()).sum::<usize>();
+            chars += calls
+                .iter()
+                .map(|c| c.to_string().chars().count())
+                .sum::<usize>();
         }
         tokens += chars.div_ceil(3) + 4;
     }
@@ -528,7 +537,10 @@ async fn write_reply(w: &mut tokio::net::tcp::OwnedWriteHalf, reply: &Reply) -> 
         503 => "Service Unavailable",
         _ => "Status",
     };
-    let mut head = format!("HTTP/1.1 {} {reason}\r\nConnection: close\r\n", reply.status);
+    let mut head = format!(
+        "HTTP/1.1 {} {reason}\r\nConnection: close\r\n",
+        reply.status
+    );
     for (k, v) in &reply.headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -689,7 +701,10 @@ fn chat(s: &mut State, body: &Value, model: &str) -> Reply {
         return Reply::error(400, &message);
     }
     let Some(m) = find(s, model).cloned() else {
-        return Reply::error(404, &format!("model \"{model}\" not found, try pulling it first"));
+        return Reply::error(
+            404,
+            &format!("model \"{model}\" not found, try pulling it first"),
+        );
     };
     let has = |c: &str| m.capabilities.iter().any(|x| x == c);
     if body["tools"].as_array().is_some_and(|t| !t.is_empty()) && !has("tools") {
@@ -730,4 +745,65 @@ fn chat(s: &mut State, body: &Value, model: &str) -> Reply {
             "prompt_eval_count": read, "prompt_eval_duration": 2_000_000u64,
             "eval_count": 3, "eval_duration": 2_000_000u64}),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(body: Value, expected: usize) {
+        let problems = validate_chat(&body);
+        assert_eq!(problems.len(), expected, "{problems:?}");
+    }
+
+    #[test]
+    fn the_recorder_catches_what_ollama_would_refuse() {
+        let call = |id: &str, args: Value| {
+            json!({"role": "assistant", "content": "",
+                "tool_calls": [{"id": id, "function": {"name": "f", "arguments": args}}]})
+        };
+        let result = |id: &str| json!({"role": "tool", "content": "1", "tool_name": "f", "tool_call_id": id});
+        let user = json!({"role": "user", "content": "x"});
+        for (messages, expected) in [
+            (vec![user.clone(), call("c1", json!({})), result("c1")], 0),
+            // OpenAI-style string arguments: a 400 in Ollama.
+            (vec![user.clone(), call("c1", json!("{}")), result("c1")], 1),
+            // A result answering no call, or a call made later.
+            (vec![user.clone(), result("c1")], 1),
+            (vec![user.clone(), result("c1"), call("c1", json!({}))], 1),
+            (vec![user.clone(), call("c1", json!({})), result("c2")], 1),
+            // Older servers: no id, matched by name.
+            (
+                vec![
+                    user.clone(),
+                    json!({"role": "assistant", "content": "",
+                        "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}),
+                    json!({"role": "tool", "content": "1", "tool_name": "f"}),
+                ],
+                0,
+            ),
+        ] {
+            check(json!({"model": "m", "messages": messages}), expected);
+        }
+        check(
+            json!({"model": "m", "messages": [user], "tools": [{"name": "f"}]}),
+            1,
+        );
+    }
+
+    #[test]
+    fn split_and_truncate_keep_the_bytes() {
+        let reply = Reply::stream_text("ab\ncd\n")
+            .split_every(1)
+            .truncate_after(3);
+        let bytes: Vec<u8> = reply
+            .parts
+            .iter()
+            .flat_map(|p| match p {
+                Part::Bytes(b) => b.clone(),
+                Part::Delay(_) => Vec::new(),
+            })
+            .collect();
+        assert_eq!(bytes, b"ab\n");
+    }
 }

@@ -114,7 +114,9 @@ impl ChatDecoder {
             rest = &rest[take..];
             match self.lines.next_line() {
                 Ok(Some(line)) => {
-                    if let Err(e) = decode_line(line, &mut self.seen, &mut self.ids, self.check, out) {
+                    if let Err(e) =
+                        decode_line(line, &mut self.seen, &mut self.ids, self.check, out)
+                    {
                         return end_with(&mut self.seen, e.into(), out);
                     }
                     if self.seen.ended {
@@ -129,7 +131,9 @@ impl ChatDecoder {
             let line = &rest[..i];
             rest = &rest[i + 1..];
             if line.len() > self.max_line {
-                let e = BridgeError::LineTooLong { limit: self.max_line };
+                let e = BridgeError::LineTooLong {
+                    limit: self.max_line,
+                };
                 return end_with(&mut self.seen, e.into(), out);
             }
             let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -217,7 +221,8 @@ fn decode_line(
     check: Option<TruncationCheck>,
     out: &mut Vec<ProviderEvent>,
 ) -> Result<(), BridgeError> {
-    if line.first().is_none_or(u8::is_ascii_whitespace) && line.iter().all(u8::is_ascii_whitespace) {
+    if line.first().is_none_or(u8::is_ascii_whitespace) && line.iter().all(u8::is_ascii_whitespace)
+    {
         return Ok(());
     }
     let parsed: ChatLine<'_> = serde_json::from_slice(line).map_err(|e| protocol(line, e))?;

@@ -7,8 +7,8 @@ use futures::StreamExt;
 use ollm_bridge::{OllamaConfig, OllamaProvider};
 use ollm_core::ProviderAdapter;
 use ollm_types::{
-    FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest,
-    Think, ToolCall, ToolSchema, WarningKind,
+    FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest, Think,
+    ToolCall, ToolSchema, WarningKind,
 };
 use serde_json::json;
 use test_utils::fixtures;
@@ -71,7 +71,10 @@ async fn streams_text_split_anywhere_and_sends_num_ctx() {
     });
     let usage = usage.unwrap();
     assert_eq!(usage.prompt_tokens, Some(26));
-    assert_eq!(usage.total_duration, Some(Duration::from_nanos(4_883_583_458)));
+    assert_eq!(
+        usage.total_duration,
+        Some(Duration::from_nanos(4_883_583_458))
+    );
     let chat = &mock.requests_to("/api/chat")[0].body;
     // qwen3:8b has a 40960 context: capped at the documented default.
     assert_eq!(chat["options"]["num_ctx"], 8192);
@@ -101,15 +104,20 @@ async fn tool_round_trip_keeps_ids_and_object_arguments() {
     assert_eq!(calls.len(), 2);
     assert_eq!(calls[0].id, "call_gkz0y3xw");
     assert_eq!(finish(&events), Some(FinishReason::ToolCalls));
-    req.messages.push(Message::assistant_with_calls("", calls.clone()));
+    req.messages
+        .push(Message::assistant_with_calls("", calls.clone()));
     for c in &calls {
-        req.messages.push(Message::tool_result(&c.id, &c.name, "fine"));
+        req.messages
+            .push(Message::tool_result(&c.id, &c.name, "fine"));
     }
     let events = collect(p.chat(req)).await;
     assert_eq!(finish(&events), Some(FinishReason::Stop));
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
     let sent = &mock.requests_to("/api/chat")[1].body;
-    assert_eq!(sent["messages"][1]["tool_calls"][0]["function"]["arguments"]["city"], "Paris");
+    assert_eq!(
+        sent["messages"][1]["tool_calls"][0]["function"]["arguments"]["city"],
+        "Paris"
+    );
     assert_eq!(sent["messages"][2]["tool_name"], "get_weather");
     assert_eq!(sent["messages"][2]["tool_call_id"], "call_gkz0y3xw");
     assert_eq!(sent["tools"][0]["type"], "function");
@@ -143,7 +151,11 @@ async fn think_is_sent_only_to_models_that_can_think() {
     let mut req = ask("qwen3:8b", "hi");
     req.think = Some(Think::On);
     let events = collect(p.chat(req.clone())).await;
-    assert!(events.iter().any(|e| matches!(e, ProviderEvent::ThinkingDelta { .. })));
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, ProviderEvent::ThinkingDelta { .. }))
+    );
     req.model = "gemma:2b".into();
     let events = collect(p.chat(req)).await;
     assert_eq!(finish(&events), Some(FinishReason::Stop), "{events:?}");
@@ -179,7 +191,10 @@ async fn errors_are_typed_with_hints() {
         Reply::error(400, "\"qwen3:8b\" does not support thinking"),
     );
     let e = collect(p.chat(ask("qwen3:8b", "x"))).await;
-    assert_eq!(error(&e).unwrap().kind, ProviderErrorKind::ThinkingUnsupported);
+    assert_eq!(
+        error(&e).unwrap().kind,
+        ProviderErrorKind::ThinkingUnsupported
+    );
 
     // An error line inside a 200 stream: text kept, the server's words.
     mock.script("/api/chat", fixture("error_in_stream"));
@@ -187,14 +202,20 @@ async fn errors_are_typed_with_hints() {
     assert_eq!(text(&e), "Partial");
     let err = error(&e).unwrap();
     assert_eq!(err.kind, ProviderErrorKind::Server);
-    assert_eq!(err.message, "an error was encountered while running the model: unexpected EOF");
+    assert_eq!(
+        err.message,
+        "an error was encountered while running the model: unexpected EOF"
+    );
 
     // The body ends without done, or the connection breaks mid-stream.
     mock.script("/api/chat", fixture("text_stream").truncate_after(2));
     let e = collect(p.chat(ask("qwen3:8b", "x"))).await;
     assert_eq!(text(&e), "Bonjour le monde 🌍");
     assert_eq!(error(&e).unwrap().kind, ProviderErrorKind::IncompleteStream);
-    mock.script("/api/chat", fixture("text_stream").truncate_after(1).then_abort());
+    mock.script(
+        "/api/chat",
+        fixture("text_stream").truncate_after(1).then_abort(),
+    );
     let e = collect(p.chat(ask("qwen3:8b", "x"))).await;
     assert_eq!(text(&e), "Bonjour");
     assert_eq!(error(&e).unwrap().kind, ProviderErrorKind::IncompleteStream);
@@ -235,12 +256,18 @@ async fn busy_server_is_retried_and_announced_but_400_is_not() {
     let p = provider(&mock);
     mock.script(
         "/api/chat",
-        Reply::error(503, "server busy, please try again.  maximum pending requests exceeded")
-            .header("Retry-After", "0"),
+        Reply::error(
+            503,
+            "server busy, please try again.  maximum pending requests exceeded",
+        )
+        .header("Retry-After", "0"),
     );
     mock.script("/api/chat", Reply::error(429, "slow down"));
     let events = collect(p.chat(ask("qwen3:8b", "x"))).await;
-    assert_eq!(warnings(&events), vec![WarningKind::Retrying, WarningKind::Retrying]);
+    assert_eq!(
+        warnings(&events),
+        vec![WarningKind::Retrying, WarningKind::Retrying]
+    );
     assert_eq!(text(&events), "Hello from mock");
     assert_eq!(mock.requests_to("/api/chat").len(), 3);
 
@@ -253,9 +280,15 @@ async fn busy_server_is_retried_and_announced_but_400_is_not() {
 #[tokio::test]
 async fn a_stream_that_yielded_is_never_retried() {
     let mock = MockOllama::start().await.unwrap();
-    mock.script("/api/chat", fixture("text_stream").truncate_after(1).then_abort());
+    mock.script(
+        "/api/chat",
+        fixture("text_stream").truncate_after(1).then_abort(),
+    );
     let events = collect(provider(&mock).chat(ask("qwen3:8b", "x"))).await;
-    assert_eq!(error(&events).unwrap().kind, ProviderErrorKind::IncompleteStream);
+    assert_eq!(
+        error(&events).unwrap().kind,
+        ProviderErrorKind::IncompleteStream
+    );
     assert!(!error(&events).unwrap().retryable);
     assert_eq!(mock.requests_to("/api/chat").len(), 1);
 }
@@ -263,12 +296,22 @@ async fn a_stream_that_yielded_is_never_retried() {
 #[tokio::test]
 async fn dropping_the_stream_closes_the_connection() {
     let mock = MockOllama::start().await.unwrap();
-    mock.script("/api/chat", fixture("text_stream").truncate_after(1).then_stall());
+    mock.script(
+        "/api/chat",
+        fixture("text_stream").truncate_after(1).then_stall(),
+    );
     let mut stream = provider(&mock).chat(ask("qwen3:8b", "x"));
     let first = stream.next().await;
-    assert!(matches!(first, Some(ProviderEvent::TextDelta { .. })), "{first:?}");
+    assert!(
+        matches!(first, Some(ProviderEvent::TextDelta { .. })),
+        "{first:?}"
+    );
     drop(stream);
-    let index = mock.requests().iter().rposition(|r| r.path == "/api/chat").unwrap();
+    let index = mock
+        .requests()
+        .iter()
+        .rposition(|r| r.path == "/api/chat")
+        .unwrap();
     tokio::time::timeout(Duration::from_secs(10), mock.wait_closed_early(index))
         .await
         .unwrap();
@@ -277,11 +320,17 @@ async fn dropping_the_stream_closes_the_connection() {
 #[tokio::test]
 async fn a_stalled_stream_hits_the_idle_timeout() {
     let mock = MockOllama::start().await.unwrap();
-    mock.script("/api/chat", fixture("text_stream").truncate_after(1).then_stall());
+    mock.script(
+        "/api/chat",
+        fixture("text_stream").truncate_after(1).then_stall(),
+    );
     let p = provider_with(&mock, |c| c.http.idle_timeout = Duration::from_millis(200));
     let events = collect(p.chat(ask("qwen3:8b", "x"))).await;
     // Text had come, so the stream is marked incomplete (the cause is the timeout).
-    assert_eq!(error(&events).unwrap().kind, ProviderErrorKind::IncompleteStream);
+    assert_eq!(
+        error(&events).unwrap().kind,
+        ProviderErrorKind::IncompleteStream
+    );
     assert!(error(&events).unwrap().message.contains("Idle"));
 }
 
@@ -289,7 +338,10 @@ async fn a_stalled_stream_hits_the_idle_timeout() {
 async fn silent_truncation_is_reported_and_a_fitting_prompt_is_not() {
     let mock = MockOllama::start().await.unwrap();
     let p = provider_with(&mock, |c| c.num_ctx = Some(2048));
-    let mut long = ask("qwen3:8b", &"All work and no play makes Jack a dull boy. ".repeat(400));
+    let mut long = ask(
+        "qwen3:8b",
+        &"All work and no play makes Jack a dull boy. ".repeat(400),
+    );
     long.system = Some("You are a pirate. Always answer in pirate speak.".into());
     let events = collect(p.chat(long)).await;
     assert_eq!(warnings(&events), vec![WarningKind::PromptTruncated]);

@@ -22,9 +22,9 @@ fn summarise(events: &[ProviderEvent]) -> Summary {
         match e {
             ProviderEvent::TextDelta { text } => s.text.push_str(text),
             ProviderEvent::ThinkingDelta { text } => s.thinking.push_str(text),
-            ProviderEvent::ToolCall { call } => {
-                s.calls.push((call.id.clone(), call.arguments_value().to_string()))
-            }
+            ProviderEvent::ToolCall { call } => s
+                .calls
+                .push((call.id.clone(), call.arguments_value().to_string())),
             ProviderEvent::Usage { .. } => s.usage = true,
             ProviderEvent::Finish { reason } => s.end = format!("finish {reason:?}"),
             ProviderEvent::Error { error } => s.end = format!("error {:?}", error.kind),
@@ -61,7 +61,12 @@ fn check(case: &str, text: &str, calls: &[&str], end: &str) {
     // Exactly one terminal event, last.
     let terminal = events
         .iter()
-        .filter(|e| matches!(e, ProviderEvent::Finish { .. } | ProviderEvent::Error { .. }))
+        .filter(|e| {
+            matches!(
+                e,
+                ProviderEvent::Finish { .. } | ProviderEvent::Error { .. }
+            )
+        })
         .count();
     assert_eq!(terminal, 1, "{case}: {events:?}");
 }
@@ -72,7 +77,12 @@ fn every_fixture_decodes_to_its_pinned_behaviour() {
     let tools = format!("finish {:?}", FinishReason::ToolCalls);
     let err = |k: ProviderErrorKind| format!("error {k:?}");
     for (case, text, calls, end) in [
-        ("text_stream", "Bonjour le monde 🌍, ça va?\n\"ok\"", &[][..], stop.clone()),
+        (
+            "text_stream",
+            "Bonjour le monde 🌍, ça va?\n\"ok\"",
+            &[][..],
+            stop.clone(),
+        ),
         ("thinking", "Hi!", &[], stop.clone()),
         (
             "tool_calls_with_ids",
@@ -81,9 +91,24 @@ fn every_fixture_decodes_to_its_pinned_behaviour() {
             tools.clone(),
         ),
         ("tool_calls_no_ids", "", &["minted_1", "minted_2"], tools),
-        ("length", "Once upon", &[], format!("finish {:?}", FinishReason::Length)),
-        ("error_in_stream", "Partial", &[], err(ProviderErrorKind::Server)),
-        ("no_done", "Cut short", &[], err(ProviderErrorKind::IncompleteStream)),
+        (
+            "length",
+            "Once upon",
+            &[],
+            format!("finish {:?}", FinishReason::Length),
+        ),
+        (
+            "error_in_stream",
+            "Partial",
+            &[],
+            err(ProviderErrorKind::Server),
+        ),
+        (
+            "no_done",
+            "Cut short",
+            &[],
+            err(ProviderErrorKind::IncompleteStream),
+        ),
         ("malformed", "ok", &[], err(ProviderErrorKind::Protocol)),
         ("truncated_prompt", "I have no instructions.", &[], stop),
     ] {

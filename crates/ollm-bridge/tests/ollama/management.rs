@@ -44,7 +44,11 @@ async fn pull_streams_progress_and_fails_on_an_error_line() {
     assert!(steps.iter().all(Result::is_ok), "{steps:?}");
     let last = steps.last().unwrap().as_ref().unwrap();
     assert_eq!(last.status, "success");
-    assert!(steps.iter().any(|s| s.as_ref().unwrap().completed == Some(60)));
+    assert!(
+        steps
+            .iter()
+            .any(|s| s.as_ref().unwrap().completed == Some(60))
+    );
     assert_eq!(mock.requests_to("/api/pull")[0].body["stream"], true);
 
     let path = fixtures::path("ollama/pull_error/stream.ndjson");
@@ -55,7 +59,10 @@ async fn pull_streams_progress_and_fails_on_an_error_line() {
     assert_eq!(err.kind, ProviderErrorKind::Server);
     assert_eq!(err.message, "pull model manifest: file does not exist");
 
-    mock.script("/api/pull", Reply::stream_text("{\"status\":\"pulling manifest\"}\n"));
+    mock.script(
+        "/api/pull",
+        Reply::stream_text("{\"status\":\"pulling manifest\"}\n"),
+    );
     let steps: Vec<_> = p.pull_model("x").collect().await;
     assert_eq!(
         steps.last().unwrap().as_ref().unwrap_err().kind,
