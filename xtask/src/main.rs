@@ -1,2 +1,154 @@
-//! SKELETON
-fn main() {}
+//! `cargo xtask`: ollm's chores, written in Rust so they run wherever cargo does.
+//!
+//! The alias in `.cargo/config.toml` makes `cargo xtask <task>` run this binary. Tasks:
+//!
+//! - `tidy`: architecture and documentation checks (see [`tidy`]).
+//! - `ci`: everything CI runs, in order, stopping at the first failure (see [`ci`]).
+//! - `e2e`: the end-to-end suite against a real `llama-server` (see [`llama`]).
+//! - `demo`: the README's main job: `ollm run` against a real `llama-server`.
+//! - `server`: start the real server and keep it running until Ctrl-C, for development.
+//! - `bench`: `cargo bench -p ollm-bridge`, passing any further arguments through.
+//!
+//! Plain `std::process` and `anyhow`: the chores are sequences of commands, and a reader
+//! should not have to learn a shell DSL to follow them.
+
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "xtask is a command-line tool: its output is the point"
+)]
+
+mod ci;
+mod llama;
+mod tidy;
+
+use std::env;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+const HELP: &str = "\
+cargo xtask <task> [options]
+
+Tasks:
+  tidy                 check dependency direction, `//!` docs and crate READMEs
+  ci [--no-e2e]        fmt, clippy, tidy, tests, rustdoc, per-crate check, e2e
+  e2e [-- ARGS]        run the end-to-end suite against a real llama-server
+  demo [PROMPT]        run `ollm run` against a real llama-server (the main job)
+  server               start llama-server and keep it running until Ctrl-C
+  bench [ARGS]         cargo bench -p ollm-bridge ARGS
+
+Environment:
+  OLLM_CACHE_DIR       where the server and model are cached (default ~/.cache/ollm)
+  OLLM_PYTHON          the Python used to create the cache's venv (default python3)
+";
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("\nxtask: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
+    let mut args = env::args().skip(1);
+    let Some(task) = args.next() else {
+        print!("{HELP}");
+        return Ok(());
+    };
+    let rest: Vec<String> = args.collect();
+    let root = workspace_root();
+    match task.as_str() {
+        "tidy" => {
+            no_more_args(&task, &rest)?;
+            tidy::run(&root)
+        }
+        "ci" => {
+            let e2e = match rest.as_slice() {
+                [] => true,
+                [flag] if flag == "--no-e2e" => false,
+                _ => bail!("`ci` takes only `--no-e2e`\n\n{HELP}"),
+            };
+            ci::run(&root, ci::Options { e2e })
+        }
+        "e2e" => {
+            let passthrough = match rest.split_first() {
+                None => &[][..],
+                Some((sep, tail)) if sep == "--" => tail,
+                Some(_) => bail!("`e2e` passes arguments to the test binary after `--`\n\n{HELP}"),
+            };
+            llama::e2e(&root, passthrough)
+        }
+        "demo" => {
+            let prompt = match rest.as_slice() {
+                [] => None,
+                [prompt] => Some(prompt.as_str()),
+                _ => bail!("`demo` takes at most one argument, the prompt (quote it)\n\n{HELP}"),
+            };
+            llama::demo(&root, prompt)
+        }
+        "server" => {
+            no_more_args(&task, &rest)?;
+            llama::serve(&root)
+        }
+        "bench" => {
+            let mut cmd = cargo();
+            cmd.current_dir(&root)
+                .args(["bench", "-p", "ollm-bridge"])
+                .args(&rest);
+            run_cmd(&mut cmd)
+        }
+        "help" | "-h" | "--help" => {
+            print!("{HELP}");
+            Ok(())
+        }
+        other => bail!("unknown task `{other}`\n\n{HELP}"),
+    }
+}
+
+fn no_more_args(task: &str, rest: &[String]) -> Result<()> {
+    if rest.is_empty() {
+        Ok(())
+    } else {
+        bail!("`{task}` takes no arguments, got {rest:?}\n\n{HELP}")
+    }
+}
+
+/// The workspace root: the parent of this crate's directory, fixed at compile time so
+/// that tasks work from any current directory.
+fn workspace_root() -> PathBuf {
+    let xtask_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    xtask_dir.parent().unwrap_or(xtask_dir).to_path_buf()
+}
+
+/// The cargo that runs us (cargo sets `CARGO`), so a pinned toolchain stays pinned.
+fn cargo() -> Command {
+    Command::new(env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo")))
+}
+
+/// Runs a command with inherited stdio and fails unless it exits with success.
+fn run_cmd(cmd: &mut Command) -> Result<()> {
+    let status = cmd
+        .status()
+        .with_context(|| format!("could not start {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed ({status})");
+    }
+    Ok(())
+}
+
+/// Prints a section header that stands out in a long CI log.
+fn section(title: &str) {
+    println!("\n==> {title}");
+}
+
+/// Seconds since `start`, for progress lines.
+fn secs(start: Instant) -> String {
+    format!("{:.1}s", start.elapsed().as_secs_f64())
+}

@@ -1,3 +1,9 @@
-//! The bridge's integration tests: one binary, one module per adapter.
+//! The bridge's integration tests, one binary with a module per area.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers fail the test loudly on setup errors"
+)]
 
 mod ollama;
+mod transport;

@@ -1,3 +1,166 @@
-//! The `ollm` command-line client. SKELETON: arrives with the CLI issue.
+//! The `ollm` command-line client.
+//!
+//! Flow: clap parses the raw arguments ([`args`]); [`config`] settles them with the
+//! environment and the config file; [`providers`] builds the adapter; the command runs
+//! ([`run`] and [`chat`] for chats, [`models`] for model management); [`exit`] turns the
+//! outcome into a documented exit code. All user-visible output of ollm is printed here,
+//! in the binary: the library crates never print.
 
-fn main() {}
+// The binary is the one place that prints.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod args;
+mod chat;
+mod config;
+mod exit;
+mod models;
+mod providers;
+mod render;
+mod run;
+mod sessions;
+mod tools;
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+
+use args::{Cli, Command, ConfigAction, SessionsAction};
+use config::Env;
+use exit::CliError;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::SUCCESS
+            });
+        }
+    };
+    match real_main(cli) {
+        Ok(()) => ExitCode::from(exit::SUCCESS),
+        // `ollm list | head -1`: the reader left; that is not an error.
+        Err(CliError::Other(e)) if is_broken_pipe(&e) => ExitCode::from(exit::SUCCESS),
+        Err(e) => {
+            match &e {
+                CliError::Reported(_) => {}
+                CliError::Cancelled => eprintln!("cancelled"),
+                CliError::Provider(p) => {
+                    eprintln!("error: {p}");
+                    if let Some(hint) = &p.hint {
+                        eprintln!("  hint: {hint}");
+                    }
+                }
+                other => eprintln!("error: {other:#}"),
+            }
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn real_main(cli: Cli) -> Result<(), CliError> {
+    let env = Env::from_process();
+    let stdout = std::io::stdout();
+    match &cli.command {
+        Command::Completions { shell } => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(*shell, &mut cmd, "ollm", &mut stdout.lock());
+            return Ok(());
+        }
+        Command::Man => {
+            clap_mangen::Man::new(Cli::command()).render(&mut stdout.lock())?;
+            return Ok(());
+        }
+        _ => {}
+    }
+    let path = config::config_path(&cli.global, &env);
+    if let Command::Config {
+        action: ConfigAction::Path,
+    } = &cli.command
+    {
+        writeln!(stdout.lock(), "{}", path.display())?;
+        return Ok(());
+    }
+    let file = config::load_file(&path)?;
+    let settings = config::settle(&cli.global, &env, path, file)?;
+    match &cli.command {
+        Command::Config {
+            action: ConfigAction::Show,
+        } => {
+            write!(stdout.lock(), "{}", config::render_settings(&settings))?;
+            return Ok(());
+        }
+        Command::Sessions {
+            action: SessionsAction::List,
+        } => {
+            let mut out = stdout.lock();
+            let list = sessions::list(&settings.data_dir)?;
+            if list.is_empty() {
+                writeln!(
+                    out,
+                    "no sessions in {}",
+                    sessions::dir(&settings.data_dir).display()
+                )?;
+            }
+            for s in list {
+                writeln!(
+                    out,
+                    "{}\t{}\t{}",
+                    s.name,
+                    models::human_bytes(s.bytes),
+                    s.modified.map_or(String::new(), |m| m.to_string())
+                )?;
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let provider = providers::connect(&settings.provider)?;
+    let url = settings.provider.base_url.clone();
+    let mut out = stdout.lock();
+    match cli.command {
+        Command::List => rt.block_on(models::list(provider.as_ref(), &mut out)),
+        Command::Show { model } => rt.block_on(models::show(provider.as_ref(), &model, &mut out)),
+        Command::Rm { model } => rt.block_on(models::remove(provider.as_ref(), &model, &mut out)),
+        Command::Ps => rt.block_on(models::ps(provider.as_ref(), &mut out)),
+        Command::Version => rt.block_on(models::version(provider.as_ref(), &url, &mut out)),
+        Command::Pull { model } => {
+            let terminal = std::io::stderr().is_terminal() && std::io::stdout().is_terminal();
+            rt.block_on(models::pull(provider.as_ref(), &model, terminal, &mut out))
+        }
+        Command::Run(args) => {
+            drop(out);
+            let term = run::Terminal::detect();
+            let piped = if args.model.is_some() || settings.model.is_some() {
+                run::read_piped(term)?
+            } else {
+                None
+            };
+            let plan = run::settle(&args, &settings, term, piped)?;
+            let parts = run::Parts::new(provider, &settings, plan.approval)?;
+            match plan.prompt.clone() {
+                Some(prompt) => rt.block_on(run::one_shot(&plan, &settings, &parts, &prompt)),
+                None => chat::interactive(&rt, plan, &settings, &parts),
+            }
+        }
+        Command::Completions { .. }
+        | Command::Man
+        | Command::Config { .. }
+        | Command::Sessions { .. } => Ok(()),
+    }
+}

@@ -7,15 +7,27 @@
 //! - [`chat`]: the [`ChatClient`] and its turn loop, which streams [`ChatEvent`]s, runs the
 //!   model's tool calls concurrently after each reply, feeds results back and stops at a
 //!   turn limit or on cancellation.
-//! - [`strategy`]: how tools reach the model: natively, as ReAct text, or through a
-//!   schema-constrained reply.
+//! - [`strategy`]: how tools reach the model: natively, as ReAct text ([`react`]), or
+//!   through a schema-constrained reply ([`constrained`]); the seam the turn loop calls.
 //! - [`tokens`]: token estimates and per-model context limits.
 //! - [`history`]: the conversation a client keeps.
 //!
 //! Adapters live in `ollm-bridge`; this crate never speaks HTTP, so its tests use the
 //! scripted providers of `test-utils`.
+//!
+//! # Design in brief
+//! - A chat run is a spawned task feeding a channel; the caller holds a [`ChatRun`]
+//!   (a `Stream` of [`ChatEvent`]s plus a cancellation token). Every run ends with exactly
+//!   one `Finish`, and every tool call gets exactly one `ToolResult`, whatever happens.
+//! - Nothing in a run panics through to the caller or returns `Err`: provider failures,
+//!   tool failures and even panics become events or `Error: ...` tool results, and the
+//!   client stays usable. Errors outside a run are [`CoreError`] variants.
+//! - The history only ever holds whole turns (calls followed by their results, 1:1), so
+//!   it can be sent to any server and saved as JSON. See [`chat`] for what a cancelled or
+//!   failed run leaves in it, and [`tokens`] for where the context limit comes from.
 
 pub mod chat;
+pub mod constrained;
 mod error;
 pub mod history;
 pub mod provider;
@@ -26,6 +38,8 @@ pub mod tool;
 
 pub use chat::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatRun};
 pub use error::CoreError;
-pub use history::History;
+pub use history::{History, HistoryStats};
 pub use provider::{ProviderAdapter, ProviderRegistry, ProviderStream, PullStream};
-pub use tool::{Tool, ToolError, ToolRegistry, TypedTool};
+pub use strategy::ToolMode;
+pub use tokens::ContextLimits;
+pub use tool::{Tool, ToolError, ToolOutcome, ToolRegistry, TypedTool};

@@ -1,9 +1,25 @@
-//! Token estimates and per-model context limits. SKELETON: completed with the foundation
-//! issue.
+//! Token estimates and per-model context limits.
+//!
+//! # Decisions
+//! - The fallback estimate is `ceil(chars / 4)` over everything the model reads (system
+//!   prompt, messages, tool schemas); a provider's own tokenizer
+//!   ([`crate::ProviderAdapter::count_tokens`]) is preferred whenever it answers.
+//! - The limit for a model is, in order: its entry in [`ContextLimits::models`]; else the
+//!   context window the request asks the server for (`GenerationOptions::context_length`);
+//!   else [`ContextLimits::default`] (4096). When the server reports a trained context
+//!   length (`show_model`) that is smaller, it caps the limit. The trained length is never
+//!   used to *raise* the limit: servers such as Ollama run with a much smaller window than
+//!   the model was trained for and silently cut the front of the prompt.
+//! - A request at 90% or more of the limit draws a warning; one over the limit is refused
+//!   before anything is sent.
 
 use std::collections::BTreeMap;
 
+use ollm_types::{ContentPart, ProviderRequest, ResponseFormat};
 use serde::{Deserialize, Serialize};
+
+/// The share of the context window from which a warning is given.
+pub const WARNING_THRESHOLD_PERCENT: f64 = 90.0;
 
 /// Context limits by model name, with a default for models not listed (4096).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,7 +40,140 @@ impl Default for ContextLimits {
     }
 }
 
+impl ContextLimits {
+    /// The same table with a limit for `model`.
+    pub fn with_model(mut self, model: impl Into<String>, limit: usize) -> Self {
+        self.models.insert(model.into(), limit);
+        self
+    }
+
+    /// The limit listed for `model`, or the default.
+    pub fn limit_for(&self, model: &str) -> usize {
+        self.models.get(model).copied().unwrap_or(self.default)
+    }
+
+    /// The limit for a request to `model`: the table entry, else the window asked of the
+    /// server (`requested`), else the default; capped by the model's trained length when
+    /// the server reported one (see the module docs).
+    pub fn effective_limit(
+        &self,
+        model: &str,
+        requested: Option<u32>,
+        trained: Option<u32>,
+    ) -> usize {
+        let base = match (self.models.get(model), requested) {
+            (Some(limit), _) => *limit,
+            (None, Some(requested)) => requested as usize,
+            (None, None) => self.default,
+        };
+        match trained {
+            Some(trained) if (trained as usize) < base && trained > 0 => trained as usize,
+            _ => base,
+        }
+    }
+}
+
 /// `ceil(chars / 4)`: the estimate used when the provider has no tokenizer.
 pub fn estimate_tokens(chars: usize) -> usize {
     chars.div_ceil(4)
+}
+
+/// [`estimate_tokens`] of a text's characters (not bytes).
+pub fn estimate_text(text: &str) -> usize {
+    estimate_tokens(text.chars().count())
+}
+
+/// Everything the model reads in `request`, as one text: the system prompt, the messages'
+/// text and tool calls, the tool schemas and the output schema. Its character count is the
+/// basis of the fallback estimate, and it is what a provider's tokenizer is asked to count.
+pub fn request_text(request: &ProviderRequest) -> String {
+    let mut out = String::new();
+    if let Some(system) = &request.system {
+        out.push_str(system);
+    }
+    for message in &request.messages {
+        for part in message.parts() {
+            match part {
+                ContentPart::Text { text } => out.push_str(text),
+                ContentPart::Image { .. } => {}
+                ContentPart::ToolCall(call) => {
+                    out.push_str(&call.name);
+                    out.push_str(&call.arguments_value().to_string());
+                }
+            }
+        }
+    }
+    for tool in &request.tools {
+        out.push_str(&tool.name);
+        out.push_str(&tool.description);
+        out.push_str(&tool.parameters.to_string());
+    }
+    if let Some(ResponseFormat::JsonSchema { schema, .. }) = &request.response_format {
+        out.push_str(&schema.to_string());
+    }
+    out
+}
+
+/// `used` as a percentage of `limit` (100% or more when `limit` is zero and anything is
+/// used).
+pub fn usage_percent(used: usize, limit: usize) -> f64 {
+    if limit == 0 {
+        return if used == 0 { 0.0 } else { f64::INFINITY };
+    }
+    used as f64 * 100.0 / limit as f64
+}
+
+/// Where a request stands against its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    /// Under 90%.
+    Fits,
+    /// 90% or more, but within the limit: send it and warn.
+    NearLimit,
+    /// Over the limit: refuse it.
+    Over,
+}
+
+/// Classifies `used` tokens against `limit`.
+pub fn budget(used: usize, limit: usize) -> Budget {
+    if used > limit {
+        Budget::Over
+    } else if usage_percent(used, limit) >= WARNING_THRESHOLD_PERCENT {
+        Budget::NearLimit
+    } else {
+        Budget::Fits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn estimate_rounds_up() {
+        assert_eq!(estimate_tokens(0), 0);
+        assert_eq!(estimate_tokens(1), 1);
+        assert_eq!(estimate_tokens(4), 1);
+        assert_eq!(estimate_tokens(5), 2);
+        assert_eq!(estimate_text("héllo"), 2);
+    }
+
+    #[test]
+    fn budget_edges() {
+        assert_eq!(budget(89, 100), Budget::Fits);
+        assert_eq!(budget(90, 100), Budget::NearLimit);
+        assert_eq!(budget(100, 100), Budget::NearLimit);
+        assert_eq!(budget(101, 100), Budget::Over);
+        assert_eq!(budget(0, 0), Budget::Fits);
+    }
+
+    #[test]
+    fn effective_limit_order() {
+        let t = ContextLimits::default().with_model("m", 1000);
+        assert_eq!(t.effective_limit("m", Some(8000), None), 1000);
+        assert_eq!(t.effective_limit("x", Some(8000), None), 8000);
+        assert_eq!(t.effective_limit("x", None, None), 4096);
+        assert_eq!(t.effective_limit("x", None, Some(2048)), 2048);
+        assert_eq!(t.effective_limit("x", None, Some(131072)), 4096);
+    }
 }

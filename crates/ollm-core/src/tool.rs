@@ -1,11 +1,25 @@
 //! Tools: the trait a tool implements, typed tools with derived schemas, and the registry
 //! that validates a call's arguments against the schema before the tool runs.
 //!
-//! SKELETON: the registry's execution path is to be completed (see the foundation issue).
+//! # Decisions
+//! - Schemas are compiled into validators once, at registration, so a bad schema is a
+//!   typed error when the program starts ([`CoreError::InvalidToolSchema`]), not a
+//!   surprise in the middle of a chat. A tool's parameters must be an object schema.
+//! - [`ToolRegistry::execute`] never fails: every call yields one [`ToolOutcome`] whose
+//!   text the model reads. Unknown tools, invalid arguments and failures become
+//!   `Error: ...` results so the model can correct itself and the loop carries on.
+//! - Results are normalised to text: strings as they are, MCP-style `[text, artifacts]`
+//!   pairs to their text, anything else as compact JSON.
+
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use ollm_types::ToolSchema;
+use ollm_types::{ToolCall, ToolSchema};
 use serde_json::{Map, Value};
+
+use crate::CoreError;
 
 /// Why a tool did not produce a result. The turn loop turns it into the call's result
 /// text (`Error: <message>`), so the model can read it and carry on.
@@ -48,17 +62,281 @@ pub trait TypedTool: Send + Sync + 'static {
     async fn run(&self, args: Self::Args) -> Result<Value, ToolError>;
 }
 
-pub use registry::ToolRegistry;
+/// The JSON Schema schemars derives for `T`, as an object schema for tool parameters
+/// (`$schema` and `title` are dropped: servers and models do not need them).
+pub fn derive_parameters<T: schemars::JsonSchema>() -> Value {
+    let schema = schemars::schema_for!(T);
+    let mut value = schema.to_value();
+    if let Value::Object(map) = &mut value {
+        map.remove("$schema");
+        map.remove("title");
+        if !map.contains_key("type") && map.contains_key("properties") {
+            map.insert("type".into(), Value::String("object".into()));
+        }
+    }
+    value
+}
 
-mod registry {
-    //! SKELETON placeholder; the registry is completed with the foundation issue.
-    use std::sync::Arc;
+/// A [`TypedTool`] seen as a [`Tool`].
+struct Typed<T: TypedTool> {
+    tool: T,
+    parameters: Value,
+    _args: PhantomData<fn() -> T::Args>,
+}
 
-    use super::Tool;
+#[async_trait]
+impl<T: TypedTool> Tool for Typed<T> {
+    fn schema(&self) -> ToolSchema {
+        ToolSchema::new(
+            self.tool.name(),
+            self.tool.description(),
+            self.parameters.clone(),
+        )
+    }
 
-    /// Tools by name.
-    #[derive(Default, Clone)]
-    pub struct ToolRegistry {
-        pub(super) tools: Vec<Arc<dyn Tool>>,
+    async fn execute(&self, arguments: Map<String, Value>) -> Result<Value, ToolError> {
+        let args: T::Args = serde_json::from_value(Value::Object(arguments))
+            .map_err(|e| ToolError::Failed(format!("invalid arguments: {e}")))?;
+        self.tool.run(args).await
+    }
+}
+
+/// The result of one call, as the model will read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutcome {
+    /// The result text.
+    pub content: String,
+    /// Whether it reports an error (unknown tool, invalid arguments, failure).
+    pub is_error: bool,
+}
+
+impl ToolOutcome {
+    /// A successful result.
+    pub fn ok(content: impl Into<String>) -> Self {
+        ToolOutcome {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    /// An error result; the text is prefixed with `Error: `.
+    pub fn error(message: impl std::fmt::Display) -> Self {
+        ToolOutcome {
+            content: format!("Error: {message}"),
+            is_error: true,
+        }
+    }
+}
+
+/// The text the model reads for a tool's result value (see the module docs).
+pub fn normalize_result(value: Value) -> String {
+    match value {
+        Value::String(s) => s,
+        Value::Array(items) if items.len() == 2 && items[0].is_string() => {
+            match items.into_iter().next() {
+                Some(Value::String(s)) => s,
+                _ => String::new(),
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The text of an error result for a call to a tool that is not registered.
+pub fn unknown_tool_message(name: &str) -> String {
+    format!("Error: Unknown tool \"{name}\"")
+}
+
+/// A registered tool with its compiled validator.
+struct Entry {
+    tool: Arc<dyn Tool>,
+    schema: ToolSchema,
+    validator: jsonschema::Validator,
+}
+
+/// Tools by name, in registration order, each with a compiled argument validator.
+#[derive(Default, Clone)]
+pub struct ToolRegistry {
+    entries: Vec<Arc<Entry>>,
+    index: HashMap<String, usize>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRegistry")
+            .field("tools", &self.names())
+            .finish()
+    }
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a tool. Fails on an empty or duplicate name and on a parameter schema that
+    /// is not a valid object schema.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) -> Result<(), CoreError> {
+        let schema = tool.schema();
+        if schema.name.is_empty() {
+            return Err(CoreError::InvalidToolSchema {
+                name: schema.name,
+                message: "the tool name is empty".into(),
+            });
+        }
+        if self.index.contains_key(&schema.name) {
+            return Err(CoreError::DuplicateTool(schema.name));
+        }
+        let invalid = |message: String| CoreError::InvalidToolSchema {
+            name: schema.name.clone(),
+            message,
+        };
+        let Value::Object(map) = &schema.parameters else {
+            return Err(invalid("the parameter schema must be a JSON object".into()));
+        };
+        match map.get("type") {
+            None => {}
+            Some(Value::String(t)) if t == "object" => {}
+            Some(other) => {
+                return Err(invalid(format!(
+                    "the parameter schema must have type \"object\", not {other}"
+                )));
+            }
+        }
+        let validator =
+            jsonschema::validator_for(&schema.parameters).map_err(|e| invalid(e.to_string()))?;
+        self.index.insert(schema.name.clone(), self.entries.len());
+        self.entries.push(Arc::new(Entry {
+            tool,
+            schema,
+            validator,
+        }));
+        Ok(())
+    }
+
+    /// Registers a typed tool; its parameter schema is derived from `T::Args`.
+    pub fn register_typed<T: TypedTool>(&mut self, tool: T) -> Result<(), CoreError> {
+        let parameters = derive_parameters::<T::Args>();
+        self.register(Arc::new(Typed {
+            tool,
+            parameters,
+            _args: PhantomData,
+        }))
+    }
+
+    /// The same registry with `tool` added (builder style).
+    pub fn with(mut self, tool: Arc<dyn Tool>) -> Result<Self, CoreError> {
+        self.register(tool)?;
+        Ok(self)
+    }
+
+    /// The tool registered under `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.index
+            .get(name)
+            .map(|&i| Arc::clone(&self.entries[i].tool))
+    }
+
+    /// Whether a tool of that name is registered.
+    pub fn contains(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+
+    /// The schema of the tool registered under `name`, as it was at registration.
+    pub fn schema(&self, name: &str) -> Option<&ToolSchema> {
+        self.index.get(name).map(|&i| &self.entries[i].schema)
+    }
+
+    /// Every tool's schema, in registration order.
+    pub fn schemas(&self) -> Vec<ToolSchema> {
+        self.entries.iter().map(|e| e.schema.clone()).collect()
+    }
+
+    /// The names, in registration order.
+    pub fn names(&self) -> Vec<String> {
+        self.entries.iter().map(|e| e.schema.name.clone()).collect()
+    }
+
+    /// The number of tools.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Checks `arguments` against the schema of `name`: `Ok` when valid, else the text
+    /// the model reads (`Error: Unknown tool ...` or `Error: invalid arguments ...`).
+    pub fn validate(&self, name: &str, arguments: &Map<String, Value>) -> Result<(), String> {
+        let Some(&i) = self.index.get(name) else {
+            return Err(unknown_tool_message(name));
+        };
+        let entry = &self.entries[i];
+        let instance = Value::Object(arguments.clone());
+        let errors: Vec<String> = entry
+            .validator
+            .iter_errors(&instance)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{path}: {e}")
+                }
+            })
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "Error: invalid arguments for {name}: {}",
+                errors.join("; ")
+            ))
+        }
+    }
+
+    /// Runs one call: looks the tool up, validates the arguments, runs it and normalises
+    /// its result. Never fails; see [`ToolOutcome`]. A panicking tool is not caught here
+    /// (the chat loop runs tools in tasks and reports panics as error results).
+    pub async fn execute(&self, call: &ToolCall) -> ToolOutcome {
+        if let Err(content) = self.validate(&call.name, &call.arguments) {
+            return ToolOutcome {
+                content,
+                is_error: true,
+            };
+        }
+        let Some(tool) = self.get(&call.name) else {
+            return ToolOutcome {
+                content: unknown_tool_message(&call.name),
+                is_error: true,
+            };
+        };
+        match tool.execute(call.arguments.clone()).await {
+            Ok(value) => ToolOutcome::ok(normalize_result(value)),
+            Err(e) => ToolOutcome::error(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn normalisation() {
+        assert_eq!(normalize_result(json!("plain")), "plain");
+        assert_eq!(normalize_result(json!(["text", {"a": 1}])), "text");
+        assert_eq!(normalize_result(json!({"a": 1})), r#"{"a":1}"#);
+        assert_eq!(normalize_result(json!([1, 2])), "[1,2]");
+        assert_eq!(normalize_result(json!(null)), "null");
+    }
+
+    #[test]
+    fn unknown_tool_text() {
+        assert_eq!(unknown_tool_message("x"), "Error: Unknown tool \"x\"");
     }
 }

@@ -1,7 +1,5 @@
 //! The Ollama adapter against the mock Ollama and the recorded fixtures.
 
-#![allow(clippy::unwrap_used, reason = "test helpers fail loudly")]
-
 mod chat;
 mod fixtures;
 mod management;

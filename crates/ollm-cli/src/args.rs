@@ -1,0 +1,217 @@
+//! The raw command line, exactly as clap parses it.
+//!
+//! Nothing here is validated beyond what clap checks; [`crate::config::settle`] turns these
+//! values, the environment and the config file into the settled [`crate::config::Settings`]
+//! the commands use (ripgrep's low-level / high-level split).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Chat with local models, with tools, from the terminal.
+#[derive(Debug, Parser)]
+#[command(name = "ollm", version, about, long_about = None)]
+pub(crate) struct Cli {
+    /// The options every command shares.
+    #[command(flatten)]
+    pub(crate) global: GlobalArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Options every command accepts.
+#[derive(Debug, Args, Default, Clone)]
+pub(crate) struct GlobalArgs {
+    /// The provider to use: `ollama`, `openai`, or a name from the config file.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub(crate) provider: Option<String>,
+    /// The server address (for example `127.0.0.1:11434` or `http://host:8080/v1`).
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) host: Option<String>,
+    /// The config file to read instead of the default one.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Chat with a model: one-shot with a prompt or piped input, interactive otherwise.
+    Run(RunArgs),
+    /// List the models the server has.
+    #[command(alias = "ls")]
+    List,
+    /// Download a model.
+    Pull {
+        /// The model, for example `qwen3:8b`.
+        model: String,
+    },
+    /// Show a model's capabilities, context length and parameters.
+    Show {
+        /// The model.
+        model: String,
+    },
+    /// Delete a model.
+    #[command(alias = "delete")]
+    Rm {
+        /// The model.
+        model: String,
+    },
+    /// List the models loaded in memory.
+    Ps,
+    /// Print the client's and the server's versions.
+    Version,
+    /// Inspect the configuration.
+    Config {
+        /// What to show.
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+    /// Saved conversations.
+    Sessions {
+        /// What to do.
+        #[command(subcommand)]
+        action: SessionsAction,
+    },
+    /// Print a shell completion script.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    Man,
+}
+
+/// `ollm config ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigAction {
+    /// Print the path of the config file.
+    Path,
+    /// Print the settled configuration, secrets masked.
+    Show,
+}
+
+/// `ollm sessions ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum SessionsAction {
+    /// List saved sessions.
+    List,
+}
+
+/// `ollm run ...`.
+#[derive(Debug, Args, Default, Clone)]
+pub(crate) struct RunArgs {
+    /// The model (falls back to OLLM_MODEL, then the provider's default model).
+    pub(crate) model: Option<String>,
+    /// The prompt; without one (and without piped input) an interactive chat starts.
+    #[arg(trailing_var_arg = true)]
+    pub(crate) prompt: Vec<String>,
+    /// Offer the model no tools.
+    #[arg(long)]
+    pub(crate) no_tools: bool,
+    /// Approve every tool call that needs approval without asking.
+    #[arg(long, short = 'y')]
+    pub(crate) yes: bool,
+    /// Ask a reasoning model to think (`on`, `off`, `low`, `medium`, `high`).
+    #[arg(
+        long,
+        value_name = "LEVEL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "on"
+    )]
+    pub(crate) think: Option<ThinkArg>,
+    /// Keep the model's thinking off screen.
+    #[arg(long)]
+    pub(crate) hide_thinking: bool,
+    /// How to print the run.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub(crate) output_format: OutputFormat,
+    /// Continue (or start) the saved session of this name.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) session: Option<String>,
+    /// How tools reach the model.
+    #[arg(long, value_enum)]
+    pub(crate) tool_mode: Option<ToolModeArg>,
+    /// The most model round trips per prompt.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_turns: Option<u32>,
+    /// The system prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) system: Option<String>,
+}
+
+/// `--think` levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ThinkArg {
+    /// Think at the model's default effort.
+    On,
+    /// Do not think.
+    Off,
+    /// Think briefly.
+    Low,
+    /// Think at medium effort.
+    Medium,
+    /// Think hard.
+    High,
+}
+
+/// `--output-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub(crate) enum OutputFormat {
+    /// Human-readable text, streamed.
+    #[default]
+    Text,
+    /// One JSON object when the run ends.
+    Json,
+    /// One JSON object per event, one a line.
+    StreamJson,
+}
+
+/// `--tool-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ToolModeArg {
+    /// Native where the model supports it, ReAct otherwise.
+    Auto,
+    /// The server's native tool calling.
+    Native,
+    /// Tools described in text.
+    React,
+    /// A schema-constrained reply.
+    Constrained,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn think_without_a_level_means_on() {
+        // A bare --think never swallows the model name.
+        let cli = Cli::try_parse_from(["ollm", "run", "--think", "m", "hi"]).unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(run.think, Some(ThinkArg::On));
+        assert_eq!(run.model.as_deref(), Some("m"));
+        assert_eq!(run.prompt, vec!["hi".to_owned()]);
+        let cli = Cli::try_parse_from(["ollm", "run", "m", "--think=high", "hi"]).unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(run.think, Some(ThinkArg::High));
+    }
+
+    #[test]
+    fn global_flags_go_anywhere() {
+        let cli = Cli::try_parse_from(["ollm", "list", "--host", "127.0.0.1:9"]).unwrap();
+        assert_eq!(cli.global.host.as_deref(), Some("127.0.0.1:9"));
+    }
+}

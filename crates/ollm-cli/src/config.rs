@@ -1,0 +1,641 @@
+//! The settled configuration: flags over environment over the TOML config file.
+//!
+//! [`settle`] is a pure function of the parsed flags, a snapshot of the environment
+//! ([`Env`]) and the file's text, so precedence is tested without touching the process
+//! environment. The commands only ever see [`Settings`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::args::GlobalArgs;
+use crate::exit::CliError;
+
+/// A snapshot of the variables ollm reads (and of any `api_key_env` they name).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Env {
+    vars: BTreeMap<String, String>,
+}
+
+impl Env {
+    /// The process environment.
+    pub(crate) fn from_process() -> Self {
+        Env {
+            vars: std::env::vars().collect(),
+        }
+    }
+
+    /// An environment of these pairs (for tests).
+    #[cfg(test)]
+    pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> Self {
+        Env {
+            vars: pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        }
+    }
+
+    /// A variable, if set and not empty.
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
+        self.vars
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+}
+
+/// The kinds of backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ProviderKind {
+    /// Ollama's native API.
+    Ollama,
+    /// An OpenAI-compatible `/v1` server.
+    Openai,
+}
+
+/// The config file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct FileConfig {
+    /// The provider used when neither `--provider` nor `OLLM_PROVIDER` names one.
+    pub(crate) default_provider: Option<String>,
+    /// Named providers; `ollama` and `openai` exist even when not listed.
+    pub(crate) providers: BTreeMap<String, ProviderEntry>,
+    /// Built-in tool settings.
+    pub(crate) tools: ToolsEntry,
+}
+
+/// One `[providers.NAME]` table.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProviderEntry {
+    /// The backend.
+    pub(crate) kind: ProviderKind,
+    /// Its address.
+    #[serde(default)]
+    pub(crate) base_url: Option<String>,
+    /// The environment variable holding the API key.
+    #[serde(default)]
+    pub(crate) api_key_env: Option<String>,
+    /// The model `ollm run` uses when none is given.
+    #[serde(default)]
+    pub(crate) default_model: Option<String>,
+    /// The context window to ask for, in tokens.
+    #[serde(default)]
+    pub(crate) context_length: Option<u32>,
+    /// Seconds to wait for a connection.
+    #[serde(default)]
+    pub(crate) connect_timeout_secs: Option<u64>,
+    /// Seconds to wait between chunks of a reply (model loading can take minutes).
+    #[serde(default)]
+    pub(crate) idle_timeout_secs: Option<u64>,
+}
+
+/// The `[tools]` table.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ToolsEntry {
+    /// Programs (or `program subcommand`) `run_command` may start; replaces the defaults.
+    pub(crate) allowed_commands: Option<Vec<String>>,
+    /// Tools that need approval but are approved without asking (`write_file`,
+    /// `run_command`).
+    pub(crate) auto_approve: Vec<String>,
+    /// Seconds a command may run.
+    pub(crate) command_timeout_secs: Option<u64>,
+    /// Bytes of output a tool returns at most.
+    pub(crate) output_limit_bytes: Option<usize>,
+    /// The audit log of `run_command` (default: `audit.log` in the data directory).
+    pub(crate) audit_log: Option<PathBuf>,
+}
+
+/// The provider to talk to, settled.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ProviderSettings {
+    /// Its name (`ollama`, `openai`, or a config name).
+    pub(crate) name: String,
+    /// The backend.
+    pub(crate) kind: ProviderKind,
+    /// The normalised base URL (scheme, host, port and, for OpenAI, the `/v1` path).
+    pub(crate) base_url: String,
+    /// The variable the API key came from.
+    pub(crate) api_key_env: Option<String>,
+    /// The API key.
+    pub(crate) api_key: Option<String>,
+    /// The provider's default model.
+    pub(crate) default_model: Option<String>,
+    /// The context window to ask for.
+    pub(crate) context_length: Option<u32>,
+    /// Connection timeout.
+    pub(crate) connect_timeout: Duration,
+    /// Idle timeout between chunks.
+    pub(crate) idle_timeout: Duration,
+}
+
+/// Built-in tool settings, settled.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ToolSettings {
+    /// Allowed programs (`git status` style entries allow one subcommand).
+    pub(crate) allowed_commands: Vec<String>,
+    /// Tools approved without asking.
+    pub(crate) auto_approve: Vec<String>,
+    /// Command timeout.
+    pub(crate) command_timeout: Duration,
+    /// Output cap in bytes.
+    pub(crate) output_limit: usize,
+    /// The audit log file.
+    pub(crate) audit_log: PathBuf,
+}
+
+/// Everything the commands need to know, settled.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Settings {
+    /// The config file consulted (it may not exist).
+    pub(crate) config_path: PathBuf,
+    /// Whether it existed.
+    pub(crate) config_found: bool,
+    /// The provider.
+    pub(crate) provider: ProviderSettings,
+    /// `OLLM_MODEL`, else the provider's default model.
+    pub(crate) model: Option<String>,
+    /// Where sessions, history and the audit log live.
+    pub(crate) data_dir: PathBuf,
+    /// Built-in tools.
+    pub(crate) tools: ToolSettings,
+    /// Every provider name known (built-in and from the file).
+    pub(crate) known_providers: Vec<String>,
+}
+
+/// The programs `run_command` may start unless the config says otherwise: read-only ones.
+pub(crate) const DEFAULT_ALLOWED_COMMANDS: &[&str] = &[
+    "ls",
+    "cat",
+    "head",
+    "tail",
+    "wc",
+    "pwd",
+    "echo",
+    "grep",
+    "find",
+    "git status",
+    "git log",
+    "git diff",
+    "git show",
+    "git branch",
+];
+
+const DEFAULT_OLLAMA: &str = "http://127.0.0.1:11434";
+const DEFAULT_OPENAI: &str = "http://127.0.0.1:8080/v1";
+
+/// The config file path: `--config`, else `OLLM_CONFIG`, else `ollm/config.toml` in the
+/// platform config directory.
+pub(crate) fn config_path(global: &GlobalArgs, env: &Env) -> PathBuf {
+    if let Some(p) = &global.config {
+        return p.clone();
+    }
+    if let Some(p) = env.get("OLLM_CONFIG") {
+        return PathBuf::from(p);
+    }
+    dirs::config_dir()
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("ollm")
+        .join("config.toml")
+}
+
+/// The data directory: `OLLM_DATA_DIR`, else `ollm` in the platform data directory.
+pub(crate) fn data_dir(env: &Env) -> PathBuf {
+    match env.get("OLLM_DATA_DIR") {
+        Some(p) => PathBuf::from(p),
+        None => dirs::data_dir()
+            .unwrap_or_else(|| PathBuf::from("."))
+            .join("ollm"),
+    }
+}
+
+/// Reads the config file; a missing file is an empty config, a broken one a usage error.
+pub(crate) fn load_file(path: &Path) -> Result<Option<FileConfig>, CliError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse_file(&text)
+            .map(Some)
+            .map_err(|e| CliError::Usage(format!("config file {}: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(CliError::Usage(format!(
+            "cannot read config file {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// Parses the config file's text.
+pub(crate) fn parse_file(text: &str) -> Result<FileConfig, toml::de::Error> {
+    toml::from_str(text)
+}
+
+/// Settles flags, environment and file into [`Settings`].
+pub(crate) fn settle(
+    global: &GlobalArgs,
+    env: &Env,
+    config_path: PathBuf,
+    file: Option<FileConfig>,
+) -> Result<Settings, CliError> {
+    let config_found = file.is_some();
+    let file = file.unwrap_or_default();
+    let mut entries = builtin_providers();
+    for (name, entry) in &file.providers {
+        entries.insert(name.clone(), entry.clone());
+    }
+    let known_providers: Vec<String> = entries.keys().cloned().collect();
+
+    let name = global
+        .provider
+        .clone()
+        .or_else(|| env.get("OLLM_PROVIDER").map(str::to_owned))
+        .or_else(|| file.default_provider.clone())
+        .unwrap_or_else(|| "ollama".to_owned());
+    let entry = entries.get(&name).cloned().ok_or_else(|| {
+        CliError::Usage(format!(
+            "unknown provider {name:?} (known: {})",
+            known_providers.join(", ")
+        ))
+    })?;
+
+    // Address: flag, OLLM_HOST, OLLAMA_HOST (for the provider named `ollama`), file.
+    let raw_host = global
+        .host
+        .clone()
+        .or_else(|| env.get("OLLM_HOST").map(str::to_owned))
+        .or_else(|| {
+            (name == "ollama")
+                .then(|| env.get("OLLAMA_HOST").map(str::to_owned))
+                .flatten()
+        })
+        .or_else(|| entry.base_url.clone())
+        .unwrap_or_else(|| match entry.kind {
+            ProviderKind::Ollama => DEFAULT_OLLAMA.to_owned(),
+            ProviderKind::Openai => DEFAULT_OPENAI.to_owned(),
+        });
+    let base_url = normalise_host(&raw_host, entry.kind)
+        .ok_or_else(|| CliError::Usage(format!("not a usable server address: {raw_host:?}")))?;
+
+    let api_key = entry
+        .api_key_env
+        .as_deref()
+        .and_then(|var| {
+            std::env::var(var)
+                .ok()
+                .or_else(|| env.get(var).map(str::to_owned))
+        })
+        .filter(|k| !k.is_empty());
+
+    let provider = ProviderSettings {
+        name,
+        kind: entry.kind,
+        base_url,
+        api_key_env: entry.api_key_env.clone(),
+        api_key,
+        default_model: entry.default_model.clone(),
+        context_length: entry.context_length,
+        connect_timeout: Duration::from_secs(entry.connect_timeout_secs.unwrap_or(10)),
+        idle_timeout: Duration::from_secs(entry.idle_timeout_secs.unwrap_or(300)),
+    };
+    let model = env
+        .get("OLLM_MODEL")
+        .map(str::to_owned)
+        .or_else(|| provider.default_model.clone());
+    let data_dir = data_dir(env);
+    let tools = ToolSettings {
+        allowed_commands: file.tools.allowed_commands.clone().unwrap_or_else(|| {
+            DEFAULT_ALLOWED_COMMANDS
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect()
+        }),
+        auto_approve: file.tools.auto_approve.clone(),
+        command_timeout: Duration::from_secs(file.tools.command_timeout_secs.unwrap_or(30)),
+        output_limit: file.tools.output_limit_bytes.unwrap_or(16 * 1024),
+        audit_log: file
+            .tools
+            .audit_log
+            .clone()
+            .unwrap_or_else(|| data_dir.join("audit.log")),
+    };
+    Ok(Settings {
+        config_path,
+        config_found,
+        provider,
+        model,
+        data_dir,
+        tools,
+        known_providers,
+    })
+}
+
+fn builtin_providers() -> BTreeMap<String, ProviderEntry> {
+    let entry = |kind| ProviderEntry {
+        kind,
+        base_url: None,
+        api_key_env: None,
+        default_model: None,
+        context_length: None,
+        connect_timeout_secs: None,
+        idle_timeout_secs: None,
+    };
+    BTreeMap::from([
+        ("ollama".to_owned(), entry(ProviderKind::Ollama)),
+        ("openai".to_owned(), entry(ProviderKind::Openai)),
+    ])
+}
+
+/// Turns the address forms people use (`0.0.0.0`, `host:port`, `http://host:port`, with or
+/// without a path) into a base URL: a scheme always, Ollama's port 11434 when none is
+/// given, `/v1` for OpenAI-compatible servers when no path is given. `None` when empty.
+pub(crate) fn normalise_host(raw: &str, kind: ProviderKind) -> Option<String> {
+    let raw = raw.trim().trim_end_matches('/');
+    if raw.is_empty() {
+        return None;
+    }
+    let (scheme, rest) = match raw.split_once("://") {
+        Some((s, r)) => (s.to_ascii_lowercase(), r),
+        None => ("http".to_owned(), raw),
+    };
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    if authority.is_empty() || authority.chars().any(char::is_whitespace) {
+        return None;
+    }
+    // `0.0.0.0` is a listen address; connect to loopback instead.
+    let authority = authority.replacen("0.0.0.0", "127.0.0.1", 1);
+    let has_port = authority
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let authority = if has_port {
+        authority
+    } else {
+        match (kind, scheme.as_str()) {
+            (ProviderKind::Ollama, "http") => format!("{authority}:11434"),
+            _ => authority,
+        }
+    };
+    let path = match (kind, path) {
+        (ProviderKind::Openai, "") => "/v1",
+        (_, p) => p,
+    };
+    Some(format!("{scheme}://{authority}{path}"))
+}
+
+/// Masks a secret for display: only whether it is set and its length show.
+pub(crate) fn mask(secret: Option<&str>) -> String {
+    match secret {
+        Some(s) => format!("set ({} chars, ********)", s.chars().count()),
+        None => "not set".to_owned(),
+    }
+}
+
+/// The settled configuration as TOML-like text for `ollm config show`, secrets masked.
+pub(crate) fn render_settings(s: &Settings) -> String {
+    let p = &s.provider;
+    let mut out = String::new();
+    let mut line = |k: &str, v: String| {
+        out.push_str(&format!("{k} = {v}\n"));
+    };
+    line(
+        "config_file",
+        format!(
+            "{:?}{}",
+            s.config_path.display().to_string(),
+            if s.config_found { "" } else { "  # not found" }
+        ),
+    );
+    line(
+        "data_dir",
+        format!("{:?}", s.data_dir.display().to_string()),
+    );
+    line("provider", format!("{:?}", p.name));
+    line(
+        "model",
+        s.model
+            .as_deref()
+            .map_or("# none".to_owned(), |m| format!("{m:?}")),
+    );
+    line("known_providers", format!("{:?}", s.known_providers));
+    out.push_str(&format!("\n[providers.{}]\n", p.name));
+    let kind = match p.kind {
+        ProviderKind::Ollama => "ollama",
+        ProviderKind::Openai => "openai",
+    };
+    out.push_str(&format!("kind = {kind:?}\nbase_url = {:?}\n", p.base_url));
+    if let Some(var) = &p.api_key_env {
+        out.push_str(&format!(
+            "api_key_env = {var:?}  # {}\n",
+            mask(p.api_key.as_deref())
+        ));
+    }
+    if let Some(m) = &p.default_model {
+        out.push_str(&format!("default_model = {m:?}\n"));
+    }
+    if let Some(c) = p.context_length {
+        out.push_str(&format!("context_length = {c}\n"));
+    }
+    out.push_str(&format!(
+        "connect_timeout_secs = {}\nidle_timeout_secs = {}\n",
+        p.connect_timeout.as_secs(),
+        p.idle_timeout.as_secs()
+    ));
+    let t = &s.tools;
+    out.push_str(&format!(
+        "\n[tools]\nallowed_commands = {:?}\nauto_approve = {:?}\ncommand_timeout_secs = {}\noutput_limit_bytes = {}\naudit_log = {:?}\n",
+        t.allowed_commands,
+        t.auto_approve,
+        t.command_timeout.as_secs(),
+        t.output_limit,
+        t.audit_log.display().to_string()
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(
+        global: GlobalArgs,
+        env: &[(&str, &str)],
+        file: &str,
+        expected_provider: &str,
+        expected_url: &str,
+    ) {
+        let file = if file.is_empty() {
+            None
+        } else {
+            Some(parse_file(file).unwrap())
+        };
+        let s = settle(
+            &global,
+            &Env::from_pairs(env),
+            PathBuf::from("c.toml"),
+            file,
+        )
+        .unwrap();
+        assert_eq!(
+            (s.provider.name.as_str(), s.provider.base_url.as_str()),
+            (expected_provider, expected_url)
+        );
+    }
+
+    fn flags(provider: Option<&str>, host: Option<&str>) -> GlobalArgs {
+        GlobalArgs {
+            provider: provider.map(str::to_owned),
+            host: host.map(str::to_owned),
+            config: None,
+        }
+    }
+
+    const FILE: &str = r#"
+default_provider = "lab"
+[providers.lab]
+kind = "openai"
+base_url = "http://10.0.0.5:8000/v1"
+default_model = "qwen"
+api_key_env = "OLLM_TEST_LAB_KEY"
+"#;
+
+    #[test]
+    fn defaults_without_anything() {
+        check(
+            flags(None, None),
+            &[],
+            "",
+            "ollama",
+            "http://127.0.0.1:11434",
+        );
+        check(
+            flags(Some("openai"), None),
+            &[],
+            "",
+            "openai",
+            "http://127.0.0.1:8080/v1",
+        );
+    }
+
+    #[test]
+    fn ollama_host_is_honoured_for_ollama() {
+        check(
+            flags(None, None),
+            &[("OLLAMA_HOST", "0.0.0.0:9999")],
+            "",
+            "ollama",
+            "http://127.0.0.1:9999",
+        );
+        check(
+            flags(None, None),
+            &[("OLLAMA_HOST", "example.org")],
+            "",
+            "ollama",
+            "http://example.org:11434",
+        );
+        // It names Ollama's address, not an OpenAI-compatible server's.
+        check(
+            flags(Some("openai"), None),
+            &[("OLLAMA_HOST", "1.2.3.4")],
+            "",
+            "openai",
+            "http://127.0.0.1:8080/v1",
+        );
+    }
+
+    #[test]
+    fn file_is_below_env_which_is_below_flags() {
+        check(
+            flags(None, None),
+            &[],
+            FILE,
+            "lab",
+            "http://10.0.0.5:8000/v1",
+        );
+        check(
+            flags(None, None),
+            &[("OLLM_PROVIDER", "ollama")],
+            FILE,
+            "ollama",
+            "http://127.0.0.1:11434",
+        );
+        check(
+            flags(None, None),
+            &[("OLLM_HOST", "http://127.0.0.1:7000/v1")],
+            FILE,
+            "lab",
+            "http://127.0.0.1:7000/v1",
+        );
+        check(
+            flags(Some("openai"), Some("127.0.0.1:5")),
+            &[("OLLM_PROVIDER", "lab"), ("OLLM_HOST", "127.0.0.1:6")],
+            FILE,
+            "openai",
+            "http://127.0.0.1:5/v1",
+        );
+    }
+
+    #[test]
+    fn model_comes_from_env_then_file() {
+        let file = Some(parse_file(FILE).unwrap());
+        let s = settle(
+            &flags(None, None),
+            &Env::default(),
+            "c".into(),
+            file.clone(),
+        )
+        .unwrap();
+        assert_eq!(s.model.as_deref(), Some("qwen"));
+        let env = Env::from_pairs(&[("OLLM_MODEL", "llama")]);
+        let s = settle(&flags(None, None), &env, "c".into(), file).unwrap();
+        assert_eq!(s.model.as_deref(), Some("llama"));
+    }
+
+    #[test]
+    fn api_keys_are_read_and_masked() {
+        let file = Some(parse_file(FILE).unwrap());
+        let env = Env::from_pairs(&[("OLLM_TEST_LAB_KEY", "sk-secret-value")]);
+        let s = settle(&flags(None, None), &env, "c".into(), file).unwrap();
+        assert_eq!(s.provider.api_key.as_deref(), Some("sk-secret-value"));
+        let shown = render_settings(&s);
+        assert!(!shown.contains("sk-secret-value"));
+        assert!(shown.contains("OLLM_TEST_LAB_KEY"));
+    }
+
+    #[test]
+    fn unknown_provider_and_bad_file_are_usage_errors() {
+        let err = settle(
+            &flags(Some("nope"), None),
+            &Env::default(),
+            "c".into(),
+            None,
+        )
+        .unwrap_err();
+        assert!(matches!(err, CliError::Usage(_)));
+        assert!(parse_file("[providers.x]\nkind = \"grpc\"").is_err());
+        assert!(parse_file("bogus_key = 1").is_err());
+    }
+
+    #[test]
+    fn host_forms() {
+        use ProviderKind::*;
+        let check = |raw, kind, want: Option<&str>| {
+            assert_eq!(normalise_host(raw, kind).as_deref(), want, "{raw}")
+        };
+        check("127.0.0.1", Ollama, Some("http://127.0.0.1:11434"));
+        check("http://h:1/", Ollama, Some("http://h:1"));
+        check("https://h", Ollama, Some("https://h"));
+        check("h:8080", Openai, Some("http://h:8080/v1"));
+        check("http://h:8080/api/v1", Openai, Some("http://h:8080/api/v1"));
+        check("", Ollama, None);
+        check("ftp://h", Ollama, None);
+    }
+}

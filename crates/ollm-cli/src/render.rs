@@ -1,0 +1,852 @@
+//! Printing a chat run: streamed text for people, one JSON object, or JSON lines.
+//!
+//! Every format sees the same [`ChatEvent`]s through [`Sink::event`]; a [`Summary`] of the
+//! run is kept alongside whatever the format, for the exit code, sessions and `json`.
+//!
+//! In `text` the answer goes to stdout and everything else (thinking, tool calls, warnings,
+//! errors) to stderr, so `ollm run m "q" > answer.txt` holds the answer alone; on a
+//! terminal both streams show, styled, and the answer's markdown is rendered as it streams.
+//! The JSON shapes are written out by hand here rather than derived from the runtime's
+//! serde, so that they stay what `docs/output-formats.md` says whatever the runtime does.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use ollm_core::ChatEvent;
+use ollm_types::{FinishReason, ProviderError, ToolCall, Usage, Warning};
+use serde_json::{Value, json};
+
+use crate::args::OutputFormat;
+
+/// The version of the JSON shapes; bumped only with an incompatible change.
+pub(crate) const SCHEMA_VERSION: u32 = 1;
+
+const DIM: &str = "\x1b[2m";
+const BOLD: &str = "\x1b[1m";
+const CYAN: &str = "\x1b[36m";
+const YELLOW: &str = "\x1b[33m";
+const RED: &str = "\x1b[31m";
+const GREEN: &str = "\x1b[32m";
+const RESET: &str = "\x1b[0m";
+
+/// Prints a warning on stderr (outside a run's renderer).
+pub(crate) fn warn(message: &str) {
+    let mut err = io::stderr().lock();
+    let _ = writeln!(err, "warning: {message}");
+}
+
+/// One tool call of a run and its result.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ToolCallRecord {
+    /// The call.
+    pub(crate) call: ToolCall,
+    /// Its result text, once it finished.
+    pub(crate) result: Option<String>,
+    /// Whether the result is an error.
+    pub(crate) is_error: bool,
+}
+
+/// What a run produced, whatever the output format.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Summary {
+    /// The answer text of every turn.
+    pub(crate) answer: String,
+    /// The reasoning text of every turn.
+    pub(crate) thinking: String,
+    /// The tool calls, in order.
+    pub(crate) tool_calls: Vec<ToolCallRecord>,
+    /// Usage over the run.
+    pub(crate) usage: Usage,
+    /// Why the run ended (`None` if the stream ended without a `Finish`).
+    pub(crate) finish_reason: Option<FinishReason>,
+    /// The error that ended it, if any.
+    pub(crate) error: Option<ProviderError>,
+    /// Warnings, in order.
+    pub(crate) warnings: Vec<Warning>,
+    /// Turns completed.
+    pub(crate) turns: u32,
+}
+
+impl Summary {
+    /// Folds one event in.
+    pub(crate) fn record(&mut self, event: &ChatEvent) {
+        match event {
+            ChatEvent::TextDelta { text } => self.answer.push_str(text),
+            ChatEvent::ThinkingDelta { text } => self.thinking.push_str(text),
+            ChatEvent::ToolCallStarted { call } => self.tool_calls.push(ToolCallRecord {
+                call: call.clone(),
+                result: None,
+                is_error: false,
+            }),
+            ChatEvent::ToolResult {
+                call_id,
+                content,
+                is_error,
+                ..
+            } => {
+                if let Some(rec) = self
+                    .tool_calls
+                    .iter_mut()
+                    .rev()
+                    .find(|r| &r.call.id == call_id && r.result.is_none())
+                {
+                    rec.result = Some(content.clone());
+                    rec.is_error = *is_error;
+                }
+            }
+            ChatEvent::TurnComplete { turn, .. } => self.turns = *turn,
+            ChatEvent::Warning { warning } => self.warnings.push(warning.clone()),
+            ChatEvent::Error { error } => self.error = Some(error.clone()),
+            ChatEvent::Finish { reason, usage } => {
+                self.finish_reason = Some(*reason);
+                self.usage = *usage;
+            }
+            _ => {}
+        }
+    }
+
+    /// The `--output-format json` object.
+    pub(crate) fn to_json(&self, model: &str) -> Value {
+        json!({
+            "schema_version": SCHEMA_VERSION,
+            "model": model,
+            "answer": self.answer,
+            "thinking": self.thinking,
+            "tool_calls": self.tool_calls.iter().map(|r| json!({
+                "id": r.call.id,
+                "name": r.call.name,
+                "arguments": r.call.arguments_value(),
+                "result": r.result,
+                "is_error": r.is_error,
+            })).collect::<Vec<_>>(),
+            "usage": usage_json(&self.usage),
+            "finish_reason": self.finish_reason.map(finish_str),
+            "error": self.error.as_ref().map(error_json),
+            "warnings": self.warnings.iter().map(warning_json).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn finish_str(r: FinishReason) -> &'static str {
+    match r {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+        FinishReason::ToolCalls => "tool_calls",
+        FinishReason::Cancelled => "cancelled",
+        FinishReason::MaxTurns => "max_turns",
+        FinishReason::Error => "error",
+        _ => "other",
+    }
+}
+
+fn usage_json(u: &Usage) -> Value {
+    let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_millis() as u64);
+    json!({
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_duration_ms": ms(u.total_duration),
+        "load_duration_ms": ms(u.load_duration),
+        "prompt_eval_duration_ms": ms(u.prompt_eval_duration),
+        "eval_duration_ms": ms(u.eval_duration),
+    })
+}
+
+fn kind_str<T: serde::Serialize>(kind: &T) -> Value {
+    serde_json::to_value(kind).unwrap_or(Value::Null)
+}
+
+fn error_json(e: &ProviderError) -> Value {
+    json!({
+        "kind": kind_str(&e.kind),
+        "message": e.message,
+        "status": e.status,
+        "retryable": e.retryable,
+        "hint": e.hint,
+    })
+}
+
+fn warning_json(w: &Warning) -> Value {
+    json!({"kind": kind_str(&w.kind), "message": w.message})
+}
+
+/// One `--output-format stream-json` line for `event`.
+pub(crate) fn event_json(event: &ChatEvent) -> Value {
+    match event {
+        ChatEvent::TextDelta { text } => json!({"type": "text_delta", "text": text}),
+        ChatEvent::ThinkingDelta { text } => json!({"type": "thinking_delta", "text": text}),
+        ChatEvent::ToolCallStarted { call } => json!({
+            "type": "tool_call_started",
+            "id": call.id,
+            "name": call.name,
+            "arguments": call.arguments_value(),
+        }),
+        ChatEvent::ToolResult {
+            call_id,
+            name,
+            content,
+            is_error,
+        } => json!({
+            "type": "tool_result",
+            "id": call_id,
+            "name": name,
+            "content": content,
+            "is_error": is_error,
+        }),
+        ChatEvent::TurnComplete { turn, usage } => {
+            json!({"type": "turn_complete", "turn": turn, "usage": usage_json(usage)})
+        }
+        ChatEvent::Warning { warning } => {
+            json!({"type": "warning", "warning": warning_json(warning)})
+        }
+        ChatEvent::Error { error } => json!({"type": "error", "error": error_json(error)}),
+        ChatEvent::Finish { reason, usage } => json!({
+            "type": "finish",
+            "finish_reason": finish_str(*reason),
+            "usage": usage_json(usage),
+        }),
+        other => {
+            json!({"type": "other", "event": serde_json::to_value(other).unwrap_or(Value::Null)})
+        }
+    }
+}
+
+/// Where a run's events go.
+///
+/// Sinks take unlocked `Stdout`/`Stderr` handles (each write locks briefly): tools print
+/// approval questions and warnings from other threads while a run is being shown, and a
+/// lock held for the whole run would deadlock them.
+pub(crate) trait Sink {
+    /// Shows one event.
+    fn event(&mut self, event: &ChatEvent) -> io::Result<()>;
+    /// The run ended (after its last event, or when the stream just stopped).
+    fn end(&mut self, summary: &Summary, model: &str) -> io::Result<()>;
+}
+
+/// How the text format looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TextStyle {
+    /// ANSI styling and markdown rendering (a terminal, and `NO_COLOR` unset).
+    pub(crate) styled: bool,
+    /// stdout is a terminal, shared with stderr: a status line in the middle of the answer
+    /// first ends the answer's screen line. When stdout is piped its text is left whole.
+    pub(crate) terminal: bool,
+    /// Keep thinking off screen.
+    pub(crate) hide_thinking: bool,
+}
+
+/// A sink for the chosen format writing to `out` (answer, JSON) and `err` (the rest).
+pub(crate) fn sink<'a>(
+    format: OutputFormat,
+    style: TextStyle,
+    out: Box<dyn Write + 'a>,
+    err: Box<dyn Write + 'a>,
+) -> Box<dyn Sink + 'a> {
+    match format {
+        OutputFormat::Text => Box::new(TextSink::new(style, out, err)),
+        OutputFormat::Json => Box::new(JsonSink { out }),
+        OutputFormat::StreamJson => Box::new(StreamJsonSink { out }),
+    }
+}
+
+struct JsonSink<'a> {
+    out: Box<dyn Write + 'a>,
+}
+
+impl Sink for JsonSink<'_> {
+    fn event(&mut self, _event: &ChatEvent) -> io::Result<()> {
+        Ok(())
+    }
+    fn end(&mut self, summary: &Summary, model: &str) -> io::Result<()> {
+        writeln!(self.out, "{}", summary.to_json(model))?;
+        self.out.flush()
+    }
+}
+
+struct StreamJsonSink<'a> {
+    out: Box<dyn Write + 'a>,
+}
+
+impl Sink for StreamJsonSink<'_> {
+    fn event(&mut self, event: &ChatEvent) -> io::Result<()> {
+        writeln!(self.out, "{}", event_json(event))?;
+        self.out.flush()
+    }
+    fn end(&mut self, _summary: &Summary, _model: &str) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// The human format.
+pub(crate) struct TextSink<'a> {
+    style: TextStyle,
+    out: Box<dyn Write + 'a>,
+    err: Box<dyn Write + 'a>,
+    thinking_open: bool,
+    err_at_line_start: bool,
+    answer_written: bool,
+    answer_ends_with_newline: bool,
+    markdown: Markdown,
+    pending_calls: BTreeMap<String, ToolCall>,
+}
+
+impl<'a> TextSink<'a> {
+    /// A text sink.
+    pub(crate) fn new(
+        style: TextStyle,
+        out: Box<dyn Write + 'a>,
+        err: Box<dyn Write + 'a>,
+    ) -> Self {
+        TextSink {
+            style,
+            out,
+            err,
+            thinking_open: false,
+            err_at_line_start: true,
+            answer_written: false,
+            answer_ends_with_newline: true,
+            markdown: Markdown::default(),
+            pending_calls: BTreeMap::new(),
+        }
+    }
+
+    fn paint(&self, color: &str, text: &str) -> String {
+        if self.style.styled {
+            format!("{color}{text}{RESET}")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    /// Ends the thinking section and any open answer line before a status line.
+    fn break_line(&mut self, end: bool) -> io::Result<()> {
+        self.close_thinking()?;
+        if self.answer_written && !self.answer_ends_with_newline && (end || self.style.terminal) {
+            let tail = self.markdown.flush(self.style.styled);
+            self.out.write_all(tail.as_bytes())?;
+            writeln!(self.out)?;
+            self.answer_ends_with_newline = true;
+        }
+        self.out.flush()?;
+        if !self.err_at_line_start {
+            writeln!(self.err)?;
+            self.err_at_line_start = true;
+        }
+        Ok(())
+    }
+
+    fn close_thinking(&mut self) -> io::Result<()> {
+        if self.thinking_open {
+            self.thinking_open = false;
+            let end = if self.style.styled {
+                format!("{RESET}\n{DIM}...done thinking.{RESET}\n\n")
+            } else {
+                "\n...done thinking.\n\n".to_owned()
+            };
+            self.err.write_all(end.as_bytes())?;
+            self.err.flush()?;
+            self.err_at_line_start = true;
+        }
+        Ok(())
+    }
+
+    fn status_line(&mut self, line: &str) -> io::Result<()> {
+        self.break_line(false)?;
+        writeln!(self.err, "{line}")?;
+        self.err.flush()
+    }
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let flat = flat.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max {
+        let cut: String = flat.chars().take(max).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}
+
+impl Sink for TextSink<'_> {
+    fn event(&mut self, event: &ChatEvent) -> io::Result<()> {
+        match event {
+            ChatEvent::ThinkingDelta { text } => {
+                if self.style.hide_thinking || text.is_empty() {
+                    return Ok(());
+                }
+                if !self.thinking_open {
+                    self.break_line(false)?;
+                    self.thinking_open = true;
+                    let head = self.paint(DIM, "Thinking...");
+                    writeln!(self.err, "{head}")?;
+                    if self.style.styled {
+                        self.err.write_all(DIM.as_bytes())?;
+                    }
+                }
+                self.err.write_all(text.as_bytes())?;
+                self.err_at_line_start = text.ends_with('\n');
+                self.err.flush()
+            }
+            ChatEvent::TextDelta { text } => {
+                if text.is_empty() {
+                    return Ok(());
+                }
+                self.close_thinking()?;
+                let shown = if self.style.styled {
+                    self.markdown.feed(text)
+                } else {
+                    text.clone()
+                };
+                self.out.write_all(shown.as_bytes())?;
+                self.answer_written = true;
+                self.answer_ends_with_newline = text.ends_with('\n');
+                self.out.flush()
+            }
+            ChatEvent::ToolCallStarted { call } => {
+                self.pending_calls.insert(call.id.clone(), call.clone());
+                let args = one_line(&call.arguments_value().to_string(), 160);
+                let line = format!(
+                    "{} {}{}",
+                    self.paint(CYAN, "⚙"),
+                    self.paint(BOLD, &call.name),
+                    self.paint(DIM, &format!(" {args}"))
+                );
+                self.status_line(&line)
+            }
+            ChatEvent::ToolResult {
+                call_id,
+                name,
+                content,
+                is_error,
+            } => {
+                self.pending_calls.remove(call_id);
+                let (mark, color) = if *is_error {
+                    ("✗", RED)
+                } else {
+                    ("✓", GREEN)
+                };
+                let line = format!(
+                    "  {} {} {}",
+                    self.paint(color, mark),
+                    name,
+                    self.paint(DIM, &one_line(content, 120))
+                );
+                self.status_line(&line)
+            }
+            ChatEvent::Warning { warning } => {
+                let line = self.paint(YELLOW, &format!("warning: {}", warning.message));
+                self.status_line(&line)
+            }
+            ChatEvent::Error { error } => {
+                let mut line = self.paint(RED, &format!("error: {}", error.message));
+                if let Some(hint) = &error.hint {
+                    line.push_str(&format!("\n  hint: {hint}"));
+                }
+                self.status_line(&line)
+            }
+            ChatEvent::Finish { reason, .. } => {
+                self.break_line(true)?;
+                match reason {
+                    FinishReason::Cancelled => self.status_line(&self.paint(DIM, "[cancelled]")),
+                    FinishReason::MaxTurns => self.status_line(
+                        &self.paint(YELLOW, "warning: stopped at the turn limit (--max-turns)"),
+                    ),
+                    FinishReason::Length => self.status_line(
+                        &self.paint(YELLOW, "warning: the answer was cut at the token limit"),
+                    ),
+                    _ => Ok(()),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn end(&mut self, _summary: &Summary, _model: &str) -> io::Result<()> {
+        self.break_line(true)?;
+        self.out.flush()?;
+        self.err.flush()
+    }
+}
+
+/// A streaming markdown styler for terminals: headings, fenced code, `inline code` and
+/// **bold**, decided as the text arrives (a marker split across chunks is held back until
+/// the next chunk settles it). Line-level styles are known from the first characters of a
+/// line, so nothing already printed ever needs restyling.
+#[derive(Debug, Default)]
+pub(crate) struct Markdown {
+    /// Characters held back at the start of a line or after a `*`.
+    pending: String,
+    at_line_start: bool,
+    started: bool,
+    in_fence: bool,
+    heading: bool,
+    bold: bool,
+    code: bool,
+}
+
+impl Markdown {
+    /// Styles `text`, returning what can be printed now.
+    pub(crate) fn feed(&mut self, text: &str) -> String {
+        if !self.started {
+            self.started = true;
+            self.at_line_start = true;
+        }
+        let mut out = String::new();
+        for c in text.chars() {
+            self.push(c, &mut out);
+        }
+        out
+    }
+
+    /// Prints what is held back and closes any open style.
+    pub(crate) fn flush(&mut self, styled: bool) -> String {
+        let mut out = std::mem::take(&mut self.pending);
+        if styled && (self.bold || self.code || self.heading || self.in_fence) {
+            out.push_str(RESET);
+        }
+        self.bold = false;
+        self.code = false;
+        self.heading = false;
+        out
+    }
+
+    fn style(&self) -> String {
+        let mut s = String::from(RESET);
+        if self.in_fence || self.code {
+            s.push_str(CYAN);
+        }
+        if self.heading || self.bold {
+            s.push_str(BOLD);
+        }
+        s
+    }
+
+    fn push(&mut self, c: char, out: &mut String) {
+        if self.at_line_start {
+            if c == '\n' {
+                out.push_str(&std::mem::take(&mut self.pending));
+                out.push('\n');
+                return;
+            }
+            self.pending.push(c);
+            let p = self.pending.as_str();
+            // Still possibly a fence or a heading marker: wait for more.
+            if ("```".starts_with(p) && p.len() < 3) || p.chars().all(|ch| ch == '#') {
+                return;
+            }
+            self.at_line_start = false;
+            let line_start = std::mem::take(&mut self.pending);
+            if line_start.starts_with("```") {
+                self.in_fence = !self.in_fence;
+                out.push_str(RESET);
+                out.push_str(DIM);
+                out.push_str(&line_start);
+                self.pending.clear();
+                return;
+            }
+            if !self.in_fence && line_start.starts_with('#') && line_start.ends_with(' ') {
+                self.heading = true;
+                out.push_str(&self.style());
+                out.push_str(&line_start);
+                return;
+            }
+            for ch in line_start.chars() {
+                self.inline(ch, out);
+            }
+            return;
+        }
+        self.inline(c, out);
+    }
+
+    fn inline(&mut self, c: char, out: &mut String) {
+        if c == '\n' {
+            out.push_str(&std::mem::take(&mut self.pending));
+            self.bold = false;
+            self.code = false;
+            self.heading = false;
+            out.push_str(RESET);
+            if self.in_fence {
+                out.push_str(CYAN);
+            }
+            out.push('\n');
+            self.at_line_start = true;
+            return;
+        }
+        if self.in_fence {
+            out.push(c);
+            return;
+        }
+        if self.pending == "*" {
+            self.pending.clear();
+            if c == '*' {
+                self.bold = !self.bold;
+                out.push_str(&self.style());
+                return;
+            }
+            out.push('*');
+        }
+        match c {
+            '*' if !self.code => self.pending.push('*'),
+            '`' => {
+                self.code = !self.code;
+                out.push_str(&self.style());
+            }
+            _ => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ollm_types::{ProviderErrorKind, WarningKind};
+    use std::sync::{Arc, Mutex};
+
+    /// A writer tests can read back.
+    #[derive(Clone, Default)]
+    pub(crate) struct Shared(pub(crate) Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Shared {
+        pub(crate) fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    fn call() -> ToolCall {
+        ToolCall::new("c1", "read_file", json!({"path": "a.txt"})).unwrap()
+    }
+
+    fn events() -> Vec<ChatEvent> {
+        vec![
+            ChatEvent::ThinkingDelta { text: "hmm".into() },
+            ChatEvent::ToolCallStarted { call: call() },
+            ChatEvent::ToolResult {
+                call_id: "c1".into(),
+                name: "read_file".into(),
+                content: "alpha\nbeta".into(),
+                is_error: false,
+            },
+            ChatEvent::TurnComplete {
+                turn: 1,
+                usage: Usage {
+                    prompt_tokens: Some(10),
+                    completion_tokens: Some(3),
+                    ..Usage::default()
+                },
+            },
+            ChatEvent::Warning {
+                warning: Warning::new(WarningKind::ContextNearLimit, "context 91% full"),
+            },
+            ChatEvent::TextDelta {
+                text: "The file ".into(),
+            },
+            ChatEvent::TextDelta {
+                text: "says alpha.".into(),
+            },
+            ChatEvent::Finish {
+                reason: FinishReason::Stop,
+                usage: Usage {
+                    prompt_tokens: Some(25),
+                    completion_tokens: Some(7),
+                    total_duration: Some(std::time::Duration::from_millis(1500)),
+                    ..Usage::default()
+                },
+            },
+        ]
+    }
+
+    fn run(format: OutputFormat, style: TextStyle) -> (String, String) {
+        let (out, err) = (Shared::default(), Shared::default());
+        let mut summary = Summary::default();
+        {
+            let mut s = sink(format, style, Box::new(out.clone()), Box::new(err.clone()));
+            for e in events() {
+                summary.record(&e);
+                s.event(&e).unwrap();
+            }
+            s.end(&summary, "m").unwrap();
+        }
+        (out.text(), err.text())
+    }
+
+    const PLAIN: TextStyle = TextStyle {
+        styled: false,
+        terminal: false,
+        hide_thinking: false,
+    };
+
+    #[test]
+    fn text_puts_the_answer_alone_on_stdout() {
+        let (out, err) = run(OutputFormat::Text, PLAIN);
+        assert_eq!(out, "The file says alpha.\n");
+        assert_eq!(
+            err,
+            "Thinking...\nhmm\n...done thinking.\n\n⚙ read_file {\"path\":\"a.txt\"}\n  ✓ read_file alpha beta\nwarning: context 91% full\n"
+        );
+        let (_, err) = run(
+            OutputFormat::Text,
+            TextStyle {
+                styled: false,
+                terminal: false,
+                hide_thinking: true,
+            },
+        );
+        assert!(!err.contains("hmm"));
+    }
+
+    #[test]
+    fn a_warning_mid_answer_leaves_piped_text_whole() {
+        let check = |terminal: bool, expected_out: &str| {
+            let (out, err) = (Shared::default(), Shared::default());
+            let style = TextStyle {
+                styled: false,
+                terminal,
+                hide_thinking: false,
+            };
+            let mut s = TextSink::new(style, Box::new(out.clone()), Box::new(err.clone()));
+            for e in [
+                ChatEvent::TextDelta {
+                    text: "Hello ".into(),
+                },
+                ChatEvent::Warning {
+                    warning: Warning::new(WarningKind::Retrying, "retrying in 1 s"),
+                },
+                ChatEvent::TextDelta {
+                    text: "world.".into(),
+                },
+                ChatEvent::Finish {
+                    reason: FinishReason::Stop,
+                    usage: Usage::default(),
+                },
+            ] {
+                s.event(&e).unwrap();
+            }
+            s.end(&Summary::default(), "m").unwrap();
+            assert_eq!(out.text(), expected_out);
+            assert_eq!(err.text(), "warning: retrying in 1 s\n");
+        };
+        check(false, "Hello world.\n");
+        check(true, "Hello \nworld.\n");
+    }
+
+    /// Pins the `json` schema documented in docs/output-formats.md.
+    #[test]
+    fn json_schema_is_pinned() {
+        let (out, err) = run(OutputFormat::Json, PLAIN);
+        assert_eq!(err, "");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "schema_version": 1,
+                "model": "m",
+                "answer": "The file says alpha.",
+                "thinking": "hmm",
+                "tool_calls": [{
+                    "id": "c1", "name": "read_file", "arguments": {"path": "a.txt"},
+                    "result": "alpha\nbeta", "is_error": false
+                }],
+                "usage": {
+                    "prompt_tokens": 25, "completion_tokens": 7, "total_duration_ms": 1500,
+                    "load_duration_ms": null, "prompt_eval_duration_ms": null, "eval_duration_ms": null
+                },
+                "finish_reason": "stop",
+                "error": null,
+                "warnings": [{"kind": "context_near_limit", "message": "context 91% full"}]
+            })
+        );
+        assert_eq!(out.lines().count(), 1);
+    }
+
+    /// Pins the `stream-json` schema documented in docs/output-formats.md.
+    #[test]
+    fn stream_json_schema_is_pinned() {
+        let (out, _) = run(OutputFormat::StreamJson, PLAIN);
+        let lines: Vec<Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let nulls = json!({"load_duration_ms": null, "prompt_eval_duration_ms": null, "eval_duration_ms": null});
+        let mut turn_usage =
+            json!({"prompt_tokens": 10, "completion_tokens": 3, "total_duration_ms": null});
+        let mut finish_usage =
+            json!({"prompt_tokens": 25, "completion_tokens": 7, "total_duration_ms": 1500});
+        for u in [&mut turn_usage, &mut finish_usage] {
+            u.as_object_mut()
+                .unwrap()
+                .extend(nulls.as_object().unwrap().clone());
+        }
+        assert_eq!(
+            lines,
+            vec![
+                json!({"type": "thinking_delta", "text": "hmm"}),
+                json!({"type": "tool_call_started", "id": "c1", "name": "read_file", "arguments": {"path": "a.txt"}}),
+                json!({"type": "tool_result", "id": "c1", "name": "read_file", "content": "alpha\nbeta", "is_error": false}),
+                json!({"type": "turn_complete", "turn": 1, "usage": turn_usage}),
+                json!({"type": "warning", "warning": {"kind": "context_near_limit", "message": "context 91% full"}}),
+                json!({"type": "text_delta", "text": "The file "}),
+                json!({"type": "text_delta", "text": "says alpha."}),
+                json!({"type": "finish", "finish_reason": "stop", "usage": finish_usage}),
+            ]
+        );
+    }
+
+    #[test]
+    fn errors_carry_kind_and_hint() {
+        let e = ProviderError::new(ProviderErrorKind::ModelNotFound, "model 'x' not found")
+            .with_status(404)
+            .with_hint("ollm pull x");
+        assert_eq!(
+            event_json(&ChatEvent::Error { error: e }),
+            json!({"type": "error", "error": {
+                "kind": "model_not_found", "message": "model 'x' not found",
+                "status": 404, "retryable": false, "hint": "ollm pull x"
+            }})
+        );
+    }
+
+    fn strip(s: &str) -> String {
+        let re = regex::Regex::new("\x1b\\[[0-9;]*m").unwrap();
+        re.replace_all(s, "").into_owned()
+    }
+
+    #[test]
+    fn markdown_keeps_the_text_however_it_is_split() {
+        let text = "# Title\nSome **bold** and `code` here * star.\n```rust\nfn x() {}\n```\ndone";
+        for split in 0..=text.len() {
+            if !text.is_char_boundary(split) {
+                continue;
+            }
+            let mut md = Markdown::default();
+            let mut out = md.feed(&text[..split]);
+            out.push_str(&md.feed(&text[split..]));
+            out.push_str(&md.flush(true));
+            let plain = strip(&out);
+            assert_eq!(
+                plain, "# Title\nSome bold and code here * star.\n```rust\nfn x() {}\n```\ndone",
+                "split at {split}"
+            );
+        }
+    }
+
+    #[test]
+    fn markdown_styles_bold_and_code() {
+        let mut md = Markdown::default();
+        let out = md.feed("a **b** `c`\n");
+        assert!(out.contains(BOLD), "{out:?}");
+        assert!(out.contains(CYAN), "{out:?}");
+    }
+}

@@ -1,0 +1,661 @@
+//! `ollm run`: settling its arguments, building the chat client, and driving one
+//! generation with Ctrl-C cancellation. The interactive loop lives in [`crate::chat`].
+
+use std::io::{IsTerminal, Read};
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use ollm_core::strategy::ToolMode;
+use ollm_core::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ProviderAdapter, Tool};
+use ollm_types::{FinishReason, Message, Think, ToolCall};
+
+use crate::args::{OutputFormat, RunArgs, ThinkArg, ToolModeArg};
+use crate::config::Settings;
+use crate::exit::CliError;
+use crate::render::{self, Sink, Summary, TextStyle};
+use crate::sessions::{Record, Session};
+use crate::tools::approval::{Approver, Mode, TerminalPrompter};
+use crate::tools::{self, workspace::Workspace};
+
+/// A settled `ollm run`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RunPlan {
+    /// The model.
+    pub(crate) model: String,
+    /// The prompt of a one-shot run; `None` for an interactive chat.
+    pub(crate) prompt: Option<String>,
+    /// The output format.
+    pub(crate) format: OutputFormat,
+    /// Text styling.
+    pub(crate) style: TextStyle,
+    /// Offer no tools.
+    pub(crate) no_tools: bool,
+    /// Thinking.
+    pub(crate) think: Option<Think>,
+    /// The chat settings.
+    pub(crate) chat: ChatConfig,
+    /// The session to continue.
+    pub(crate) session: Option<String>,
+    /// How tool calls are approved.
+    pub(crate) approval: Mode,
+}
+
+/// What the terminal looks like, for settling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Terminal {
+    /// stdin is a terminal.
+    pub(crate) stdin: bool,
+    /// stdout is a terminal.
+    pub(crate) stdout: bool,
+    /// `NO_COLOR` is set.
+    pub(crate) no_color: bool,
+}
+
+impl Terminal {
+    /// The process's terminal.
+    pub(crate) fn detect() -> Self {
+        Terminal {
+            stdin: std::io::stdin().is_terminal(),
+            stdout: std::io::stdout().is_terminal(),
+            no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+        }
+    }
+}
+
+fn think(arg: ThinkArg) -> Think {
+    match arg {
+        ThinkArg::On => Think::On,
+        ThinkArg::Off => Think::Off,
+        ThinkArg::Low => Think::Low,
+        ThinkArg::Medium => Think::Medium,
+        ThinkArg::High => Think::High,
+    }
+}
+
+fn tool_mode(arg: ToolModeArg) -> ToolMode {
+    match arg {
+        ToolModeArg::Auto => ToolMode::Auto,
+        ToolModeArg::Native => ToolMode::Native,
+        ToolModeArg::React => ToolMode::React,
+        ToolModeArg::Constrained => ToolMode::Constrained,
+    }
+}
+
+/// Settles `ollm run`'s arguments. `piped` is stdin's text when stdin is not a terminal
+/// (read by the caller, so this stays pure).
+pub(crate) fn settle(
+    args: &RunArgs,
+    settings: &Settings,
+    term: Terminal,
+    piped: Option<String>,
+) -> Result<RunPlan, CliError> {
+    let model = args
+        .model
+        .clone()
+        .or_else(|| settings.model.clone())
+        .ok_or_else(|| {
+            CliError::Usage(
+                "no model given: `ollm run MODEL`, OLLM_MODEL, or default_model in the config"
+                    .into(),
+            )
+        })?;
+    let typed = args.prompt.join(" ");
+    let piped = piped.filter(|p| !p.trim().is_empty());
+    let prompt = match (typed.trim().is_empty(), piped) {
+        (true, None) => None,
+        (true, Some(p)) => Some(p),
+        (false, None) => Some(typed),
+        (false, Some(p)) => Some(format!("{typed}\n\n{p}")),
+    };
+    if prompt.is_none() {
+        if !term.stdin {
+            return Err(CliError::Usage(
+                "no prompt: give one as an argument or on stdin (an interactive chat needs a terminal)"
+                    .into(),
+            ));
+        }
+        if args.output_format != OutputFormat::Text {
+            return Err(CliError::Usage(
+                "--output-format json and stream-json need a prompt (one-shot runs only)".into(),
+            ));
+        }
+    }
+    let approval = if args.yes {
+        Mode::Yes
+    } else if term.stdin {
+        Mode::Ask
+    } else {
+        Mode::Headless
+    };
+    let think = args.think.map(think);
+    let mut chat = ChatConfig {
+        model: model.clone(),
+        system: args.system.clone(),
+        think,
+        ..ChatConfig::default()
+    };
+    if let Some(n) = args.max_turns {
+        chat.max_turns = n;
+    }
+    if let Some(m) = args.tool_mode {
+        chat.tool_mode = tool_mode(m);
+    }
+    if let Some(ctx) = settings.provider.context_length {
+        chat.options.context_length = Some(ctx);
+        chat.context_limits
+            .models
+            .insert(model.clone(), ctx as usize);
+    }
+    Ok(RunPlan {
+        model,
+        prompt,
+        format: args.output_format,
+        style: TextStyle {
+            styled: term.stdout && !term.no_color,
+            terminal: term.stdout,
+            hide_thinking: args.hide_thinking,
+        },
+        no_tools: args.no_tools,
+        think,
+        chat,
+        session: args.session.clone(),
+        approval,
+    })
+}
+
+/// The pieces a chat is made of, kept to rebuild the client (`/clear`, `/model`).
+pub(crate) struct Parts {
+    /// The provider.
+    pub(crate) provider: Arc<dyn ProviderAdapter>,
+    /// The built-in tools.
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
+    /// The approval policy they share.
+    pub(crate) approver: Arc<Approver>,
+}
+
+impl Parts {
+    /// Builds the tools for the working directory.
+    pub(crate) fn new(
+        provider: Arc<dyn ProviderAdapter>,
+        settings: &Settings,
+        approval: Mode,
+    ) -> Result<Self, CliError> {
+        let cwd = std::env::current_dir()?;
+        let ws = Workspace::new(&cwd)?;
+        let approver = Arc::new(Approver::new(
+            approval,
+            &settings.tools.auto_approve,
+            Arc::new(TerminalPrompter),
+        ));
+        let tools = tools::builtin(&ws, &settings.tools, &approver);
+        Ok(Parts {
+            provider,
+            tools,
+            approver,
+        })
+    }
+
+    /// A client with `history` as the conversation so far.
+    pub(crate) fn client(
+        &self,
+        config: &ChatConfig,
+        history: &[Message],
+    ) -> Result<ChatClient, CliError> {
+        Ok(ChatClient::new(
+            Arc::clone(&self.provider),
+            tools::registry(&self.tools)?,
+            config.clone(),
+        )
+        .with_history(history.to_vec()))
+    }
+}
+
+/// Turns a run's events into the messages a session stores.
+#[derive(Debug, Default)]
+pub(crate) struct Transcript {
+    text: String,
+    calls: Vec<ToolCall>,
+    /// The finished messages.
+    pub(crate) messages: Vec<Message>,
+}
+
+impl Transcript {
+    /// Folds one event in.
+    pub(crate) fn record(&mut self, event: &ChatEvent) {
+        match event {
+            ChatEvent::TextDelta { text } => self.text.push_str(text),
+            ChatEvent::ToolCallStarted { call } => self.calls.push(call.clone()),
+            ChatEvent::ToolResult {
+                call_id,
+                name,
+                content,
+                ..
+            } => {
+                self.flush();
+                self.messages
+                    .push(Message::tool_result(call_id, name, content));
+            }
+            ChatEvent::TurnComplete { .. } | ChatEvent::Finish { .. } => self.flush(),
+            _ => {}
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.text.is_empty() || !self.calls.is_empty() {
+            let text = std::mem::take(&mut self.text);
+            let calls = std::mem::take(&mut self.calls);
+            self.messages
+                .push(Message::assistant_with_calls(text, calls));
+        }
+    }
+}
+
+/// How a generation ended.
+pub(crate) struct Outcome {
+    /// What it produced.
+    pub(crate) summary: Summary,
+    /// Its messages (the prompt first).
+    pub(crate) messages: Vec<Message>,
+}
+
+/// Runs one prompt through `client`, showing events in `sink`; Ctrl-C cancels the run
+/// (a second Ctrl-C stops waiting for it to wind down).
+pub(crate) async fn generate(
+    client: &ChatClient,
+    prompt: &str,
+    options: ChatOptions,
+    sink: &mut dyn Sink,
+    model: &str,
+) -> Result<Outcome, CliError> {
+    let run = client.chat(prompt.to_owned(), options);
+    let cancel = run.cancel_token();
+    let interrupts = futures::stream::unfold((), |()| async {
+        tokio::signal::ctrl_c().await.ok().map(|()| ((), ()))
+    });
+    drive(run, || cancel.cancel(), interrupts, prompt, sink, model).await
+}
+
+/// Shows `events` in `sink` until the run finishes; each item of `interrupts` (Ctrl-C)
+/// calls `cancel`, and a second one stops waiting for the run to wind down.
+pub(crate) async fn drive(
+    events: impl Stream<Item = ChatEvent>,
+    cancel: impl Fn(),
+    interrupts: impl Stream<Item = ()>,
+    prompt: &str,
+    sink: &mut dyn Sink,
+    model: &str,
+) -> Result<Outcome, CliError> {
+    let mut events = std::pin::pin!(events);
+    let mut interrupts = std::pin::pin!(interrupts.fuse());
+    let mut summary = Summary::default();
+    let mut transcript = Transcript::default();
+    transcript.messages.push(Message::user(prompt));
+    let mut interrupted = 0;
+    loop {
+        tokio::select! {
+            event = events.next() => {
+                let Some(event) = event else { break };
+                summary.record(&event);
+                transcript.record(&event);
+                sink.event(&event)?;
+                if matches!(event, ChatEvent::Finish { .. }) {
+                    break;
+                }
+            }
+            Some(()) = interrupts.next() => {
+                interrupted += 1;
+                cancel();
+                if interrupted > 1 {
+                    summary.finish_reason = Some(FinishReason::Cancelled);
+                    break;
+                }
+            }
+        }
+    }
+    sink.end(&summary, model)?;
+    Ok(Outcome {
+        summary,
+        messages: transcript.messages,
+    })
+}
+
+/// The exit status a finished run deserves (its error was shown already).
+pub(crate) fn status_of(summary: &Summary) -> Result<(), CliError> {
+    match summary.finish_reason {
+        Some(FinishReason::Cancelled) => Err(CliError::Cancelled),
+        Some(FinishReason::Error) | None => match &summary.error {
+            Some(e) => Err(CliError::Reported(crate::exit::code_for_kind(e.kind))),
+            None if summary.finish_reason.is_none() => Err(CliError::Other(anyhow::anyhow!(
+                "the run ended without finishing"
+            ))),
+            None => Err(CliError::Reported(crate::exit::RUNTIME)),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// Reads piped stdin, if stdin is not a terminal.
+pub(crate) fn read_piped(term: Terminal) -> Result<Option<String>, CliError> {
+    if term.stdin {
+        return Ok(None);
+    }
+    let mut text = String::new();
+    std::io::stdin().read_to_string(&mut text)?;
+    Ok(Some(text))
+}
+
+/// `ollm run` with a prompt.
+pub(crate) async fn one_shot(
+    plan: &RunPlan,
+    settings: &Settings,
+    parts: &Parts,
+    prompt: &str,
+) -> Result<(), CliError> {
+    let session = match &plan.session {
+        Some(name) => Some(Session::open(&settings.data_dir, name)?),
+        None => None,
+    };
+    let history = match &session {
+        Some(s) => load_session(s)?,
+        None => Vec::new(),
+    };
+    let client = parts.client(&plan.chat, &history)?;
+    let options = ChatOptions {
+        no_tools: plan.no_tools,
+        think: plan.think,
+        ..ChatOptions::default()
+    };
+    let mut sink = render::sink(
+        plan.format,
+        plan.style,
+        Box::new(std::io::stdout()),
+        Box::new(std::io::stderr()),
+    );
+    let outcome = generate(&client, prompt, options, sink.as_mut(), &plan.model).await?;
+    drop(sink);
+    if let Some(s) = &session {
+        save_turn(
+            s,
+            settings,
+            &plan.model,
+            history.is_empty(),
+            &outcome.messages,
+        );
+    }
+    status_of(&outcome.summary)
+}
+
+/// Loads a session's messages, telling the user about any damage.
+pub(crate) fn load_session(session: &Session) -> Result<Vec<Message>, CliError> {
+    let loaded = session.load()?;
+    if let Some(aside) = &loaded.moved_aside {
+        render::warn(&format!(
+            "session {:?} was damaged ({} record(s) unreadable); the original was kept as {}",
+            session.name(),
+            loaded.dropped,
+            aside.display()
+        ));
+    }
+    Ok(loaded.messages)
+}
+
+/// Appends a generation's messages to a session (with a `meta` record first for a new
+/// one); a failure to save is a warning, not a failed run.
+pub(crate) fn save_turn(
+    session: &Session,
+    settings: &Settings,
+    model: &str,
+    fresh: bool,
+    messages: &[Message],
+) {
+    let mut records = Vec::new();
+    if fresh {
+        records.push(Record::Meta {
+            version: 1,
+            provider: settings.provider.name.clone(),
+            model: model.to_owned(),
+        });
+    }
+    records.extend(
+        messages
+            .iter()
+            .map(|m| Record::Message { message: m.clone() }),
+    );
+    if let Err(e) = session.append(&records) {
+        render::warn(&format!(
+            "could not save session {:?} to {}: {e}",
+            session.name(),
+            session.path().display()
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::GlobalArgs;
+    use crate::args::OutputFormat;
+    use crate::config::{Env, settle as settle_config};
+    use ollm_types::{Usage, WarningKind};
+
+    fn settings(env: &[(&str, &str)]) -> Settings {
+        settle_config(
+            &GlobalArgs::default(),
+            &Env::from_pairs(env),
+            "c".into(),
+            None,
+        )
+        .unwrap()
+    }
+
+    const TTY: Terminal = Terminal {
+        stdin: true,
+        stdout: true,
+        no_color: false,
+    };
+    const PIPED: Terminal = Terminal {
+        stdin: false,
+        stdout: false,
+        no_color: false,
+    };
+
+    fn args(words: &[&str]) -> RunArgs {
+        use clap::Parser;
+        let mut argv = vec!["ollm", "run"];
+        argv.extend_from_slice(words);
+        match crate::args::Cli::try_parse_from(argv).unwrap().command {
+            crate::args::Command::Run(r) => r,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn prompt_sources() {
+        let s = settings(&[]);
+        let p = settle(&args(&["m", "hello", "there"]), &s, TTY, None).unwrap();
+        assert_eq!(p.prompt.as_deref(), Some("hello there"));
+        assert_eq!(p.approval, Mode::Ask);
+        let p = settle(&args(&["m"]), &s, PIPED, Some("from stdin".into())).unwrap();
+        assert_eq!(p.prompt.as_deref(), Some("from stdin"));
+        assert_eq!(p.approval, Mode::Headless);
+        assert!(!p.style.styled);
+        let p = settle(&args(&["m", "sum up"]), &s, PIPED, Some("text".into())).unwrap();
+        assert_eq!(p.prompt.as_deref(), Some("sum up\n\ntext"));
+        let p = settle(&args(&["m"]), &s, TTY, None).unwrap();
+        assert_eq!(p.prompt, None, "interactive");
+        let p = settle(&args(&["m", "--yes", "x"]), &s, PIPED, None).unwrap();
+        assert_eq!(p.approval, Mode::Yes);
+    }
+
+    #[test]
+    fn usage_errors() {
+        let s = settings(&[]);
+        let check = |words: &[&str], term, piped: Option<&str>| {
+            let err = settle(&args(words), &s, term, piped.map(str::to_owned)).unwrap_err();
+            assert!(matches!(err, CliError::Usage(_)), "{words:?}");
+        };
+        check(&[], TTY, None);
+        check(&["m"], PIPED, Some("  "));
+        check(&["m", "--output-format", "json"], TTY, None);
+    }
+
+    #[test]
+    fn model_falls_back_to_env_and_flags_fill_the_config() {
+        let s = settings(&[("OLLM_MODEL", "qwen3")]);
+        let p = settle(
+            &args(&[
+                "--think=low",
+                "--max-turns",
+                "3",
+                "--tool-mode",
+                "react",
+                "--system",
+                "be brief",
+            ]),
+            &s,
+            TTY,
+            None,
+        )
+        .unwrap();
+        assert_eq!(p.model, "qwen3");
+        assert_eq!(p.chat.max_turns, 3);
+        assert_eq!(p.chat.tool_mode, ToolMode::React);
+        assert_eq!(p.chat.think, Some(Think::Low));
+        assert_eq!(p.chat.system.as_deref(), Some("be brief"));
+    }
+
+    #[test]
+    fn transcript_follows_turns() {
+        let call = ToolCall::new("c1", "list_dir", serde_json::json!({})).unwrap();
+        let mut t = Transcript::default();
+        for e in [
+            ChatEvent::ToolCallStarted { call: call.clone() },
+            ChatEvent::ToolResult {
+                call_id: "c1".into(),
+                name: "list_dir".into(),
+                content: "a.txt".into(),
+                is_error: false,
+            },
+            ChatEvent::TurnComplete {
+                turn: 1,
+                usage: Usage::default(),
+            },
+            ChatEvent::TextDelta {
+                text: "One ".into(),
+            },
+            ChatEvent::TextDelta {
+                text: "file.".into(),
+            },
+            ChatEvent::Finish {
+                reason: FinishReason::Stop,
+                usage: Usage::default(),
+            },
+        ] {
+            t.record(&e);
+        }
+        assert_eq!(
+            t.messages,
+            vec![
+                Message::assistant_with_calls("", vec![call]),
+                Message::tool_result("c1", "list_dir", "a.txt"),
+                Message::assistant("One file."),
+            ]
+        );
+    }
+
+    /// A run that streams some text, then waits to be cancelled.
+    fn cancellable_run(
+        token: tokio_util::sync::CancellationToken,
+    ) -> impl Stream<Item = ChatEvent> {
+        let head = futures::stream::iter([ChatEvent::TextDelta {
+            text: "partial".into(),
+        }]);
+        let tail = futures::stream::once(async move {
+            token.cancelled().await;
+            ChatEvent::Finish {
+                reason: FinishReason::Cancelled,
+                usage: Usage::default(),
+            }
+        });
+        head.chain(tail)
+    }
+
+    fn quiet_sink() -> Box<dyn Sink> {
+        render::sink(
+            OutputFormat::Json,
+            TextStyle {
+                styled: false,
+                terminal: false,
+                hide_thinking: false,
+            },
+            Box::new(std::io::sink()),
+            Box::new(std::io::sink()),
+        )
+    }
+
+    #[tokio::test]
+    async fn ctrl_c_cancels_the_run_and_exits_130() {
+        let token = tokio_util::sync::CancellationToken::new();
+        let t = token.clone();
+        let mut sink = quiet_sink();
+        let out = drive(
+            cancellable_run(token.clone()),
+            move || t.cancel(),
+            futures::stream::once(async {}),
+            "q",
+            sink.as_mut(),
+            "m",
+        )
+        .await
+        .unwrap();
+        assert!(token.is_cancelled());
+        assert_eq!(out.summary.answer, "partial");
+        assert_eq!(status_of(&out.summary).unwrap_err().exit_code(), 130);
+        assert_eq!(
+            out.messages,
+            vec![Message::user("q"), Message::assistant("partial")]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_second_ctrl_c_stops_waiting() {
+        let mut sink = quiet_sink();
+        // The run ignores cancellation; two interrupts end the wait anyway.
+        let stuck = futures::stream::pending::<ChatEvent>();
+        let out = drive(
+            stuck,
+            || {},
+            futures::stream::iter([(), ()]),
+            "q",
+            sink.as_mut(),
+            "m",
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.summary.finish_reason, Some(FinishReason::Cancelled));
+    }
+
+    #[test]
+    fn exit_status_of_runs() {
+        let mut s = Summary {
+            finish_reason: Some(FinishReason::Stop),
+            ..Summary::default()
+        };
+        assert!(status_of(&s).is_ok());
+        s.finish_reason = Some(FinishReason::Cancelled);
+        assert_eq!(status_of(&s).unwrap_err().exit_code(), 130);
+        s.finish_reason = Some(FinishReason::Error);
+        s.error = Some(ollm_types::ProviderError::new(
+            ollm_types::ProviderErrorKind::Connection,
+            "refused",
+        ));
+        assert_eq!(status_of(&s).unwrap_err().exit_code(), 3);
+        s.finish_reason = None;
+        s.error = None;
+        assert_eq!(status_of(&s).unwrap_err().exit_code(), 1);
+        s.warnings
+            .push(ollm_types::Warning::new(WarningKind::Other, "x"));
+        s.finish_reason = Some(FinishReason::MaxTurns);
+        assert!(status_of(&s).is_ok());
+    }
+}

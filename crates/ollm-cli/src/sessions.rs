@@ -1,0 +1,332 @@
+//! Saved conversations: one append-only JSON Lines file per session.
+//!
+//! Each line is one [`Record`]; a line is written with a single `write` and synced, so a
+//! crash leaves at worst a torn last line. Loading never rewrites a file in place: a file
+//! with a torn tail is copied aside (`NAME.jsonl.damaged-<unix time>`) and the valid
+//! records are written to a temporary file that replaces it by rename; a file with a bad
+//! line in the middle is moved aside whole and the session starts empty. Either way the
+//! user is told where the original went.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use ollm_types::Message;
+use serde::{Deserialize, Serialize};
+
+use crate::exit::CliError;
+
+/// One line of a session file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Record {
+    /// Written first: who the conversation was with.
+    Meta {
+        /// The file format version.
+        version: u32,
+        /// The provider name.
+        provider: String,
+        /// The model.
+        model: String,
+    },
+    /// A message of the conversation.
+    Message {
+        /// The message.
+        message: Message,
+    },
+    /// `/clear`: the messages before this line are no longer part of the conversation.
+    Clear,
+}
+
+/// What loading a session found.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Loaded {
+    /// The conversation (after the last `Clear`).
+    pub(crate) messages: Vec<Message>,
+    /// The model recorded, if any.
+    pub(crate) model: Option<String>,
+    /// Where a damaged original was moved, if it was.
+    pub(crate) moved_aside: Option<PathBuf>,
+    /// How many records were lost to the damage.
+    pub(crate) dropped: usize,
+}
+
+/// A session file.
+#[derive(Debug, Clone)]
+pub(crate) struct Session {
+    path: PathBuf,
+    name: String,
+}
+
+/// The directory sessions live in.
+pub(crate) fn dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("sessions")
+}
+
+/// Checks a session name: letters, digits, `-`, `_`, `.`, not starting with `.`, at most
+/// 64 characters.
+pub(crate) fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+impl Session {
+    /// The session `name` under `data_dir`.
+    pub(crate) fn open(data_dir: &Path, name: &str) -> Result<Self, CliError> {
+        if !valid_name(name) {
+            return Err(CliError::Usage(format!(
+                "invalid session name {name:?}: use letters, digits, '-', '_' or '.'"
+            )));
+        }
+        Ok(Session {
+            path: dir(data_dir).join(format!("{name}.jsonl")),
+            name: name.to_owned(),
+        })
+    }
+
+    /// Its name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads the conversation, repairing or moving aside a damaged file (see the module
+    /// docs). A missing file is an empty session.
+    pub(crate) fn load(&self) -> std::io::Result<Loaded> {
+        let bytes = match std::fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::default()),
+            Err(e) => return Err(e),
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let mut records = Vec::new();
+        let mut bad_line = None;
+        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<Record>(line.trim_end()) {
+                Ok(r) if line.ends_with('\n') => records.push(r),
+                _ => {
+                    bad_line = Some(i);
+                    break;
+                }
+            }
+        }
+        let mut loaded = Loaded::default();
+        if let Some(i) = bad_line {
+            let aside = self.aside_path();
+            if i + 1 == lines.len() {
+                // A torn tail: keep the original aside, write the good part back.
+                std::fs::copy(&self.path, &aside)?;
+                let mut good = String::new();
+                for r in &records {
+                    good.push_str(&serde_json::to_string(r).map_err(std::io::Error::other)?);
+                    good.push('\n');
+                }
+                self.replace_with(good.as_bytes())?;
+                loaded.dropped = 1;
+            } else {
+                std::fs::rename(&self.path, &aside)?;
+                loaded.dropped = lines.len() - records.len();
+                records.clear();
+            }
+            loaded.moved_aside = Some(aside);
+        }
+        for r in records {
+            match r {
+                Record::Meta { model, .. } => loaded.model = Some(model),
+                Record::Message { message } => loaded.messages.push(message),
+                Record::Clear => loaded.messages.clear(),
+            }
+        }
+        Ok(loaded)
+    }
+
+    /// Appends records, one line each, and syncs.
+    pub(crate) fn append(&self, records: &[Record]) -> std::io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        if let Some(d) = self.path.parent() {
+            std::fs::create_dir_all(d)?;
+        }
+        let mut buf = String::new();
+        for r in records {
+            buf.push_str(&serde_json::to_string(r).map_err(std::io::Error::other)?);
+            buf.push('\n');
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
+        f.write_all(buf.as_bytes())?;
+        f.sync_data()
+    }
+
+    /// Replaces the whole file atomically (temp file in the same directory, then rename).
+    pub(crate) fn replace_with(&self, contents: &[u8]) -> std::io::Result<()> {
+        let d = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(d)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(d)?;
+        tmp.write_all(contents)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(&self.path).map_err(|e| e.error)?;
+        Ok(())
+    }
+
+    fn aside_path(&self) -> PathBuf {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut n = 0;
+        loop {
+            let suffix = if n == 0 {
+                format!("damaged-{secs}")
+            } else {
+                format!("damaged-{secs}-{n}")
+            };
+            let p = self.path.with_extension(format!("jsonl.{suffix}"));
+            if !p.exists() {
+                return p;
+            }
+            n += 1;
+        }
+    }
+}
+
+/// A saved session, for `ollm sessions list`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Listed {
+    /// Its name.
+    pub(crate) name: String,
+    /// Size in bytes.
+    pub(crate) bytes: u64,
+    /// Last modified, seconds since the epoch.
+    pub(crate) modified: Option<u64>,
+}
+
+/// The saved sessions, by name.
+pub(crate) fn list(data_dir: &Path) -> std::io::Result<Vec<Listed>> {
+    let d = dir(data_dir);
+    let entries = match std::fs::read_dir(&d) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(stem) = name.strip_suffix(".jsonl") else {
+            continue;
+        };
+        let meta = entry.metadata()?;
+        out.push(Listed {
+            name: stem.to_owned(),
+            bytes: meta.len(),
+            modified: meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_secs()),
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msgs(s: &Session, n: usize) {
+        let records: Vec<Record> = (0..n)
+            .map(|i| Record::Message {
+                message: Message::user(format!("m{i}")),
+            })
+            .collect();
+        s.append(&records).unwrap();
+    }
+
+    #[test]
+    fn round_trip_and_clear() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Session::open(d.path(), "work").unwrap();
+        assert_eq!(s.load().unwrap(), Loaded::default());
+        s.append(&[Record::Meta {
+            version: 1,
+            provider: "ollama".into(),
+            model: "qwen3".into(),
+        }])
+        .unwrap();
+        msgs(&s, 2);
+        let l = s.load().unwrap();
+        assert_eq!(l.messages.len(), 2);
+        assert_eq!(l.model.as_deref(), Some("qwen3"));
+        s.append(&[Record::Clear]).unwrap();
+        msgs(&s, 1);
+        assert_eq!(s.load().unwrap().messages, vec![Message::user("m0")]);
+        assert_eq!(list(d.path()).unwrap()[0].name, "work");
+    }
+
+    #[test]
+    fn a_torn_tail_is_repaired_and_the_original_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Session::open(d.path(), "t").unwrap();
+        msgs(&s, 2);
+        let original = {
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(s.path())
+                .unwrap();
+            f.write_all(br#"{"type":"message","mess"#).unwrap();
+            std::fs::read(s.path()).unwrap()
+        };
+        let l = s.load().unwrap();
+        assert_eq!(l.messages.len(), 2);
+        assert_eq!(l.dropped, 1);
+        let aside = l.moved_aside.unwrap();
+        assert_eq!(std::fs::read(&aside).unwrap(), original);
+        // The repaired file takes appends cleanly.
+        msgs(&s, 1);
+        assert_eq!(s.load().unwrap().messages.len(), 3);
+        assert_eq!(s.load().unwrap().moved_aside, None);
+    }
+
+    #[test]
+    fn a_damaged_middle_is_moved_aside_never_overwritten() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Session::open(d.path(), "t").unwrap();
+        msgs(&s, 1);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(s.path())
+            .unwrap()
+            .write_all(b"garbage\n")
+            .unwrap();
+        msgs(&s, 1);
+        let original = std::fs::read(s.path()).unwrap();
+        let l = s.load().unwrap();
+        assert!(l.messages.is_empty());
+        assert_eq!(std::fs::read(l.moved_aside.unwrap()).unwrap(), original);
+        assert!(!s.path().exists());
+    }
+
+    #[test]
+    fn names_are_checked() {
+        let d = tempfile::tempdir().unwrap();
+        for bad in ["", "../x", "a/b", ".hidden", &"x".repeat(65)] {
+            assert!(Session::open(d.path(), bad).is_err(), "{bad}");
+        }
+        assert!(Session::open(d.path(), "my-chat_2.v1").is_ok());
+    }
+}

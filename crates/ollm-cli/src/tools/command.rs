@@ -1,0 +1,393 @@
+//! `run_command`: a program and an argument list, never a shell.
+//!
+//! A call must name an allowed program (or an allowed `program subcommand` pair), contain
+//! no shell metacharacters anywhere (they would mean the model expects a shell), and be
+//! approved. It runs in the working directory with stdin closed, a timeout and an output
+//! cap, and dies with the chat (`kill_on_drop`). Every execution is appended to the audit
+//! log as one JSON line.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use ollm_core::{Tool, ToolError};
+use ollm_types::ToolSchema;
+use serde_json::{Map, Value, json};
+use tokio::io::AsyncReadExt;
+
+use super::approval::Approver;
+use super::cap_output;
+use super::workspace::Workspace;
+use crate::config::ToolSettings;
+
+/// What `run_command` may do.
+#[derive(Debug, Clone)]
+pub(crate) struct CommandPolicy {
+    /// Entries such as `ls` (any arguments) or `git status` (that subcommand only).
+    pub(crate) allowed: Vec<String>,
+    /// How long a command may run.
+    pub(crate) timeout: Duration,
+    /// Bytes of output kept.
+    pub(crate) output_limit: usize,
+    /// The audit log.
+    pub(crate) audit_log: PathBuf,
+}
+
+impl CommandPolicy {
+    /// The policy the settings describe.
+    pub(crate) fn from_settings(s: &ToolSettings) -> Self {
+        CommandPolicy {
+            allowed: s.allowed_commands.clone(),
+            timeout: s.command_timeout,
+            output_limit: s.output_limit,
+            audit_log: s.audit_log.clone(),
+        }
+    }
+}
+
+/// Why a command line was refused before anything ran.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// The program name was empty.
+    #[error("no program given")]
+    Empty,
+    /// A shell metacharacter appeared.
+    #[error(
+        "{0:?} contains {1:?}: commands run without a shell, so chaining, pipes, redirection and substitution are refused"
+    )]
+    Metacharacter(String, &'static str),
+    /// The program is not on the allowlist.
+    #[error("{0:?} is not an allowed command (allowed: {1})")]
+    NotAllowed(String, String),
+}
+
+/// Sequences that only mean something to a shell.
+const METACHARACTERS: &[&str] = &[";", "&&", "||", "|", ">", "<", "`", "$(", "&", "\n"];
+
+/// Checks a command line against the allowlist and the metacharacter rule.
+pub(crate) fn check_command(
+    allowed: &[String],
+    program: &str,
+    args: &[String],
+) -> Result<(), Refusal> {
+    if program.trim().is_empty() {
+        return Err(Refusal::Empty);
+    }
+    for word in std::iter::once(program).chain(args.iter().map(String::as_str)) {
+        if let Some(m) = METACHARACTERS.iter().find(|m| word.contains(**m)) {
+            return Err(Refusal::Metacharacter(word.to_owned(), m));
+        }
+    }
+    // A path to a program is not the program: `./ls` or `/tmp/ls` are refused.
+    let ok = allowed.iter().any(|entry| {
+        let mut words = entry.split_whitespace();
+        let Some(prog) = words.next() else {
+            return false;
+        };
+        let rest: Vec<&str> = words.collect();
+        prog == program
+            && rest.len() <= args.len()
+            && rest.iter().zip(args).all(|(want, got)| *want == got)
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(Refusal::NotAllowed(program.to_owned(), allowed.join(", ")))
+    }
+}
+
+/// The `run_command` tool.
+pub(crate) struct RunCommand {
+    ws: Workspace,
+    policy: CommandPolicy,
+    approver: Arc<Approver>,
+}
+
+impl RunCommand {
+    /// The tool.
+    pub(crate) fn new(ws: Workspace, policy: CommandPolicy, approver: Arc<Approver>) -> Self {
+        RunCommand {
+            ws,
+            policy,
+            approver,
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for RunCommand {
+    fn schema(&self) -> ToolSchema {
+        ToolSchema::new(
+            "run_command",
+            format!(
+                "Run a program (no shell) in the working directory and return its exit status and output. \
+                 The user must approve. Allowed: {}.",
+                self.policy.allowed.join(", ")
+            ),
+            json!({
+                "type": "object",
+                "properties": {
+                    "program": {"type": "string", "description": "The program, for example \"git\"."},
+                    "args": {"type": "array", "items": {"type": "string"}, "description": "Its arguments, one per item."}
+                },
+                "required": ["program"]
+            }),
+        )
+    }
+
+    async fn execute(&self, arguments: Map<String, Value>) -> Result<Value, ToolError> {
+        let program = arguments
+            .get("program")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ToolError::Failed("missing string argument `program`".into()))?
+            .to_owned();
+        let args: Vec<String> = match arguments.get("args") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| ToolError::Failed("`args` must be strings".into()))
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(ToolError::Failed("`args` must be an array".into())),
+        };
+        check_command(&self.policy.allowed, &program, &args)
+            .map_err(|r| ToolError::Failed(r.to_string()))?;
+        let line = std::iter::once(program.as_str())
+            .chain(args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !self
+            .approver
+            .approve("run_command", &program, format!("run_command: {line}"))
+            .await
+        {
+            audit(&self.policy.audit_log, &program, &args, "denied", "");
+            return Err(ToolError::Denied(None));
+        }
+        let outcome = run(&self.ws, &self.policy, &program, &args).await;
+        let (status, output) = match &outcome {
+            Ok((status, output)) => (status.clone(), output.clone()),
+            Err(e) => (format!("failed: {e}"), String::new()),
+        };
+        audit(&self.policy.audit_log, &program, &args, &status, &output);
+        let (status, output) = outcome?;
+        Ok(Value::String(format!("{status}\n{output}")))
+    }
+}
+
+async fn run(
+    ws: &Workspace,
+    policy: &CommandPolicy,
+    program: &str,
+    args: &[String],
+) -> Result<(String, String), ToolError> {
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .current_dir(ws.root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| ToolError::Failed(format!("cannot start {program}: {e}")))?;
+    let cap = policy.output_limit as u64 + 1;
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let collect = async {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let read_out = async {
+            if let Some(s) = stdout.as_mut() {
+                let _ = s.take(cap).read_to_end(&mut out).await;
+            }
+        };
+        let read_err = async {
+            if let Some(s) = stderr.as_mut() {
+                let _ = s.take(cap).read_to_end(&mut err).await;
+            }
+        };
+        tokio::join!(read_out, read_err);
+        let status = child.wait().await;
+        (status, out, err)
+    };
+    match tokio::time::timeout(policy.timeout, collect).await {
+        Err(_) => Err(ToolError::Failed(format!(
+            "{program} did not finish within {} s and was killed",
+            policy.timeout.as_secs()
+        ))),
+        Ok((status, out, err)) => {
+            let status = status.map_err(|e| ToolError::Failed(e.to_string()))?;
+            let mut text = String::from_utf8_lossy(&out).into_owned();
+            if !err.is_empty() {
+                text.push_str("\n[stderr]\n");
+                text.push_str(&String::from_utf8_lossy(&err));
+            }
+            let status = match status.code() {
+                Some(c) => format!("exit status {c}"),
+                None => "killed by a signal".to_owned(),
+            };
+            Ok((status, cap_output(&text, policy.output_limit)))
+        }
+    }
+}
+
+/// Appends one JSON line to the audit log; failures to log are reported on stderr but do
+/// not fail the call (the command has already run).
+fn audit(path: &std::path::Path, program: &str, args: &[String], status: &str, output: &str) {
+    let record = json!({
+        "time_unix": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        "program": program,
+        "args": args,
+        "status": status,
+        "output": cap_output(output, 2048),
+    });
+    let write = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        f.write_all(format!("{record}\n").as_bytes())
+    };
+    if let Err(e) = write() {
+        crate::render::warn(&format!(
+            "could not write the audit log {}: {e}",
+            path.display()
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::approval::{Mode, tests::Scripted};
+    use super::*;
+
+    fn allowed() -> Vec<String> {
+        crate::config::DEFAULT_ALLOWED_COMMANDS
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect()
+    }
+
+    fn check(program: &str, args: &[&str]) -> Result<(), Refusal> {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        check_command(&allowed(), program, &args)
+    }
+
+    #[test]
+    fn allowlist_and_subcommands() {
+        assert_eq!(check("ls", &["-la"]), Ok(()));
+        assert_eq!(check("git", &["status", "--short"]), Ok(()));
+        assert!(matches!(
+            check("git", &["push"]),
+            Err(Refusal::NotAllowed(..))
+        ));
+        assert!(matches!(check("git", &[]), Err(Refusal::NotAllowed(..))));
+        assert!(matches!(
+            check("rm", &["-rf"]),
+            Err(Refusal::NotAllowed(..))
+        ));
+        assert!(matches!(
+            check("/bin/ls", &[]),
+            Err(Refusal::NotAllowed(..))
+        ));
+        assert_eq!(check(" ", &[]), Err(Refusal::Empty));
+    }
+
+    #[test]
+    fn shell_syntax_is_refused_everywhere() {
+        for bad in [";", "&&", "||", "|", ">", "<", "`", "$(", "&"] {
+            let word = format!("a{bad}b");
+            assert!(
+                matches!(check("ls", &[&word]), Err(Refusal::Metacharacter(..))),
+                "{bad}"
+            );
+            assert!(
+                matches!(check(&word, &[]), Err(Refusal::Metacharacter(..))),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            check("ls", &["; rm -rf /"]),
+            Err(Refusal::Metacharacter(..))
+        ));
+    }
+
+    fn tool(dir: &std::path::Path, mode: Mode, timeout: Duration) -> RunCommand {
+        let ws = Workspace::new(dir).unwrap();
+        let mut allowed = allowed();
+        allowed.push("sleep".into());
+        let policy = CommandPolicy {
+            allowed,
+            timeout,
+            output_limit: 100,
+            audit_log: dir.join("audit/audit.log"),
+        };
+        RunCommand::new(
+            ws,
+            policy,
+            Arc::new(Approver::new(mode, &[], Scripted::new(&[]))),
+        )
+    }
+
+    fn args(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        }
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn runs_in_the_workspace_caps_and_audits() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("big.txt"), "x".repeat(500)).unwrap();
+        let t = tool(dir.path(), Mode::Yes, Duration::from_secs(20));
+        let out = t
+            .execute(args(json!({"program": "cat", "args": ["big.txt"]})))
+            .await
+            .unwrap();
+        let out = out.as_str().unwrap();
+        assert!(out.starts_with("exit status 0\n"), "{out}");
+        assert!(out.contains("[output truncated"), "{out}");
+        let log = std::fs::read_to_string(dir.path().join("audit/audit.log")).unwrap();
+        let rec: Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+        assert_eq!(rec["program"], "cat");
+        assert_eq!(rec["args"], json!(["big.txt"]));
+        assert_eq!(rec["status"], "exit status 0");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn denied_calls_do_not_run_but_are_audited() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = tool(dir.path(), Mode::Headless, Duration::from_secs(20));
+        let err = t.execute(args(json!({"program": "ls"}))).await.unwrap_err();
+        assert_eq!(err, ToolError::Denied(None));
+        assert_eq!(err.to_string(), "denied by the user");
+        let log = std::fs::read_to_string(dir.path().join("audit/audit.log")).unwrap();
+        assert!(log.contains("\"denied\""));
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn commands_time_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = tool(dir.path(), Mode::Yes, Duration::from_millis(200));
+        let err = t
+            .execute(args(json!({"program": "sleep", "args": ["30"]})))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::Failed(_)));
+    }
+}

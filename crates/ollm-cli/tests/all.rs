@@ -1,0 +1,434 @@
+//! End-to-end tests of the `ollm` binary: one test binary, one module per area.
+//!
+//! Every run is isolated: `OLLM_CONFIG` and `OLLM_DATA_DIR` point into a temporary
+//! directory and the address variables are cleared, so nothing on the machine leaks in.
+//! Tests against a server pass `--host http://127.0.0.1:PORT` to [`Ollm::run`], which is
+//! all a loopback mock needs.
+
+// Setup helpers outside `#[test]` functions panic on a broken test environment by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// An isolated environment to run the binary in.
+struct Ollm {
+    dir: tempfile::TempDir,
+}
+
+impl Ollm {
+    fn new() -> Self {
+        Ollm {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn config_path(&self) -> PathBuf {
+        self.dir.path().join("config.toml")
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn write_config(&self, text: &str) {
+        std::fs::write(self.config_path(), text).unwrap();
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ollm"));
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .env("OLLM_CONFIG", self.config_path())
+            .env("OLLM_DATA_DIR", self.data_dir())
+            .env("NO_COLOR", "1")
+            .env_remove("OLLAMA_HOST")
+            .env_remove("OLLM_HOST")
+            .env_remove("OLLM_PROVIDER")
+            .env_remove("OLLM_MODEL");
+        cmd
+    }
+
+    /// Runs `ollm ARGS` with `stdin` piped in (empty when `None`).
+    fn run_with(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Output {
+        let mut cmd = self.command(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        {
+            let mut input = child.stdin.take().unwrap();
+            if let Some(text) = stdin {
+                input.write_all(text.as_bytes()).unwrap();
+            }
+        }
+        child.wait_with_output().unwrap()
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_with(args, &[], None)
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+/// A loopback port with nothing listening (so no test ever reaches a real local server).
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+mod usage {
+    use super::*;
+
+    #[test]
+    fn bad_flags_and_unknown_commands_exit_2() {
+        let o = Ollm::new();
+        assert_eq!(code(&o.run(&["frobnicate"])), 2);
+        assert_eq!(
+            code(&o.run(&["run", "m", "--output-format", "yaml", "x"])),
+            2
+        );
+        assert_eq!(code(&o.run(&["run", "m", "--max-turns", "0", "x"])), 2);
+    }
+
+    #[test]
+    fn help_and_version_exit_0() {
+        let o = Ollm::new();
+        let out = o.run(&["--help"]);
+        assert_eq!(code(&out), 0);
+        assert!(stdout(&out).contains("run"));
+        let out = o.run(&["--version"]);
+        assert_eq!(code(&out), 0);
+        assert_eq!(
+            stdout(&out).trim(),
+            format!("ollm {}", env!("CARGO_PKG_VERSION"))
+        );
+    }
+
+    #[test]
+    fn run_without_a_model_or_a_prompt_is_a_usage_error() {
+        let o = Ollm::new();
+        let out = o.run(&["run"]);
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        // Piped but empty stdin: no prompt, and no terminal to chat on.
+        let out = o.run_with(&["run", "m"], &[], Some(""));
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        let out = o.run(&["run", "m", "--session", "../escape", "hi"]);
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+    }
+
+    #[test]
+    fn unknown_provider_and_broken_config_exit_2() {
+        let o = Ollm::new();
+        let out = o.run(&["--provider", "nope", "list"]);
+        assert_eq!(code(&out), 2);
+        assert!(stderr(&out).contains("nope"));
+        o.write_config("[providers.x]\nkind = \"grpc\"\n");
+        let out = o.run(&["list"]);
+        assert_eq!(code(&out), 2);
+        assert!(stderr(&out).contains("config.toml"), "{}", stderr(&out));
+    }
+}
+
+mod config {
+    use super::*;
+
+    #[test]
+    fn path_honours_ollm_config_and_the_flag() {
+        let o = Ollm::new();
+        let out = o.run(&["config", "path"]);
+        assert_eq!(stdout(&out).trim(), o.config_path().display().to_string());
+        let out = o.run(&["--config", "/x/y.toml", "config", "path"]);
+        assert_eq!(stdout(&out).trim(), "/x/y.toml");
+    }
+
+    #[test]
+    fn show_settles_precedence_and_masks_secrets() {
+        let o = Ollm::new();
+        o.write_config(
+            r#"
+default_provider = "lab"
+[providers.lab]
+kind = "openai"
+base_url = "http://127.0.0.1:8000/v1"
+api_key_env = "OLLM_E2E_KEY"
+default_model = "small"
+"#,
+        );
+        let out = o.run_with(
+            &["config", "show"],
+            &[("OLLM_E2E_KEY", "sk-very-secret")],
+            None,
+        );
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(text.contains("provider = \"lab\""), "{text}");
+        assert!(
+            text.contains("base_url = \"http://127.0.0.1:8000/v1\""),
+            "{text}"
+        );
+        assert!(text.contains("model = \"small\""), "{text}");
+        assert!(!text.contains("sk-very-secret"), "{text}");
+        // Environment over file, flag over environment.
+        let out = o.run_with(
+            &["--host", "127.0.0.1:9001", "config", "show"],
+            &[
+                ("OLLM_PROVIDER", "ollama"),
+                ("OLLAMA_HOST", "127.0.0.1:9000"),
+            ],
+            None,
+        );
+        let text = stdout(&out);
+        assert!(text.contains("provider = \"ollama\""), "{text}");
+        assert!(
+            text.contains("base_url = \"http://127.0.0.1:9001\""),
+            "{text}"
+        );
+    }
+}
+
+mod generated {
+    use super::*;
+
+    #[test]
+    fn completions_and_man_page() {
+        let o = Ollm::new();
+        for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+            let out = o.run(&["completions", shell]);
+            assert_eq!(code(&out), 0, "{shell}");
+            assert!(stdout(&out).contains("ollm"), "{shell}");
+        }
+        let out = o.run(&["man"]);
+        assert_eq!(code(&out), 0);
+        assert!(stdout(&out).starts_with(".ie"), "{}", stdout(&out));
+        assert!(stdout(&out).contains("ollm"));
+    }
+}
+
+mod sessions {
+    use super::*;
+
+    fn write_session(data: &Path, name: &str, text: &str) -> PathBuf {
+        let dir = data.join("sessions");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.jsonl"));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn list_shows_saved_sessions() {
+        let o = Ollm::new();
+        let out = o.run(&["sessions", "list"]);
+        assert_eq!(code(&out), 0);
+        assert!(stdout(&out).starts_with("no sessions"));
+        write_session(&o.data_dir(), "alpha", "");
+        write_session(&o.data_dir(), "beta", "");
+        let out = o.run(&["sessions", "list"]);
+        let names: Vec<String> = stdout(&out)
+            .lines()
+            .map(|l| l.split('\t').next().unwrap().to_owned())
+            .collect();
+        assert_eq!(names, vec!["alpha", "beta"]);
+    }
+
+    #[test]
+    fn a_damaged_session_is_moved_aside_and_reported() {
+        let o = Ollm::new();
+        let path = write_session(&o.data_dir(), "bad", "not json\n{}\n");
+        let host = format!("127.0.0.1:{}", closed_port());
+        let out = o.run(&["--host", &host, "run", "m", "--session", "bad", "hello"]);
+        assert!(stderr(&out).contains("damaged"), "{}", stderr(&out));
+        let kept: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("bad.jsonl.damaged-"))
+            .collect();
+        assert_eq!(kept.len(), 1);
+        let aside = path.parent().unwrap().join(&kept[0]);
+        assert_eq!(std::fs::read_to_string(aside).unwrap(), "not json\n{}\n");
+    }
+}
+
+mod server {
+    use super::*;
+
+    #[test]
+    fn version_prints_the_client_even_without_a_server() {
+        let o = Ollm::new();
+        let host = format!("127.0.0.1:{}", closed_port());
+        let out = o.run(&["--host", &host, "version"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(
+            stdout(&out).lines().next().unwrap(),
+            format!("ollm version {}", env!("CARGO_PKG_VERSION"))
+        );
+        assert!(stderr(&out).contains("warning"), "{}", stderr(&out));
+    }
+}
+
+mod terminal {
+    //! The interactive chat through a real pseudo-terminal (tmux on a private socket).
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    struct Tmux {
+        socket: String,
+    }
+
+    impl Tmux {
+        fn start(o: &Ollm, args: &[&str]) -> Self {
+            let socket = format!(
+                "ollm-test-{}-{}",
+                std::process::id(),
+                o.dir.path().file_name().unwrap().to_string_lossy()
+            );
+            let mut line = vec![env!("CARGO_BIN_EXE_ollm").to_owned()];
+            line.extend(args.iter().map(|a| (*a).to_owned()));
+            let status = Command::new("tmux")
+                .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+                .args(["-x", "120", "-y", "40", "-c"])
+                .arg(o.dir.path())
+                .args(["-e", &format!("OLLM_CONFIG={}", o.config_path().display())])
+                .args(["-e", &format!("OLLM_DATA_DIR={}", o.data_dir().display())])
+                .args(["-e", "NO_COLOR=1", "-e", "OLLAMA_HOST="])
+                .args(["-e", &format!("OLLM_HOST=127.0.0.1:{}", closed_port())])
+                .args(["-e", "OLLM_PROVIDER=", "-e", "OLLM_MODEL="])
+                .args(line)
+                .status()
+                .expect("tmux must be installed for the terminal tests");
+            assert!(status.success());
+            Tmux { socket }
+        }
+
+        fn screen(&self) -> String {
+            let out = Command::new("tmux")
+                .args(["-L", &self.socket, "capture-pane", "-p", "-S", "-200"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+
+        fn send(&self, keys: &[&str]) {
+            let status = Command::new("tmux")
+                .args(["-L", &self.socket, "send-keys"])
+                .args(keys)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+
+        /// Waits until the screen satisfies `pred` (polling; fails after 20 s).
+        fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let screen = self.screen();
+                if pred(&screen) {
+                    return screen;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "timed out waiting for {what}; screen:\n{screen}"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+
+        /// Waits until `pred` holds and the editor shows a fresh prompt again, so the next
+        /// keys are read by the line editor rather than dropped while it resets the terminal.
+        fn wait_for_prompt(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+            self.wait_for(what, |s| {
+                pred(s) && s.lines().rev().find(|l| !l.trim().is_empty()) == Some(">>>")
+            })
+        }
+
+        fn alive(&self) -> bool {
+            Command::new("tmux")
+                .args(["-L", &self.socket, "has-session"])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        }
+    }
+
+    impl Drop for Tmux {
+        fn drop(&mut self) {
+            let _ = Command::new("tmux")
+                .args(["-L", &self.socket, "kill-server"])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+
+    #[test]
+    fn slash_commands_work_and_bye_leaves() {
+        let o = Ollm::new();
+        let t = Tmux::start(&o, &["run", "tiny-model"]);
+        t.wait_for_prompt("the banner and prompt", |s| {
+            s.contains("ollm chat with tiny-model") && s.contains(">>>")
+        });
+        t.send(&["/help", "Enter"]);
+        t.wait_for_prompt("the help", |s| {
+            s.contains("/clear") && s.contains("Commands:")
+        });
+        t.send(&["/think high", "Enter"]);
+        t.wait_for_prompt("the think level", |s| s.contains("thinking: high"));
+        t.send(&["/status", "Enter"]);
+        t.wait_for_prompt("the status", |s| {
+            s.contains("model:    tiny-model") && s.contains("messages: 0")
+        });
+        // Ctrl-C at the prompt drops the line and keeps the chat.
+        t.send(&["half a thought"]);
+        t.wait_for("the typed text", |s| s.contains("half a thought"));
+        t.send(&["C-c"]);
+        t.wait_for_prompt("a fresh prompt", |s| s.contains("half a thought"));
+        t.send(&["/status", "Enter"]);
+        t.wait_for_prompt("the chat to survive Ctrl-C", |s| {
+            s.matches("messages: 0").count() == 2
+        });
+        t.send(&["/clear", "Enter"]);
+        t.wait_for_prompt("the clear", |s| s.contains("conversation cleared"));
+        t.send(&["/model other", "Enter"]);
+        t.wait_for_prompt("the model switch", |s| s.contains("model: other"));
+        t.send(&["/bye", "Enter"]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while t.alive() {
+            assert!(Instant::now() < deadline, "ollm did not exit on /bye");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    #[test]
+    fn ctrl_d_leaves_and_history_is_saved() {
+        let o = Ollm::new();
+        let t = Tmux::start(&o, &["run", "tiny-model"]);
+        t.wait_for_prompt("the prompt", |s| s.contains(">>>"));
+        t.send(&["/tools", "Enter"]);
+        t.wait_for_prompt("the tool list", |s| {
+            s.contains("read_file") && s.contains("run_command")
+        });
+        t.send(&["C-d"]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while t.alive() {
+            assert!(Instant::now() < deadline, "ollm did not exit on Ctrl-D");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let history = std::fs::read_to_string(o.data_dir().join("history.txt")).unwrap();
+        assert!(history.contains("/tools"), "{history}");
+    }
+}

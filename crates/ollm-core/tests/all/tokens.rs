@@ -1,0 +1,135 @@
+//! Token estimates and limits (properties 18 to 22).
+
+use ollm_core::tokens::{ContextLimits, estimate_text, estimate_tokens, request_text};
+use ollm_core::{ChatEvent, History};
+use ollm_types::{FinishReason, Message, ProviderErrorKind, WarningKind};
+use proptest::prelude::*;
+use test_utils::mock_provider::{MockProvider, ev};
+
+use crate::support::{block_on, chat, check_events, client_with, config, count, finish_reason};
+
+fn warned(events: &[ChatEvent]) -> bool {
+    count(
+        events,
+        |e| matches!(e, ChatEvent::Warning { warning } if warning.kind == WarningKind::ContextNearLimit),
+    ) > 0
+}
+
+fn overflowed(events: &[ChatEvent]) -> bool {
+    count(
+        events,
+        |e| matches!(e, ChatEvent::Error { error } if error.kind == ProviderErrorKind::ContextOverflow),
+    ) > 0
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    // Property 18: token estimation
+    #[test]
+    fn token_estimation(text in ".{0,200}", more in ".{0,50}") {
+        let n = text.chars().count();
+        let est = estimate_text(&text);
+        prop_assert_eq!(est, n.div_ceil(4));
+        prop_assert!(est * 4 >= n && (n == 0 || est * 4 < n + 4));
+        let longer = format!("{text}{more}");
+        prop_assert!(estimate_text(&longer) >= est);
+        let mut h = History::new();
+        h.push(Message::user(text.clone()));
+        prop_assert_eq!(h.estimate_tokens(), estimate_tokens(n));
+    }
+
+    // Property 19: provider tokenizer preference
+    #[test]
+    fn provider_tokenizer_preference(counted in 0usize..2000, limit in 1usize..2000) {
+        // The provider's count decides, whatever the text's length.
+        let provider = MockProvider::builder()
+            .count_tokens_with(move |_| counted)
+            .turn(vec![ev::text("ok"), ev::finish()])
+            .build();
+        let c = client_with(provider.clone(), Default::default(), |cfg| {
+            cfg.context_limits = ContextLimits::default().with_model("m", limit);
+        });
+        let events = block_on(chat(&c, "a prompt of some length"));
+        check_events(&events);
+        prop_assert_eq!(overflowed(&events), counted > limit);
+        prop_assert_eq!(warned(&events), counted <= limit && counted * 10 >= limit * 9);
+        prop_assert_eq!(provider.counted_texts().len(), 1);
+    }
+
+    // Property 20: fallback estimate
+    #[test]
+    fn fallback_estimate(prompt in "[a-z ]{0,120}", limit in 1usize..80, fails in any::<bool>()) {
+        // Without a tokenizer (none, or one that fails) the estimate is ceil(chars / 4)
+        // of the request's text.
+        let builder = MockProvider::builder().turn(vec![ev::text("ok"), ev::finish()]);
+        let provider = if fails { builder.count_tokens_fails() } else { builder }.build();
+        let c = client_with(provider.clone(), Default::default(), |cfg| {
+            cfg.context_limits = ContextLimits { default: limit, ..ContextLimits::default() };
+        });
+        let events = block_on(chat(&c, &prompt));
+        let texts = provider.counted_texts();
+        let estimate = estimate_text(&texts[0]);
+        prop_assert_eq!(estimate, prompt.chars().count().div_ceil(4));
+        prop_assert_eq!(overflowed(&events), estimate > limit);
+        if let Some(req) = provider.requests().first() {
+            prop_assert_eq!(&request_text(req), &texts[0]);
+        }
+    }
+
+    // Property 21: warning band
+    #[test]
+    fn warning_band(counted in 0usize..1200, limit in 1usize..1000) {
+        let provider = MockProvider::builder()
+            .count_tokens_with(move |_| counted)
+            .turn(vec![ev::text("ok"), ev::finish()])
+            .build();
+        let c = client_with(provider, Default::default(), |cfg| {
+            cfg.context_limits = ContextLimits { default: limit, ..ContextLimits::default() };
+        });
+        let events = block_on(chat(&c, "x"));
+        let in_band = counted * 10 >= limit * 9 && counted <= limit;
+        prop_assert_eq!(warned(&events), in_band);
+        if in_band {
+            prop_assert_eq!(finish_reason(&events), FinishReason::Stop);
+        }
+    }
+
+    // Property 22: enforcement
+    #[test]
+    fn enforcement(excess in 1usize..500, limit in 1usize..1000, via_options in any::<bool>()) {
+        // Over the limit nothing is sent, the error is typed, the run finishes with
+        // `error`, and the prompt is not left in the history.
+        let counted = limit + excess;
+        let provider = MockProvider::builder()
+            .count_tokens_with(move |_| counted)
+            .then_forever(vec![ev::text("ok"), ev::finish()])
+            .build();
+        let c = client_with(provider.clone(), Default::default(), |cfg| {
+            if via_options {
+                cfg.options.context_length = Some(limit as u32);
+            } else {
+                cfg.context_limits = ContextLimits::default().with_model("m", limit);
+            }
+        });
+        let events = block_on(chat(&c, "x"));
+        check_events(&events);
+        prop_assert!(overflowed(&events));
+        prop_assert_eq!(finish_reason(&events), FinishReason::Error);
+        prop_assert_eq!(provider.request_count(), 0);
+        prop_assert!(c.history().is_empty());
+    }
+}
+
+#[test]
+fn trained_context_length_caps_the_limit() {
+    let provider = MockProvider::builder()
+        .context_length(10)
+        .count_tokens_with(|_| 11)
+        .then_forever(vec![ev::text("ok"), ev::finish()])
+        .build();
+    let c = client_with(provider.clone(), Default::default(), |_| {});
+    let events = block_on(chat(&c, "x"));
+    assert!(overflowed(&events));
+    assert_eq!(provider.request_count(), 0);
+}

@@ -1,0 +1,143 @@
+//! `cargo xtask ci`: everything CI checks, in the order that fails fastest.
+//!
+//! 1. `cargo fmt --all -- --check`
+//! 2. `cargo clippy --workspace --all-targets -- -D warnings`
+//! 3. `cargo xtask tidy`
+//! 4. the tests: `cargo nextest run --workspace` when nextest is installed (plus
+//!    `cargo test --workspace --doc`, which nextest does not run), else `cargo test --workspace`
+//! 5. `RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps`
+//! 6. `cargo check -p <crate>` for each workspace member on its own, because a workspace
+//!    build unifies features and can hide a crate that forgot to ask for one
+//! 7. `cargo xtask e2e` (skipped with `--no-e2e`)
+//!
+//! Each step prints a header and its time; the first failure stops the run with a
+//! non-zero exit.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::{cargo, llama, run_cmd, secs, section, tidy};
+
+/// What `ci` runs beyond the fixed steps.
+pub(crate) struct Options {
+    /// Whether to finish with the end-to-end suite against a real server.
+    pub(crate) e2e: bool,
+}
+
+type Step<'a> = (String, Box<dyn FnOnce() -> Result<()> + 'a>);
+
+pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
+    let started = Instant::now();
+    let mut steps: Vec<Step<'_>> = vec![
+        (
+            "fmt".into(),
+            Box::new(|| {
+                run_cmd(
+                    cargo()
+                        .current_dir(root)
+                        .args(["fmt", "--all", "--", "--check"]),
+                )
+            }),
+        ),
+        (
+            "clippy".into(),
+            Box::new(|| {
+                run_cmd(cargo().current_dir(root).args([
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ]))
+            }),
+        ),
+        ("tidy".into(), Box::new(|| tidy::run(root))),
+        ("tests".into(), Box::new(|| tests(root))),
+        (
+            "rustdoc".into(),
+            Box::new(|| {
+                run_cmd(
+                    cargo()
+                        .current_dir(root)
+                        .env("RUSTDOCFLAGS", "-Dwarnings")
+                        .args(["doc", "--workspace", "--no-deps"]),
+                )
+            }),
+        ),
+    ];
+    for krate in workspace_members(root)? {
+        let name = format!("check -p {krate}");
+        let step = move || run_cmd(cargo().current_dir(root).args(["check", "-p", &krate]));
+        steps.push((name, Box::new(step)));
+    }
+    if options.e2e {
+        steps.push(("e2e".into(), Box::new(|| llama::e2e(root, &[]))));
+    }
+
+    let total = steps.len();
+    for (index, (name, step)) in steps.into_iter().enumerate() {
+        section(&format!("[{}/{total}] {name}", index + 1));
+        let start = Instant::now();
+        step().with_context(|| format!("ci step `{name}` failed after {}", secs(start)))?;
+        println!("<== {name}: ok in {}", secs(start));
+    }
+    println!("\nci: all {total} steps passed in {}", secs(started));
+    Ok(())
+}
+
+fn tests(root: &Path) -> Result<()> {
+    if has_nextest(root) {
+        run_cmd(
+            cargo()
+                .current_dir(root)
+                .args(["nextest", "run", "--workspace"]),
+        )?;
+        run_cmd(
+            cargo()
+                .current_dir(root)
+                .args(["test", "--workspace", "--doc"]),
+        )
+    } else {
+        println!("cargo-nextest is not installed; using cargo test");
+        run_cmd(cargo().current_dir(root).args(["test", "--workspace"]))
+    }
+}
+
+fn has_nextest(root: &Path) -> bool {
+    cargo()
+        .current_dir(root)
+        .args(["nextest", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// The names of the workspace's packages, in manifest order.
+fn workspace_members(root: &Path) -> Result<Vec<String>> {
+    let output = cargo()
+        .current_dir(root)
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .output()
+        .context("could not run `cargo metadata`")?;
+    if !output.status.success() {
+        bail!(
+            "`cargo metadata` failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let metadata: Value =
+        serde_json::from_slice(&output.stdout).context("`cargo metadata` printed invalid JSON")?;
+    let names = metadata["packages"]
+        .as_array()
+        .context("no `packages` in `cargo metadata`")?
+        .iter()
+        .filter_map(|package| package["name"].as_str().map(str::to_owned))
+        .collect();
+    Ok(names)
+}
