@@ -61,7 +61,12 @@ fn ask(model: &str, text: &str) -> ProviderRequest {
 #[tokio::test]
 async fn streams_text_split_anywhere_and_sends_num_ctx() {
     let mock = MockOllama::start().await.unwrap();
-    mock.script("/api/chat", fixture("text_stream").split_every(3));
+    mock.script(
+        "/api/chat",
+        fixture("text_stream")
+            .split_every(3)
+            .delay_each(Duration::from_millis(1)),
+    );
     let events = collect(provider(&mock).chat(ask("qwen3:8b", "hi"))).await;
     assert_eq!(text(&events), "Bonjour le monde 🌍, ça va?\n\"ok\"");
     assert_eq!(finish(&events), Some(FinishReason::Stop));
