@@ -7,10 +7,12 @@
 
 mod error;
 pub mod lines;
+pub mod ollama;
 pub mod openai;
 pub mod transport;
 
 pub use error::{BridgeError, TimeoutPhase, status_kind};
 pub use lines::LineSplitter;
+pub use ollama::{OllamaConfig, OllamaProvider};
 pub use openai::{OpenAiConfig, OpenAiProvider};
 pub use transport::{Attempt, HttpConfig, RequestSpec, RetryPolicy, Secret, Transport};

@@ -5,5 +5,6 @@
     reason = "test helpers fail the test loudly on setup errors"
 )]
 
+mod ollama;
 mod openai;
 mod transport;

@@ -1,0 +1,514 @@
+//! Bytes of a streamed `/api/chat` reply -> [`ProviderEvent`]s: pure and incremental.
+//!
+//! The decoder decodes complete lines straight from each chunk and keeps only a cut line
+//! in its [`LineSplitter`] (the body is never re-copied per line, nor copied at all but for cut lines); it parses
+//! each line once, straight into the borrowed [`ChatLine`]; text is copied only into the
+//! event that carries it. Feed it chunks cut anywhere (mid-line, mid-character) with
+//! [`ChatDecoder::push`], then call [`ChatDecoder::finish`] at the end of the body. It
+//! closes every stream with exactly one `Finish` or `Error` event and emits nothing after.
+
+use std::time::Duration;
+
+use ollm_types::{FinishReason, ProviderError, ProviderErrorKind, ProviderEvent, ToolCall, Usage};
+use serde_json::Value;
+
+use super::truncation::{TruncationCheck, truncation_warning};
+use super::wire::{ChatLine, WireToolCallIn};
+use crate::lines::DEFAULT_MAX_LINE;
+use crate::{BridgeError, LineSplitter};
+
+/// How much of a malformed line an error keeps.
+const LINE_IN_ERROR: usize = 200;
+
+/// Mints ids for tool calls the server sent without one: a per-stream random prefix and a
+/// counter, so ids are unique within a conversation and across streams.
+#[derive(Debug)]
+struct IdMint {
+    prefix: String,
+    next: u64,
+}
+
+impl IdMint {
+    fn mint(&mut self) -> String {
+        self.next += 1;
+        format!("{}{}", self.prefix, self.next)
+    }
+}
+
+/// What the decoder has seen so far.
+#[derive(Debug, Default)]
+struct Seen {
+    text_chars: usize,
+    calls: usize,
+    ended: bool,
+    prompt_eval_count: Option<u32>,
+}
+
+/// The incremental decoder of one `/api/chat` stream.
+#[derive(Debug)]
+pub struct ChatDecoder {
+    lines: LineSplitter,
+    max_line: usize,
+    ids: IdMint,
+    seen: Seen,
+    check: Option<TruncationCheck>,
+}
+
+impl Default for ChatDecoder {
+    fn default() -> Self {
+        Self::new(None)
+    }
+}
+
+impl ChatDecoder {
+    /// A decoder; with `check`, the final line is judged for silent truncation.
+    pub fn new(check: Option<TruncationCheck>) -> Self {
+        ChatDecoder {
+            lines: LineSplitter::default(),
+            max_line: DEFAULT_MAX_LINE,
+            ids: IdMint {
+                prefix: format!("call_{:08x}_", fastrand::u32(..)),
+                next: 0,
+            },
+            seen: Seen::default(),
+            check,
+        }
+    }
+
+    /// The same decoder with a line cap of `max_line` bytes.
+    pub fn with_max_line(mut self, max_line: usize) -> Self {
+        self.lines = LineSplitter::new(max_line);
+        self.max_line = max_line;
+        self
+    }
+
+    /// The same decoder minting ids `<prefix>1`, `<prefix>2`, ... (for tests).
+    pub fn with_id_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.ids.prefix = prefix.into();
+        self
+    }
+
+    /// Whether the stream has ended (a `Finish` or `Error` was emitted).
+    pub fn is_ended(&self) -> bool {
+        self.seen.ended
+    }
+
+    /// The final line's `prompt_eval_count`, once seen.
+    pub fn prompt_eval_count(&self) -> Option<u32> {
+        self.seen.prompt_eval_count
+    }
+
+    /// Decodes a chunk, appending events to `out`. Ignored once the stream has ended.
+    ///
+    /// Complete lines are decoded straight from `chunk`; only a line cut by the chunk's end
+    /// goes through the [`LineSplitter`]'s buffer, so the body is not copied.
+    pub fn push(&mut self, chunk: &[u8], out: &mut Vec<ProviderEvent>) {
+        if self.seen.ended {
+            return;
+        }
+        let mut rest = chunk;
+        if self.lines.pending() > 0 {
+            // Finish the line the previous chunk cut.
+            let take = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
+            self.lines.push(&rest[..take]);
+            rest = &rest[take..];
+            match self.lines.next_line() {
+                Ok(Some(line)) => {
+                    if let Err(e) =
+                        decode_line(line, &mut self.seen, &mut self.ids, self.check, out)
+                    {
+                        return end_with(&mut self.seen, e.into(), out);
+                    }
+                    if self.seen.ended {
+                        return;
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => return end_with(&mut self.seen, e.into(), out),
+            }
+        }
+        while let Some(i) = memchr::memchr(b'\n', rest) {
+            let line = &rest[..i];
+            rest = &rest[i + 1..];
+            if line.len() > self.max_line {
+                let e = BridgeError::LineTooLong {
+                    limit: self.max_line,
+                };
+                return end_with(&mut self.seen, e.into(), out);
+            }
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if let Err(e) = decode_line(line, &mut self.seen, &mut self.ids, self.check, out) {
+                return end_with(&mut self.seen, e.into(), out);
+            }
+            if self.seen.ended {
+                return;
+            }
+        }
+        if !rest.is_empty() {
+            self.lines.push(rest);
+            if let Err(e) = self.lines.next_line() {
+                end_with(&mut self.seen, e.into(), out);
+            }
+        }
+    }
+
+    /// The body ended: decodes a last line without newline, then, if no final line came,
+    /// ends the stream with an `IncompleteStream` error.
+    pub fn finish(&mut self, out: &mut Vec<ProviderEvent>) {
+        if self.seen.ended {
+            return;
+        }
+        if let Some(line) = self.lines.finish() {
+            if let Err(e) = decode_line(line, &mut self.seen, &mut self.ids, self.check, out) {
+                return end_with(&mut self.seen, e.into(), out);
+            }
+        }
+        if !self.seen.ended {
+            let err = incomplete(&self.seen, None);
+            end_with(&mut self.seen, err, out);
+        }
+    }
+
+    /// The body broke (a network error) with `cause`: ends the stream. Before any event
+    /// this is a connection error; after some, an `IncompleteStream` error that says the
+    /// text already delivered is partial.
+    pub fn fail(&mut self, cause: BridgeError, out: &mut Vec<ProviderEvent>) {
+        if self.seen.ended {
+            return;
+        }
+        let started = self.seen.text_chars > 0 || self.seen.calls > 0;
+        let err = if started {
+            incomplete(&self.seen, Some(&cause.to_string()))
+        } else {
+            cause.into()
+        };
+        end_with(&mut self.seen, err, out);
+    }
+}
+
+fn end_with(seen: &mut Seen, error: ProviderError, out: &mut Vec<ProviderEvent>) {
+    seen.ended = true;
+    out.push(ProviderEvent::Error { error });
+}
+
+fn incomplete(seen: &Seen, cause: Option<&str>) -> ProviderError {
+    let cause = cause.map_or(String::new(), |c| format!(" ({c})"));
+    ProviderError::from(BridgeError::Incomplete {
+        message: format!(
+            "Ollama's reply stopped before its final line{cause}; the {} characters of text \
+             and {} tool calls already delivered are partial",
+            seen.text_chars, seen.calls
+        ),
+    })
+}
+
+fn protocol(line: &[u8], message: impl std::fmt::Display) -> BridgeError {
+    BridgeError::Decode {
+        line: BridgeError::cap(&String::from_utf8_lossy(line), LINE_IN_ERROR),
+        message: message.to_string(),
+    }
+}
+
+fn nanos(n: Option<u64>) -> Option<Duration> {
+    n.map(Duration::from_nanos)
+}
+
+/// Decodes one line; errors are turned into the final `Error` event by the caller.
+fn decode_line(
+    line: &[u8],
+    seen: &mut Seen,
+    ids: &mut IdMint,
+    check: Option<TruncationCheck>,
+    out: &mut Vec<ProviderEvent>,
+) -> Result<(), BridgeError> {
+    if line.first().is_none_or(u8::is_ascii_whitespace) && line.iter().all(u8::is_ascii_whitespace)
+    {
+        return Ok(());
+    }
+    let parsed: ChatLine<'_> = serde_json::from_slice(line).map_err(|e| protocol(line, e))?;
+    if let Some(error) = parsed.error {
+        seen.ended = true;
+        out.push(ProviderEvent::Error {
+            error: ProviderError::new(ProviderErrorKind::Server, error.0.into_owned())
+                .with_retryable(false),
+        });
+        return Ok(());
+    }
+    if let Some(message) = parsed.message {
+        if let Some(thinking) = message.thinking.filter(|t| !t.0.is_empty()) {
+            out.push(ProviderEvent::ThinkingDelta {
+                text: thinking.0.into_owned(),
+            });
+        }
+        if let Some(content) = message.content.filter(|t| !t.0.is_empty()) {
+            seen.text_chars += content.0.chars().count();
+            out.push(ProviderEvent::TextDelta {
+                text: content.0.into_owned(),
+            });
+        }
+        for call in message.tool_calls.unwrap_or_default() {
+            let call = tool_call(call, ids).map_err(|m| protocol(line, m))?;
+            seen.calls += 1;
+            out.push(ProviderEvent::ToolCall { call });
+        }
+    }
+    if parsed.done {
+        seen.ended = true;
+        seen.prompt_eval_count = parsed.prompt_eval_count;
+        out.push(ProviderEvent::Usage {
+            usage: Usage {
+                prompt_tokens: parsed.prompt_eval_count,
+                completion_tokens: parsed.eval_count,
+                total_duration: nanos(parsed.total_duration),
+                load_duration: nanos(parsed.load_duration),
+                prompt_eval_duration: nanos(parsed.prompt_eval_duration),
+                eval_duration: nanos(parsed.eval_duration),
+            },
+        });
+        if let (Some(check), Some(read)) = (check, parsed.prompt_eval_count) {
+            if let Some(warning) = truncation_warning(&check, read) {
+                out.push(ProviderEvent::Warning { warning });
+            }
+        }
+        let reason = if seen.calls > 0 {
+            FinishReason::ToolCalls
+        } else if parsed.done_reason.as_ref().is_some_and(|r| r.0 == "length") {
+            FinishReason::Length
+        } else {
+            FinishReason::Stop
+        };
+        out.push(ProviderEvent::Finish { reason });
+    }
+    Ok(())
+}
+
+/// A wire tool call -> a [`ToolCall`]: the server's id or a minted one; arguments must be
+/// an object (a string holding a JSON object is accepted, `null` is `{}`).
+fn tool_call(call: WireToolCallIn, ids: &mut IdMint) -> Result<ToolCall, String> {
+    let id = match call.id {
+        Some(id) if !id.is_empty() => id,
+        _ => ids.mint(),
+    };
+    let arguments = match call.function.arguments {
+        Value::String(s) => serde_json::from_str::<Value>(&s)
+            .map_err(|e| format!("tool call arguments are a string that is not JSON: {e}"))?,
+        other => other,
+    };
+    ToolCall::new(id, call.function.name, arguments).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use ollm_types::{Warning, WarningKind};
+    use serde_json::json;
+
+    use super::*;
+
+    fn decode(body: &str, check: Option<TruncationCheck>) -> Vec<ProviderEvent> {
+        let mut d = ChatDecoder::new(check).with_id_prefix("m");
+        let mut out = Vec::new();
+        d.push(body.as_bytes(), &mut out);
+        d.finish(&mut out);
+        out
+    }
+
+    fn text(t: &str) -> ProviderEvent {
+        ProviderEvent::TextDelta { text: t.into() }
+    }
+
+    fn finish(reason: FinishReason) -> ProviderEvent {
+        ProviderEvent::Finish { reason }
+    }
+
+    fn usage(p: u32, c: u32) -> ProviderEvent {
+        ProviderEvent::Usage {
+            usage: Usage {
+                prompt_tokens: Some(p),
+                completion_tokens: Some(c),
+                ..Usage::default()
+            },
+        }
+    }
+
+    fn kind(events: &[ProviderEvent]) -> Option<ProviderErrorKind> {
+        match events.last() {
+            Some(ProviderEvent::Error { error }) => Some(error.kind),
+            _ => None,
+        }
+    }
+
+    fn check(body: &str, expected: Vec<ProviderEvent>) {
+        assert_eq!(decode(body, None), expected, "body:\n{body}");
+    }
+
+    const DONE: &str = r#"{"message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":10,"eval_count":2}"#;
+
+    #[test]
+    fn text_thinking_and_finish() {
+        check(
+            &format!(
+                "{}\n{}\n\n{}\n{DONE}\n",
+                r#"{"model":"m","created_at":"t","message":{"role":"assistant","content":"","thinking":"hmm"},"done":false}"#,
+                r#"{"message":{"role":"assistant","content":"Hé\n\"x\""},"done":false}"#,
+                r#"{"message":{"role":"assistant","content":"!"},"done":false}"#,
+            ),
+            vec![
+                ProviderEvent::ThinkingDelta { text: "hmm".into() },
+                text("Hé\n\"x\""),
+                text("!"),
+                usage(10, 2),
+                finish(FinishReason::Stop),
+            ],
+        );
+    }
+
+    #[test]
+    fn durations_and_length() {
+        let events = decode(
+            r#"{"message":{"content":"a"},"done":true,"done_reason":"length","total_duration":1500,"load_duration":2,"prompt_eval_duration":3,"eval_duration":4}"#,
+            None,
+        );
+        assert_eq!(
+            events,
+            vec![
+                text("a"),
+                ProviderEvent::Usage {
+                    usage: Usage {
+                        total_duration: Some(Duration::from_nanos(1500)),
+                        load_duration: Some(Duration::from_nanos(2)),
+                        prompt_eval_duration: Some(Duration::from_nanos(3)),
+                        eval_duration: Some(Duration::from_nanos(4)),
+                        ..Usage::default()
+                    }
+                },
+                finish(FinishReason::Length),
+            ]
+        );
+    }
+
+    #[test]
+    fn tool_calls_with_and_without_ids() {
+        let body = format!(
+            "{}\n{DONE}\n",
+            r#"{"message":{"role":"assistant","content":"","tool_calls":[{"id":"call_x","function":{"index":0,"name":"a","arguments":{"k":1}}},{"function":{"name":"b","arguments":{}}},{"function":{"name":"c","arguments":"{\"s\":true}"}}]},"done":false}"#
+        );
+        check(
+            &body,
+            vec![
+                ProviderEvent::ToolCall {
+                    call: ToolCall::new("call_x", "a", json!({"k": 1})).unwrap(),
+                },
+                ProviderEvent::ToolCall {
+                    call: ToolCall::new("m1", "b", json!({})).unwrap(),
+                },
+                ProviderEvent::ToolCall {
+                    call: ToolCall::new("m2", "c", json!({"s": true})).unwrap(),
+                },
+                usage(10, 2),
+                finish(FinishReason::ToolCalls),
+            ],
+        );
+    }
+
+    #[test]
+    fn minted_ids_differ_between_streams() {
+        let body = format!(
+            "{}\n{DONE}\n",
+            r#"{"message":{"tool_calls":[{"function":{"name":"b","arguments":{}}}]},"done":false}"#
+        );
+        let id = |events: Vec<ProviderEvent>| match &events[0] {
+            ProviderEvent::ToolCall { call } => call.id.clone(),
+            other => panic!("{other:?}"),
+        };
+        let mut a = ChatDecoder::default();
+        let mut b = ChatDecoder::default();
+        let (mut ea, mut eb) = (Vec::new(), Vec::new());
+        a.push(body.as_bytes(), &mut ea);
+        b.push(body.as_bytes(), &mut eb);
+        assert_ne!(id(ea), id(eb));
+    }
+
+    #[test]
+    fn errors() {
+        // An error line inside a 200 stream: the server's text, nothing after.
+        let events = decode(
+            "{\"message\":{\"content\":\"a\"},\"done\":false}\n{\"error\":\"an error was encountered while running the model: unexpected EOF\"}\n{\"message\":{\"content\":\"b\"}}\n",
+            None,
+        );
+        assert_eq!(events.len(), 2);
+        match &events[1] {
+            ProviderEvent::Error { error } => {
+                assert_eq!(error.kind, ProviderErrorKind::Server);
+                assert_eq!(
+                    error.message,
+                    "an error was encountered while running the model: unexpected EOF"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // End of body without done: text kept, then IncompleteStream.
+        let events = decode("{\"message\":{\"content\":\"par\"},\"done\":false}\n", None);
+        assert_eq!(events[0], text("par"));
+        assert_eq!(kind(&events), Some(ProviderErrorKind::IncompleteStream));
+        // Malformed line: a protocol error naming it.
+        let events = decode(
+            "{\"message\":{\"content\":\"a\"},\"done\":false}\nnot json\n",
+            None,
+        );
+        assert_eq!(kind(&events), Some(ProviderErrorKind::Protocol));
+        match events.last() {
+            Some(ProviderEvent::Error { error }) => assert!(error.message.contains("not json")),
+            other => panic!("{other:?}"),
+        }
+        // String arguments that are not an object.
+        let events = decode(
+            r#"{"message":{"tool_calls":[{"function":{"name":"b","arguments":"[1]"}}]},"done":false}"#,
+            None,
+        );
+        assert_eq!(kind(&events), Some(ProviderErrorKind::Protocol));
+        // A line over the cap.
+        let mut d = ChatDecoder::default().with_max_line(64);
+        let mut out = Vec::new();
+        d.push(&[b'x'; 100], &mut out);
+        assert_eq!(kind(&out), Some(ProviderErrorKind::Protocol));
+        assert!(d.is_ended());
+        // ... also when the whole line, newline included, is in one chunk.
+        let mut d = ChatDecoder::default().with_max_line(64);
+        let mut out = Vec::new();
+        let mut long = vec![b' '; 100];
+        long.push(b'\n');
+        d.push(&long, &mut out);
+        assert_eq!(kind(&out), Some(ProviderErrorKind::Protocol));
+    }
+
+    #[test]
+    fn truncation_warning_comes_before_finish() {
+        let check = TruncationCheck {
+            num_ctx: Some(2048),
+            estimated_prompt_tokens: 5000,
+        };
+        let events = decode(
+            r#"{"message":{"content":"ok"},"done":true,"done_reason":"stop","prompt_eval_count":2048,"eval_count":1}"#,
+            Some(check),
+        );
+        assert!(
+            matches!(
+                events.as_slice(),
+                [
+                    ProviderEvent::TextDelta { .. },
+                    ProviderEvent::Usage { .. },
+                    ProviderEvent::Warning {
+                        warning: Warning {
+                            kind: WarningKind::PromptTruncated,
+                            ..
+                        }
+                    },
+                    ProviderEvent::Finish {
+                        reason: FinishReason::Stop
+                    },
+                ]
+            ),
+            "{events:?}"
+        );
+    }
+}

@@ -1,0 +1,285 @@
+//! `ProviderRequest` -> the body of `POST /api/chat`: a pure function with table tests.
+//!
+//! What the I/O shell decided beforehand (the `num_ctx` to send, whether the model can
+//! think, the default keep-alive) comes in as [`ChatPlan`], so this module never asks the
+//! server anything.
+
+use std::borrow::Cow;
+
+use ollm_types::{ProviderRequest, ResponseFormat, Role, Think, ToolChoice};
+use serde_json::Value;
+
+use super::wire::{
+    ChatRequest, WireFunctionDef, WireFunctionOut, WireMessage, WireOptions, WireThink, WireTool,
+    WireToolCallOut,
+};
+
+/// What the shell settled before building the body.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChatPlan {
+    /// The context window to ask for (`options.num_ctx`).
+    pub num_ctx: Option<u32>,
+    /// Whether the model reported the `thinking` capability; `think` is sent only then.
+    pub can_think: bool,
+    /// Keep-alive used when the request has none.
+    pub keep_alive: Option<String>,
+}
+
+/// The `format` value for a structured-output request.
+fn format_value(format: &ResponseFormat) -> Cow<'_, Value> {
+    match format {
+        ResponseFormat::Json => Cow::Owned(Value::String("json".to_owned())),
+        ResponseFormat::JsonSchema { schema, .. } => Cow::Borrowed(schema),
+    }
+}
+
+fn think_value(think: Think) -> WireThink {
+    match think {
+        Think::Off => WireThink::Bool(false),
+        Think::On => WireThink::Bool(true),
+        Think::Low => WireThink::Level("low"),
+        Think::Medium => WireThink::Level("medium"),
+        Think::High => WireThink::Level("high"),
+    }
+}
+
+/// Builds the `/api/chat` body for `req` (always streamed).
+///
+/// - the system prompt becomes the first `system` message;
+/// - images go in `images` (base64), assistant tool calls carry **object** arguments,
+///   tool results go as `role: "tool"` with `tool_name` and `tool_call_id`;
+/// - `tool_choice: none` sends no tools; `tool_choice: <name>` sends only that tool
+///   (Ollama has no `tool_choice`);
+/// - `think` only when [`ChatPlan::can_think`];
+/// - `format` from `response_format` (`"json"` or the schema).
+pub fn chat_body<'a>(req: &'a ProviderRequest, plan: &'a ChatPlan) -> ChatRequest<'a> {
+    let mut messages = Vec::with_capacity(req.messages.len() + 1);
+    if let Some(system) = req.system.as_deref() {
+        messages.push(WireMessage {
+            role: "system",
+            content: Cow::Borrowed(system),
+            images: Vec::new(),
+            tool_calls: Vec::new(),
+            tool_name: None,
+            tool_call_id: None,
+        });
+    }
+    for m in &req.messages {
+        let role = match m.role() {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        };
+        let text_parts: Vec<&str> = m
+            .parts()
+            .iter()
+            .filter_map(|p| match p {
+                ollm_types::ContentPart::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        let content = match text_parts.as_slice() {
+            [] => Cow::Borrowed(""),
+            [one] => Cow::Borrowed(*one),
+            many => Cow::Owned(many.concat()),
+        };
+        messages.push(WireMessage {
+            role,
+            content,
+            images: m.images().map(|(data, _)| data).collect(),
+            tool_calls: m
+                .tool_calls()
+                .enumerate()
+                .map(|(index, c)| WireToolCallOut {
+                    id: &c.id,
+                    function: WireFunctionOut {
+                        index,
+                        name: &c.name,
+                        arguments: &c.arguments,
+                    },
+                })
+                .collect(),
+            tool_name: m.name(),
+            tool_call_id: m.tool_call_id(),
+        });
+    }
+    let tools = match &req.tool_choice {
+        ToolChoice::None => Vec::new(),
+        choice => req
+            .tools
+            .iter()
+            .filter(|t| match choice {
+                ToolChoice::Tool(name) => &t.name == name,
+                _ => true,
+            })
+            .map(|t| WireTool {
+                kind: "function",
+                function: WireFunctionDef {
+                    name: &t.name,
+                    description: &t.description,
+                    parameters: &t.parameters,
+                },
+            })
+            .collect(),
+    };
+    let o = &req.options;
+    ChatRequest {
+        model: &req.model,
+        messages,
+        tools,
+        format: req.response_format.as_ref().map(format_value),
+        options: WireOptions {
+            temperature: o.temperature,
+            top_p: o.top_p,
+            top_k: o.top_k,
+            repeat_penalty: o.repeat_penalty,
+            seed: o.seed,
+            num_predict: o.max_tokens,
+            stop: &o.stop,
+            num_ctx: plan.num_ctx,
+        },
+        stream: true,
+        keep_alive: req.keep_alive.as_deref().or(plan.keep_alive.as_deref()),
+        think: if plan.can_think {
+            req.think.map(think_value)
+        } else {
+            None
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ollm_types::{GenerationOptions, Message, ToolCall, ToolSchema};
+    use serde_json::json;
+
+    use super::*;
+
+    fn check(req: &ProviderRequest, plan: &ChatPlan, expected: Value) {
+        let body = serde_json::to_value(chat_body(req, plan)).unwrap();
+        assert_eq!(body, expected, "\n got: {body:#}\nwant: {expected:#}");
+    }
+
+    fn weather() -> ToolSchema {
+        ToolSchema::new(
+            "weather",
+            "Weather for a city",
+            json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+        )
+    }
+
+    #[test]
+    fn plain_text_with_system() {
+        let mut req = ProviderRequest::new("qwen3", vec![Message::user("hi")]);
+        req.system = Some("be brief".into());
+        check(
+            &req,
+            &ChatPlan::default(),
+            json!({"model": "qwen3", "stream": true, "messages": [
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": "hi"}]}),
+        );
+    }
+
+    #[test]
+    fn tools_calls_results_and_images() {
+        let call = ToolCall::new("call_1", "weather", json!({"city": "Paris"})).unwrap();
+        let mut req = ProviderRequest::new(
+            "qwen3",
+            vec![
+                Message::user_with_images(
+                    "what is this",
+                    vec![("aGk=".into(), "image/png".into())],
+                ),
+                Message::assistant_with_calls("", vec![call]),
+                Message::tool_result("call_1", "weather", "sunny"),
+            ],
+        );
+        req.tools = vec![weather()];
+        check(
+            &req,
+            &ChatPlan::default(),
+            json!({"model": "qwen3", "stream": true,
+                "tools": [{"type": "function", "function": {"name": "weather",
+                    "description": "Weather for a city",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+                "messages": [
+                    {"role": "user", "content": "what is this", "images": ["aGk="]},
+                    {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1",
+                        "function": {"index": 0, "name": "weather", "arguments": {"city": "Paris"}}}]},
+                    {"role": "tool", "content": "sunny", "tool_name": "weather", "tool_call_id": "call_1"}]}),
+        );
+    }
+
+    #[test]
+    fn tool_choice_none_and_named() {
+        let other = ToolSchema::new("clock", "Time", json!({"type": "object"}));
+        let mut req = ProviderRequest::new("m", vec![Message::user("x")]);
+        req.tools = vec![weather(), other];
+        req.tool_choice = ToolChoice::None;
+        let body = serde_json::to_value(chat_body(&req, &ChatPlan::default())).unwrap();
+        assert!(body.get("tools").is_none());
+        req.tool_choice = ToolChoice::Tool("clock".into());
+        let body = serde_json::to_value(chat_body(&req, &ChatPlan::default())).unwrap();
+        assert_eq!(body["tools"].as_array().map(Vec::len), Some(1));
+        assert_eq!(body["tools"][0]["function"]["name"], "clock");
+    }
+
+    #[test]
+    fn options_think_format_keep_alive() {
+        let mut req = ProviderRequest::new("m", vec![Message::user("x")]);
+        req.options = GenerationOptions {
+            temperature: Some(0.5),
+            max_tokens: Some(64),
+            top_p: Some(0.25),
+            top_k: Some(40),
+            repeat_penalty: Some(1.5),
+            seed: Some(7),
+            stop: vec!["END".into()],
+            context_length: Some(999),
+        };
+        req.think = Some(Think::High);
+        req.response_format = Some(ResponseFormat::Json);
+        let plan = ChatPlan {
+            num_ctx: Some(8192),
+            can_think: true,
+            keep_alive: Some("10m".into()),
+        };
+        check(
+            &req,
+            &plan,
+            json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "x"}],
+                "options": {"temperature": 0.5, "top_p": 0.25, "top_k": 40, "repeat_penalty": 1.5,
+                    "seed": 7, "num_predict": 64, "stop": ["END"], "num_ctx": 8192},
+                "think": "high", "format": "json", "keep_alive": "10m"}),
+        );
+    }
+
+    #[test]
+    fn think_is_dropped_for_models_that_cannot_think() {
+        let mut req = ProviderRequest::new("m", vec![Message::user("x")]);
+        req.think = Some(Think::On);
+        req.keep_alive = Some("0".into());
+        req.response_format = Some(ResponseFormat::JsonSchema {
+            name: "s".into(),
+            schema: json!({"type": "object"}),
+        });
+        let plan = ChatPlan {
+            keep_alive: Some("10m".into()),
+            ..ChatPlan::default()
+        };
+        check(
+            &req,
+            &plan,
+            json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "x"}],
+                "format": {"type": "object"}, "keep_alive": "0"}),
+        );
+        let plan = ChatPlan {
+            can_think: true,
+            ..ChatPlan::default()
+        };
+        let body = serde_json::to_value(chat_body(&req, &plan)).unwrap();
+        assert_eq!(body["think"], json!(true));
+    }
+}

@@ -1,0 +1,163 @@
+//! Silent front truncation (ollama#3839) and the per-model calibration of token estimates.
+//!
+//! # The truncation rule
+//! Ollama cuts the *front* of a prompt that does not fit `num_ctx` and still answers 200;
+//! the final line's `prompt_eval_count` is then what it actually read. The adapter knows
+//! the `num_ctx` it sent (it always sends one when it knows the model, see
+//! [`super::OllamaConfig`]) and an estimate `E` of the prompt it sent (calibrated, see
+//! below). With `N = num_ctx` and `P = prompt_eval_count`, it warns when
+//!
+//! `P <= N` (a count above the window means the server did not apply it) and `E > N`, and
+//! either
+//!
+//! - **`P >= N - slack`** (`slack = max(N / 32, 16)`): the server filled its
+//!   whole window with a prompt we believe is larger than the window; or
+//! - **`E > N * 1.25`**: the estimate exceeds the window by more than any
+//!   estimate error we measured, and the server cannot have read more than `N`.
+//!
+//! It does **not** warn merely because `P` is well below `E`: Ollama reuses its prompt
+//! cache across turns, and a cached prefix can make `P` small on a prompt that was read
+//! whole, so "P much smaller than E" alone is not evidence. Without a `num_ctx` sent, the
+//! server's window is unknown and no warning is given.
+//!
+//! # Calibration
+//! `ceil(chars / 4)` is a rough tokenizer. Every complete reply whose `P` is plausible for
+//! the characters sent (between 1 and 8 characters a token, and no truncation) updates a
+//! per-model ratio `chars / P` as an exponential moving average (weight 0.3 for the new
+//! sample, the first sample taken as is). The ratio folds in the chat template's overhead
+//! for the conversation shapes the model actually gets. Estimates are `ceil(chars / ratio)`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use ollm_types::{Warning, WarningKind};
+
+/// What the adapter sent, for judging the final `prompt_eval_count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TruncationCheck {
+    /// The `num_ctx` sent, if any.
+    pub num_ctx: Option<u32>,
+    /// The estimated prompt size in tokens.
+    pub estimated_prompt_tokens: u32,
+}
+
+/// The warning for a reply whose server read `prompt_eval_count` tokens, if the rule in the
+/// module docs says the prompt was truncated.
+pub fn truncation_warning(sent: &TruncationCheck, prompt_eval_count: u32) -> Option<Warning> {
+    let n = sent.num_ctx?;
+    let e = sent.estimated_prompt_tokens;
+    let p = prompt_eval_count;
+    let slack = (n / 32).max(16);
+    let filled = p >= n.saturating_sub(slack);
+    let far_over = u64::from(e) * 4 > u64::from(n) * 5;
+    (e > n && p <= n && (filled || far_over)).then(|| {
+        Warning::new(
+            WarningKind::PromptTruncated,
+            format!(
+                "the server read {p} prompt tokens but the prompt is about {e} tokens, more \
+                 than the context window of {n} sent as num_ctx: Ollama silently dropped the \
+                 start of the prompt (system prompt and tool definitions first); raise \
+                 num_ctx or shorten the conversation"
+            ),
+        )
+    })
+}
+
+/// Learned characters-per-token ratios, per model. Shared by the streams of one provider.
+#[derive(Debug, Default)]
+pub struct Calibration {
+    ratios: Mutex<HashMap<String, f64>>,
+}
+
+/// The default ratio, matching `ceil(chars / 4)`.
+pub const DEFAULT_CHARS_PER_TOKEN: f64 = 4.0;
+
+impl Calibration {
+    /// The learned ratio for `model`, if any reply has taught one.
+    pub fn ratio(&self, model: &str) -> Option<f64> {
+        self.ratios.lock().ok()?.get(model).copied()
+    }
+
+    /// Estimated tokens for `chars` characters for `model` (learned ratio, else 4).
+    pub fn estimate(&self, model: &str, chars: usize) -> u32 {
+        let ratio = self.ratio(model).unwrap_or(DEFAULT_CHARS_PER_TOKEN);
+        let tokens = (chars as f64 / ratio).ceil();
+        if tokens >= f64::from(u32::MAX) {
+            u32::MAX
+        } else {
+            tokens as u32
+        }
+    }
+
+    /// Learns from a reply: `chars` characters sent, the server read `prompt_eval_count`.
+    /// Implausible samples (see module docs) are ignored.
+    pub fn observe(&self, model: &str, chars: usize, prompt_eval_count: u32) {
+        if prompt_eval_count == 0 || chars == 0 {
+            return;
+        }
+        let sample = chars as f64 / f64::from(prompt_eval_count);
+        if !(1.0..=8.0).contains(&sample) {
+            return;
+        }
+        if let Ok(mut ratios) = self.ratios.lock() {
+            ratios
+                .entry(model.to_owned())
+                .and_modify(|r| *r = 0.7 * *r + 0.3 * sample)
+                .or_insert(sample);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(num_ctx: Option<u32>, estimate: u32, read: u32, warns: bool) {
+        let sent = TruncationCheck {
+            num_ctx,
+            estimated_prompt_tokens: estimate,
+        };
+        let got = truncation_warning(&sent, read);
+        assert_eq!(
+            got.as_ref().map(|w| w.kind),
+            warns.then_some(WarningKind::PromptTruncated),
+            "num_ctx={num_ctx:?} estimate={estimate} read={read}"
+        );
+    }
+
+    #[test]
+    fn the_rule_on_both_sides() {
+        for (num_ctx, estimate, read, warns) in [
+            // Fits: no warning, whatever the count.
+            (Some(4096), 1000, 1010, false),
+            (Some(4096), 4000, 4090, false),
+            // A cached prefix makes the count small: not evidence of truncation.
+            (Some(4096), 3000, 40, false),
+            // No num_ctx sent: the window is unknown, never warn.
+            (None, 100_000, 2048, false),
+            // Window filled by a prompt larger than it: truncated.
+            (Some(4096), 4500, 4096, true),
+            (Some(4096), 4200, 4000, true),
+            // Slightly over, window not filled: within estimate error, no warning.
+            (Some(4096), 4300, 3500, false),
+            // Far over the window: truncated even if the count is lower.
+            (Some(2048), 9000, 1500, true),
+            // Count above the window (server ignored num_ctx): not a truncation.
+            (Some(2048), 9000, 9100, false),
+        ] {
+            check(num_ctx, estimate, read, warns);
+        }
+    }
+
+    #[test]
+    fn calibration_learns_and_ignores_implausible_samples() {
+        let cal = Calibration::default();
+        assert_eq!(cal.estimate("m", 400), 100);
+        cal.observe("m", 400, 125); // 3.2 chars a token
+        assert_eq!(cal.ratio("m"), Some(3.2));
+        assert_eq!(cal.estimate("m", 320), 100);
+        cal.observe("m", 4000, 10); // a cached prompt: 400 chars a token, ignored
+        assert_eq!(cal.ratio("m"), Some(3.2));
+        assert_eq!(cal.ratio("other"), None);
+    }
+}
