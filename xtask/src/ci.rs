@@ -8,7 +8,9 @@
 //! 5. `RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps`
 //! 6. `cargo check -p <crate>` for each workspace member on its own, because a workspace
 //!    build unifies features and can hide a crate that forgot to ask for one
-//! 7. `cargo xtask e2e` (skipped with `--no-e2e`)
+//! 7. `cargo machete`: no crate declares a dependency it does not use (`.ci/run` installs
+//!    it; a developer without it is told how to get it and the step is skipped)
+//! 8. `cargo xtask e2e` (skipped with `--no-e2e`)
 //!
 //! Each step prints a header and its time; the first failure stops the run with a
 //! non-zero exit.
@@ -75,6 +77,10 @@ pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
         let step = move || run_cmd(cargo().current_dir(root).args(["check", "-p", &krate]));
         steps.push((name, Box::new(step)));
     }
+    steps.push((
+        "unused dependencies".into(),
+        Box::new(|| unused_dependencies(root)),
+    ));
     if options.e2e {
         steps.push(("e2e".into(), Box::new(|| llama::e2e(root, &[]))));
     }
@@ -140,4 +146,22 @@ fn workspace_members(root: &Path) -> Result<Vec<String>> {
         .filter_map(|package| package["name"].as_str().map(str::to_owned))
         .collect();
     Ok(names)
+}
+
+/// `cargo machete`, when it is installed.
+fn unused_dependencies(root: &Path) -> Result<()> {
+    let installed = cargo()
+        .args(["machete", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !installed {
+        if std::env::var_os("CI").is_some() {
+            bail!("cargo-machete is not installed (.ci/run installs it)");
+        }
+        println!("skipped: cargo-machete is not installed (cargo install cargo-machete --locked)");
+        return Ok(());
+    }
+    run_cmd(cargo().current_dir(root).arg("machete"))
 }
