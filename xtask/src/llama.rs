@@ -175,6 +175,10 @@ pub(crate) fn demo(root: &Path, prompt: Option<&str>) -> Result<()> {
         "--yes",
         "--tool-mode",
         "constrained",
+        // A 270M base model tends to repeat a call; three turns show a call, its result
+        // going back and the model's next step without a long loop.
+        "--max-turns",
+        "3",
         MODEL_ALIAS,
         prompt,
     ];
