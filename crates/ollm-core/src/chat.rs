@@ -566,7 +566,13 @@ async fn run_chat(
         guard = shared.run_lock.lock() => guard,
     };
     let config = lock(&shared.config).clone();
-    let tools = Arc::clone(&lock(&shared.tools));
+    // With tools turned off for this run, calls a model makes anyway meet an empty
+    // registry: each is answered `Unknown tool` (1:1 kept) and nothing runs.
+    let tools = if options.no_tools {
+        Arc::new(ToolRegistry::default())
+    } else {
+        Arc::clone(&lock(&shared.tools))
+    };
 
     let start_len = {
         let mut history = lock(&shared.history);

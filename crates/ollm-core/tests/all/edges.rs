@@ -67,6 +67,31 @@ fn native_tools_are_offered_and_no_tools_hides_them() {
 }
 
 #[test]
+fn calls_made_with_tools_off_run_nothing_and_are_answered() {
+    // A model may call a tool it was never offered (it saw one earlier in the history).
+    let provider = MockProvider::builder()
+        .turn(vec![ev::call("c1", "t", json!({})), ev::finish()])
+        .then_forever(vec![ev::text("ok"), ev::finish()])
+        .build();
+    let tool = RecordingTool::new("t");
+    let c = client(provider.clone(), registry([tool.clone()]));
+    let events = block_on(crate::support::collect(c.chat(
+        "q",
+        ChatOptions {
+            no_tools: true,
+            ..ChatOptions::default()
+        },
+    )));
+    assert_eq!(tool.call_count(), 0);
+    assert!(events.iter().any(|e| matches!(
+        e,
+        ChatEvent::ToolResult { call_id, is_error: true, content, .. }
+            if call_id == "c1" && content == "Error: Unknown tool \"t\""
+    )));
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+}
+
+#[test]
 fn history_carries_over_and_can_be_replaced() {
     let provider = MockProvider::builder()
         .then_forever(vec![ev::text("ok"), ev::finish()])
