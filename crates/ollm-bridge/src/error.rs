@@ -13,6 +13,15 @@ pub enum TimeoutPhase {
     Idle,
 }
 
+impl std::fmt::Display for TimeoutPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TimeoutPhase::FirstByte => "waiting for the reply to start",
+            TimeoutPhase::Idle => "between two parts of the reply",
+        })
+    }
+}
+
 /// What went wrong between ollm and a server.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -34,7 +43,7 @@ pub enum BridgeError {
         message: String,
     },
     /// A wait ran out.
-    #[error("the server sent nothing for {after:?} ({phase:?})")]
+    #[error("the server sent nothing for {}s ({phase})", after.as_secs_f64())]
     Timeout {
         /// Which wait.
         phase: TimeoutPhase,

@@ -7,7 +7,8 @@
 //!   long answer is not a stuck one.
 //! - **Retries**: connection failures and 408, 409, 429 and 5xx (not 501) are retried with
 //!   bounded exponential backoff and equal jitter, honouring `Retry-After` (seconds or an
-//!   HTTP date) up to [`RetryPolicy::max_retry_after`]. A request is retried only before
+//!   HTTP date) when it is at most [`RetryPolicy::max_retry_after`] (a server asking for
+//!   a longer pause is not retried). A request is retried only before
 //!   any of its reply was handed on, so a consumer never sees output twice. Each retry is
 //!   announced ([`Attempt::Retrying`]) so the user knows why nothing is happening.
 //! - **Cancellation**: everything here is a future or a stream; dropping it drops the
@@ -41,7 +42,7 @@ pub struct RetryPolicy {
     pub base_delay: Duration,
     /// The longest backoff.
     pub max_delay: Duration,
-    /// The longest `Retry-After` honoured; a server asking for more is waited on this long.
+    /// The longest `Retry-After` waited for; a server asking for more is not retried.
     pub max_retry_after: Duration,
 }
 
@@ -72,7 +73,9 @@ impl RetryPolicy {
             return None;
         }
         if let Some(asked) = error.retry_after() {
-            return Some(asked.min(self.max_retry_after));
+            // A server asking for a longer pause than we are willing to wait gets it: we
+            // give up now rather than knock again before it allows.
+            return (asked <= self.max_retry_after).then_some(asked);
         }
         let backoff = self
             .base_delay
@@ -496,10 +499,10 @@ mod tests {
             .delay(0, &http(429, Some(Duration::from_secs(3))))
             .unwrap();
         assert_eq!(asked, Duration::from_secs(3));
-        let capped = policy
-            .delay(0, &http(429, Some(Duration::from_secs(3600))))
-            .unwrap();
-        assert_eq!(capped, policy.max_retry_after);
+        let too_long = policy.delay(0, &http(429, Some(Duration::from_secs(3600))));
+        assert_eq!(too_long, None, "retrying before the server allows");
+        let at_cap = policy.delay(0, &http(429, Some(policy.max_retry_after)));
+        assert_eq!(at_cap, Some(policy.max_retry_after));
         assert_eq!(policy.delay(0, &http(404, None)), None);
         assert_eq!(policy.delay(10, &http(503, None)), None);
     }

@@ -77,19 +77,23 @@ pub struct Usage {
 impl Usage {
     /// Adds `other`'s counts and durations to this one (for totals over several turns).
     pub fn accumulate(&mut self, other: &Usage) {
-        fn add<T: std::ops::Add<Output = T> + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+        // Saturating: the counts come from servers, and a huge one must not panic.
+        fn add<T: Copy>(a: Option<T>, b: Option<T>, sum: fn(T, T) -> T) -> Option<T> {
             match (a, b) {
-                (Some(x), Some(y)) => Some(x + y),
+                (Some(x), Some(y)) => Some(sum(x, y)),
                 (x, None) => x,
                 (None, y) => y,
             }
         }
-        self.prompt_tokens = add(self.prompt_tokens, other.prompt_tokens);
-        self.completion_tokens = add(self.completion_tokens, other.completion_tokens);
-        self.total_duration = add(self.total_duration, other.total_duration);
-        self.load_duration = add(self.load_duration, other.load_duration);
-        self.prompt_eval_duration = add(self.prompt_eval_duration, other.prompt_eval_duration);
-        self.eval_duration = add(self.eval_duration, other.eval_duration);
+        let tokens = u32::saturating_add;
+        let time = Duration::saturating_add;
+        self.prompt_tokens = add(self.prompt_tokens, other.prompt_tokens, tokens);
+        self.completion_tokens = add(self.completion_tokens, other.completion_tokens, tokens);
+        self.total_duration = add(self.total_duration, other.total_duration, time);
+        self.load_duration = add(self.load_duration, other.load_duration, time);
+        self.prompt_eval_duration =
+            add(self.prompt_eval_duration, other.prompt_eval_duration, time);
+        self.eval_duration = add(self.eval_duration, other.eval_duration, time);
     }
 }
 
@@ -242,5 +246,32 @@ impl ProviderErrorKind {
             self,
             Self::Connection | Self::Timeout | Self::Busy | Self::Server
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accumulating_huge_counts_saturates() {
+        let huge = Usage {
+            prompt_tokens: Some(u32::MAX),
+            total_duration: Some(Duration::MAX),
+            ..Usage::default()
+        };
+        let mut total = huge;
+        total.accumulate(&huge);
+        assert_eq!(total.prompt_tokens, Some(u32::MAX));
+        assert_eq!(total.total_duration, Some(Duration::MAX));
+        let mut sum = Usage {
+            completion_tokens: Some(2),
+            ..Usage::default()
+        };
+        sum.accumulate(&Usage {
+            completion_tokens: Some(3),
+            ..Usage::default()
+        });
+        assert_eq!(sum.completion_tokens, Some(5));
     }
 }
