@@ -817,7 +817,12 @@ async fn run_turn(
     drop(stream);
     total.accumulate(&usage);
 
-    let outcome = strategy.interpret(&raw, calls.clone(), &mut || mint_id(shared));
+    let outcome = strategy.interpret(
+        &raw,
+        calls.clone(),
+        &|name| settings.tools.contains(name),
+        &mut || mint_id(shared),
+    );
     sink.shown(filter.finish(&outcome));
     match outcome {
         TurnOutcome::Answer(answer) => {

@@ -33,6 +33,7 @@ pub mod history;
 pub mod provider;
 pub mod react;
 pub mod strategy;
+pub mod textcalls;
 pub mod tokens;
 pub mod tool;
 

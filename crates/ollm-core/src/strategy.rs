@@ -18,7 +18,7 @@
 use ollm_types::{ModelInfo, ProviderRequest, ResponseFormat, ToolCall, ToolSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::{constrained, react};
+use crate::{constrained, react, textcalls};
 
 /// The tool-calling strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -135,13 +135,27 @@ impl Strategy {
         self,
         text: &str,
         native_calls: Vec<ToolCall>,
+        offered: &dyn Fn(&str) -> bool,
         mint: &mut dyn FnMut() -> String,
     ) -> TurnOutcome {
         if !native_calls.is_empty() {
             return TurnOutcome::Calls(native_calls);
         }
         match self {
-            Strategy::NoTools | Strategy::Native => TurnOutcome::Answer(text.to_owned()),
+            Strategy::NoTools => TurnOutcome::Answer(text.to_owned()),
+            Strategy::Native => match textcalls::recover(text, offered) {
+                Some(calls) => TurnOutcome::Calls(
+                    calls
+                        .into_iter()
+                        .map(|(name, arguments)| ToolCall {
+                            id: mint(),
+                            name,
+                            arguments,
+                        })
+                        .collect(),
+                ),
+                None => TurnOutcome::Answer(text.to_owned()),
+            },
             Strategy::React => match react::parse(text) {
                 react::ReactStep::Action {
                     tool, arguments, ..

@@ -92,6 +92,31 @@ fn calls_made_with_tools_off_run_nothing_and_are_answered() {
 }
 
 #[test]
+fn calls_written_as_text_run_but_quoted_ones_do_not() {
+    let tagged = "<tool_call>\n{\"name\": \"t\", \"arguments\": {\"k\": 1}}\n</tool_call>";
+    let provider = MockProvider::builder()
+        .turn(vec![ev::text(tagged), ev::finish()])
+        .turn(vec![ev::text("done"), ev::finish()])
+        .then_forever(vec![
+            ev::text("Call it like {\"name\": \"t\", \"arguments\": {}} next time."),
+            ev::finish(),
+        ])
+        .build();
+    let tool = RecordingTool::new("t");
+    let c = client(provider.clone(), registry([tool.clone()]));
+    let events = block_on(chat(&c, "q"));
+    assert_eq!(tool.call_count(), 1);
+    assert_eq!(
+        serde_json::Value::Object(tool.calls()[0].arguments.clone()),
+        json!({"k": 1})
+    );
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    let events = block_on(chat(&c, "again"));
+    assert_eq!(tool.call_count(), 1, "JSON quoted in prose must not run");
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+}
+
+#[test]
 fn history_carries_over_and_can_be_replaced() {
     let provider = MockProvider::builder()
         .then_forever(vec![ev::text("ok"), ev::finish()])
