@@ -282,6 +282,8 @@ mod server {
     }
 }
 
+mod servers;
+
 mod terminal {
     //! The interactive chat through a real pseudo-terminal (tmux on a private socket).
     use super::*;
