@@ -415,6 +415,73 @@ mod terminal {
         }
     }
 
+    /// A prompt and its answer, `/clear`, and Ctrl-C while an answer streams, against the
+    /// mock Ollama: the chat survives the cancellation and answers the next prompt.
+    #[test]
+    fn answers_clear_and_ctrl_c_during_an_answer() {
+        use servers::{Ollama, answer, chunk};
+        use test_utils::mock_ollama::Reply;
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
+        s.mock
+            .script("/api/chat", answer(&["the first", " answer"]));
+        t.send(&["first question", "Enter"]);
+        t.wait_for_prompt("the first answer", |s| s.contains("the first answer"));
+        t.send(&["/status", "Enter"]);
+        t.wait_for_prompt("two messages", |s| s.contains("messages: 2"));
+        t.send(&["/clear", "Enter"]);
+        t.wait_for_prompt("the clear", |s| s.contains("conversation cleared"));
+
+        // An answer that streams a little and then stalls until the client hangs up.
+        s.mock.script(
+            "/api/chat",
+            Reply::ndjson(&[chunk("streaming words")]).then_stall(),
+        );
+        t.send(&["second question", "Enter"]);
+        t.wait_for("the answer to start", |s| s.contains("streaming words"));
+        t.send(&["C-c"]);
+        t.wait_for_prompt("the prompt after Ctrl-C", |s| s.contains("cancelled"));
+        let chats: Vec<usize> = s
+            .mock
+            .requests()
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.path == "/api/chat")
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(chats.len(), 2);
+        s.rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), s.mock.wait_closed_early(chats[1]))
+                .await
+                .expect("the cancelled stream's connection is closed");
+        });
+
+        s.mock.script("/api/chat", answer(&["still here"]));
+        t.send(&["third question", "Enter"]);
+        t.wait_for_prompt("the answer after Ctrl-C", |s| s.contains("still here"));
+        assert!(t.alive());
+        let third = s.mock.requests_to("/api/chat")[2].body["messages"].clone();
+        let users: Vec<&str> = third
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        // `/clear` forgot the first exchange.
+        assert!(!users.contains(&"first question"), "{third}");
+        assert_eq!(users.last(), Some(&"third question"), "{third}");
+        t.send(&["/bye", "Enter"]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while t.alive() {
+            assert!(Instant::now() < deadline, "ollm did not exit on /bye");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     #[test]
     fn ctrl_d_leaves_and_history_is_saved() {
         let o = Ollm::new();

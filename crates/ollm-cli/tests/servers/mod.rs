@@ -10,9 +10,9 @@ use test_utils::mock_ollama::{MockOllama, Reply};
 use test_utils::mock_openai::{self, MockOpenAi};
 
 /// A mock Ollama served by its own runtime (the binary runs as a child process).
-struct Ollama {
-    mock: MockOllama,
-    rt: tokio::runtime::Runtime,
+pub(crate) struct Ollama {
+    pub(crate) mock: MockOllama,
+    pub(crate) rt: tokio::runtime::Runtime,
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -24,7 +24,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 impl Ollama {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let rt = runtime();
         let mock = rt.block_on(MockOllama::start()).unwrap();
         Ollama { mock, rt }
@@ -45,7 +45,7 @@ impl OpenAi {
 }
 
 /// One NDJSON chat chunk with this text.
-fn chunk(text: &str) -> Value {
+pub(crate) fn chunk(text: &str) -> Value {
     json!({"model": "qwen3:8b", "created_at": "2025-05-01T12:00:00Z",
         "message": {"role": "assistant", "content": text}, "done": false})
 }
@@ -68,7 +68,7 @@ fn tool_call(name: &str, arguments: Value) -> Reply {
     ])
 }
 
-fn answer(parts: &[&str]) -> Reply {
+pub(crate) fn answer(parts: &[&str]) -> Reply {
     let mut lines: Vec<Value> = parts.iter().map(|p| chunk(p)).collect();
     lines.push(done("stop"));
     Reply::ndjson(&lines)
