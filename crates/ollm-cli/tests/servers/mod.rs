@@ -213,6 +213,24 @@ mod tools {
         assert!(stderr(&out).contains("--yes"), "{}", stderr(&out));
         assert_eq!(stdout(&out), "all done\n");
         assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+
+        // The JSON output reports the denied call with the text the model read.
+        script_write(&s);
+        let out = o.run(&[
+            "--host",
+            &s.mock.url(),
+            "run",
+            "qwen3:8b",
+            "--output-format",
+            "json",
+            "write it",
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(v["tool_calls"][0]["name"], "write_file");
+        assert_eq!(v["tool_calls"][0]["result"], "Error: denied by the user");
+        assert_eq!(v["tool_calls"][0]["is_error"], true);
+        assert!(!o.dir.path().join("out.txt").exists());
     }
 
     #[test]
@@ -379,6 +397,11 @@ mod failures {
         ]);
         assert_eq!(code(&out), 4, "{}", stderr(&out));
         assert!(stderr(&out).contains("nosuch"), "{}", stderr(&out));
+        // The hint names a command that exists, and that command lists the server's models.
+        assert!(stderr(&out).contains("`ollm list`"), "{}", stderr(&out));
+        let out = o.run(&["--provider", "openai", "--host", &s.mock.base_url(), "list"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert!(stdout(&out).contains("mock-model"), "{}", stdout(&out));
     }
 
     #[test]
@@ -398,30 +421,36 @@ mod failures {
 mod cancel {
     use super::*;
 
-    #[test]
-    fn sigint_mid_answer_exits_130_and_closes_the_stream() {
+    /// Runs `ollm ARGS` against a reply that streams a little then stalls, sends SIGINT
+    /// once stdout shows `marker`, and returns the exit code and all of stdout, after
+    /// checking that the exit was prompt and the mock saw the stream closed early.
+    fn interrupt(args: &[&str], marker: &str) -> (Option<i32>, String) {
         let s = Ollama::start();
         let o = Ollm::new();
         s.mock.script(
             "/api/chat",
             Reply::ndjson(&[chunk("first words"), chunk(" and more")]).then_stall(),
         );
+        let url = s.mock.url();
+        let mut all = vec!["--host", url.as_str(), "run", "qwen3:8b"];
+        all.extend_from_slice(args);
         let mut child = o
-            .command(&["--host", &s.mock.url(), "run", "qwen3:8b", "hi"])
+            .command(&all)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // Read stdout until the first text shows; the answer then stalls forever.
+        // Read stdout until the marker shows; the answer then stalls forever.
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let (tx, rx) = std::sync::mpsc::channel();
+        let marker = marker.as_bytes().to_vec();
         let reader = std::thread::spawn(move || {
             let mut seen = Vec::new();
             let mut byte = [0u8; 1];
             while let Ok(1) = out.read(&mut byte) {
                 seen.push(byte[0]);
-                if seen.ends_with(b"first words") {
+                if seen.ends_with(&marker) {
                     let _ = tx.send(());
                 }
             }
@@ -443,14 +472,12 @@ mod cancel {
             assert!(Instant::now() < deadline, "ollm did not exit on SIGINT");
             std::thread::sleep(Duration::from_millis(20));
         };
-        assert_eq!(status.code(), Some(130));
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "{:?}",
             started.elapsed()
         );
         let seen = String::from_utf8(reader.join().unwrap()).unwrap();
-        assert!(seen.starts_with("first words"), "{seen}");
         let index = s
             .mock
             .requests()
@@ -462,6 +489,28 @@ mod cancel {
                 .await
                 .expect("the mock saw the connection closed early");
         });
+        (status.code(), seen)
+    }
+
+    #[test]
+    fn sigint_mid_answer_exits_130_and_closes_the_stream() {
+        let (code, seen) = interrupt(&["hi"], "first words");
+        assert_eq!(code, Some(130));
+        assert!(seen.starts_with("first words"), "{seen}");
+    }
+
+    #[test]
+    fn sigint_in_stream_json_ends_with_a_cancelled_finish() {
+        let (code, seen) = interrupt(&["--output-format", "stream-json", "hi"], "}\n");
+        assert_eq!(code, Some(130));
+        let events: Vec<Value> = seen
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        assert_eq!(events[0]["type"], "text_delta", "{seen}");
+        let last = events.last().unwrap();
+        assert_eq!(last["type"], "finish", "{seen}");
+        assert_eq!(last["finish_reason"], "cancelled", "{seen}");
     }
 }
 
