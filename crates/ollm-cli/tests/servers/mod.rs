@@ -595,3 +595,176 @@ mod openai_constrained {
         assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
     }
 }
+
+mod more_output {
+    use super::*;
+
+    #[test]
+    fn the_json_formats_report_a_failure_and_keep_the_exit_code() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let out = o.run(&[
+            "--host",
+            &url,
+            "run",
+            "nosuch:1b",
+            "--output-format",
+            "json",
+            "hi",
+        ]);
+        assert_eq!(code(&out), 4, "{}", stderr(&out));
+        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(v["finish_reason"], "error");
+        assert_eq!(v["error"]["kind"], "model_not_found");
+        assert_eq!(v["error"]["status"], 404);
+        assert_eq!(v["error"]["hint"], "ollama pull nosuch:1b");
+        let out = o.run(&[
+            "--host",
+            &url,
+            "run",
+            "nosuch:1b",
+            "--output-format",
+            "stream-json",
+            "hi",
+        ]);
+        assert_eq!(code(&out), 4, "{}", stderr(&out));
+        let events: Vec<Value> = stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert_eq!(events[0]["type"], "error");
+        assert_eq!(events[0]["error"]["kind"], "model_not_found");
+        assert_eq!(events[1]["type"], "finish");
+        assert_eq!(events[1]["finish_reason"], "error");
+    }
+
+    #[test]
+    fn stream_json_shows_the_tool_call_its_result_and_each_turn() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        std::fs::write(o.dir.path().join("notes.txt"), "alpha\n").unwrap();
+        s.mock.script(
+            "/api/chat",
+            tool_call("read_file", json!({"path": "notes.txt"})),
+        );
+        s.mock.script("/api/chat", answer(&["ok"]));
+        let out = o.run(&[
+            "--host",
+            &s.mock.url(),
+            "run",
+            "qwen3:8b",
+            "--output-format",
+            "stream-json",
+            "hi",
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let events: Vec<Value> = stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            types,
+            [
+                "tool_call_started",
+                "tool_result",
+                "turn_complete",
+                "text_delta",
+                "turn_complete",
+                "finish"
+            ]
+        );
+        assert_eq!(events[0]["name"], "read_file");
+        assert_eq!(events[0]["arguments"], json!({"path": "notes.txt"}));
+        assert_eq!(events[1]["id"], events[0]["id"]);
+        assert_eq!(events[1]["content"], "alpha\n");
+        assert_eq!(events[1]["is_error"], false);
+        assert_eq!(events[2]["turn"], 1);
+        assert_eq!(events[4]["turn"], 2);
+        assert_eq!(events[5]["usage"]["prompt_tokens"], 24);
+    }
+
+    fn thinking_reply() -> Reply {
+        Reply::ndjson(&[
+            json!({"model": "qwen3:8b", "created_at": "2025-05-01T12:00:00Z",
+                "message": {"role": "assistant", "content": "", "thinking": "pondering"},
+                "done": false}),
+            chunk("the answer"),
+            done("stop"),
+        ])
+    }
+
+    #[test]
+    fn thinking_goes_to_stderr_and_can_be_hidden() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        s.mock.script("/api/chat", thinking_reply());
+        let out = o.run(&["--host", &url, "run", "qwen3:8b", "--think", "hi"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(stdout(&out), "the answer\n");
+        assert!(stderr(&out).contains("pondering"), "{}", stderr(&out));
+        assert_eq!(s.mock.requests_to("/api/chat")[0].body["think"], true);
+        s.mock.script("/api/chat", thinking_reply());
+        let out = o.run(&[
+            "--host",
+            &url,
+            "run",
+            "qwen3:8b",
+            "--think=high",
+            "--hide-thinking",
+            "hi",
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(stdout(&out), "the answer\n");
+        assert!(!stderr(&out).contains("pondering"), "{}", stderr(&out));
+        assert_eq!(s.mock.requests_to("/api/chat")[1].body["think"], "high");
+    }
+
+    #[test]
+    fn a_server_that_sends_nothing_times_out_with_exit_3() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        o.write_config("[providers.ollama]\nkind = \"ollama\"\nidle_timeout_secs = 1\n");
+        s.mock.script("/api/chat", Reply::ndjson(&[]).then_stall());
+        let out = o.run(&["--host", &s.mock.url(), "run", "qwen3:8b", "hi"]);
+        assert_eq!(code(&out), 3, "{}", stderr(&out));
+        assert!(stderr(&out).contains("1s"), "{}", stderr(&out));
+    }
+
+    #[test]
+    fn openai_auth_refused_exits_5_with_a_hint() {
+        let s = OpenAi::start();
+        let o = Ollm::new();
+        s.mock
+            .push_reply(mock_openai::Reply::http_error(401, "invalid api key"));
+        let out = o.run(&[
+            "--provider",
+            "openai",
+            "--host",
+            &s.mock.base_url(),
+            "run",
+            "mock-model",
+            "hi",
+        ]);
+        assert_eq!(code(&out), 5, "{}", stderr(&out));
+        assert!(stderr(&out).contains("invalid api key"), "{}", stderr(&out));
+        assert!(stderr(&out).contains("api_key_env"), "{}", stderr(&out));
+    }
+
+    #[test]
+    fn rm_deletes_and_a_second_rm_is_model_not_found() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let out = o.run(&["--host", &url, "rm", "gemma:2b"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert!(stdout(&out).contains("gemma:2b"), "{}", stdout(&out));
+        let out = o.run(&["--host", &url, "list"]);
+        assert!(!stdout(&out).contains("gemma:2b"), "{}", stdout(&out));
+        let out = o.run(&["--host", &url, "rm", "gemma:2b"]);
+        assert_eq!(code(&out), 4, "{}", stderr(&out));
+    }
+}
