@@ -768,3 +768,89 @@ mod more_output {
         assert_eq!(code(&out), 4, "{}", stderr(&out));
     }
 }
+
+mod server_behaviour {
+    use super::*;
+
+    #[test]
+    fn a_model_without_tools_or_thinking_still_answers() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let out = o.run(&["--host", &url, "run", "gemma:2b", "--think", "hi"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(stdout(&out), "Hello from mock\n");
+        assert!(stderr(&out).contains("thinking"), "{}", stderr(&out));
+        // The capabilities were read first; neither tools nor thinking were sent.
+        let chat = &s.mock.requests_to("/api/chat")[0].body;
+        assert!(chat["tools"].as_array().is_none_or(Vec::is_empty), "{chat}");
+        assert!(chat["think"].is_null() || chat["think"] == false, "{chat}");
+        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+    }
+
+    #[test]
+    fn ollama_host_from_the_environment_is_used() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let out = o.run_with(
+            &["run", "qwen3:8b", "hi"],
+            &[("OLLAMA_HOST", &s.mock.host_port())],
+            None,
+        );
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(stdout(&out), "Hello from mock\n");
+    }
+
+    #[test]
+    fn a_busy_server_is_retried_with_a_warning() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        s.mock.script(
+            "/api/chat",
+            Reply::error(503, "server busy").header("Retry-After", "0"),
+        );
+        let out = o.run(&["--host", &s.mock.url(), "run", "qwen3:8b", "hi"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(stdout(&out), "Hello from mock\n");
+        assert!(stderr(&out).contains("server busy"), "{}", stderr(&out));
+        assert_eq!(s.mock.requests_to("/api/chat").len(), 2);
+    }
+
+    #[test]
+    fn a_broken_stream_keeps_the_partial_text_and_exits_1() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        s.mock
+            .script("/api/chat", Reply::ndjson(&[chunk("half")]).then_abort());
+        let out = o.run(&["--host", &url, "run", "qwen3:8b", "hi"]);
+        assert_eq!(code(&out), 1, "{}", stderr(&out));
+        assert_eq!(stdout(&out), "half\n");
+        assert!(stderr(&out).contains("partial"), "{}", stderr(&out));
+        s.mock.script(
+            "/api/chat",
+            Reply::ndjson(&[chunk("x"), json!({"error": "model runner crashed"})]),
+        );
+        let out = o.run(&["--host", &url, "run", "qwen3:8b", "hi"]);
+        assert_eq!(code(&out), 1, "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("model runner crashed"),
+            "{}",
+            stderr(&out)
+        );
+    }
+
+    #[test]
+    fn an_answer_cut_at_the_token_limit_warns() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        s.mock.script(
+            "/api/chat",
+            Reply::ndjson(&[chunk("cut sh"), done("length")]),
+        );
+        let out = o.run(&["--host", &s.mock.url(), "run", "qwen3:8b", "hi"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(stdout(&out), "cut sh\n");
+        assert!(stderr(&out).contains("token limit"), "{}", stderr(&out));
+    }
+}
