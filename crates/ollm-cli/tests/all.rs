@@ -482,6 +482,51 @@ mod terminal {
         }
     }
 
+    /// A tool call that needs approval asks on the terminal: `y` runs it, `n` denies it.
+    #[test]
+    fn approval_is_asked_on_the_terminal() {
+        use servers::{Ollama, answer, tool_call};
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
+        let call = |name: &str| {
+            tool_call(
+                "write_file",
+                serde_json::json!({"path": name, "content": "from the model"}),
+            )
+        };
+        s.mock.script("/api/chat", call("yes.txt"));
+        s.mock.script("/api/chat", answer(&["wrote it"]));
+        t.send(&["write yes", "Enter"]);
+        t.wait_for("the approval question", |s| s.contains("[y] allow once"));
+        t.send(&["y", "Enter"]);
+        t.wait_for_prompt("the answer after approval", |s| s.contains("wrote it"));
+        assert_eq!(
+            std::fs::read_to_string(o.dir.path().join("yes.txt")).unwrap(),
+            "from the model"
+        );
+
+        s.mock.script("/api/chat", call("no.txt"));
+        s.mock.script("/api/chat", answer(&["did not write"]));
+        t.send(&["write no", "Enter"]);
+        t.wait_for("the second question", |s| {
+            s.matches("[y] allow once").count() == 2
+        });
+        t.send(&["n", "Enter"]);
+        t.wait_for_prompt("the answer after denial", |s| s.contains("did not write"));
+        assert!(!o.dir.path().join("no.txt").exists());
+        let chats = s.mock.requests_to("/api/chat");
+        let last = chats.last().unwrap().body["messages"].as_array().unwrap();
+        assert_eq!(
+            last.last().unwrap()["content"],
+            "Error: denied by the user",
+            "{last:?}"
+        );
+        t.send(&["/bye", "Enter"]);
+    }
+
     #[test]
     fn ctrl_d_leaves_and_history_is_saved() {
         let o = Ollm::new();

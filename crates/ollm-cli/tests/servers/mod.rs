@@ -58,7 +58,7 @@ fn done(reason: &str) -> Value {
 }
 
 /// A reply whose message calls `name` with `arguments`.
-fn tool_call(name: &str, arguments: Value) -> Reply {
+pub(crate) fn tool_call(name: &str, arguments: Value) -> Reply {
     Reply::ndjson(&[
         json!({"model": "qwen3:8b", "created_at": "2025-05-01T12:00:00Z",
             "message": {"role": "assistant", "content": "",
