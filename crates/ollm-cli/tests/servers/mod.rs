@@ -854,3 +854,110 @@ mod server_behaviour {
         assert!(stderr(&out).contains("token limit"), "{}", stderr(&out));
     }
 }
+
+mod run_options {
+    use super::*;
+
+    #[test]
+    fn a_prompt_argument_and_piped_stdin_are_joined() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let out = o.run_with(
+            &["--host", &s.mock.url(), "run", "qwen3:8b", "summarise:"],
+            &[],
+            Some("the notes\n"),
+        );
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let msgs = chat_messages(&s.mock, 0);
+        let content = msgs.last().unwrap()["content"].as_str().unwrap();
+        assert!(content.starts_with("summarise:"), "{content}");
+        assert!(content.contains("the notes"), "{content}");
+    }
+
+    #[test]
+    fn tools_are_offered_unless_no_tools_and_the_system_prompt_leads() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let out = o.run(&["--host", &url, "run", "qwen3:8b", "hi"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let tools: Vec<String> = s.mock.requests_to("/api/chat")[0].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+            .collect();
+        for want in [
+            "read_file",
+            "list_dir",
+            "search_text",
+            "write_file",
+            "run_command",
+        ] {
+            assert!(tools.iter().any(|t| t == want), "{want} in {tools:?}");
+        }
+        let out = o.run(&[
+            "--host",
+            &url,
+            "run",
+            "qwen3:8b",
+            "--no-tools",
+            "--system",
+            "be brief",
+            "hi",
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let body = &s.mock.requests_to("/api/chat")[1].body;
+        assert!(body["tools"].as_array().is_none_or(Vec::is_empty), "{body}");
+        assert_eq!(
+            body["messages"][0],
+            json!({"role": "system", "content": "be brief"})
+        );
+    }
+
+    #[test]
+    fn the_turn_limit_stops_the_run_with_a_warning() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        std::fs::write(o.dir.path().join("notes.txt"), "alpha\n").unwrap();
+        s.mock.script(
+            "/api/chat",
+            tool_call("read_file", json!({"path": "notes.txt"})),
+        );
+        let out = o.run(&[
+            "--host",
+            &s.mock.url(),
+            "run",
+            "qwen3:8b",
+            "--max-turns",
+            "1",
+            "hi",
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert!(stderr(&out).contains("--max-turns"), "{}", stderr(&out));
+        assert_eq!(s.mock.requests_to("/api/chat").len(), 1);
+    }
+
+    #[test]
+    fn a_resumed_session_with_a_tool_call_replays_valid_history() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        std::fs::write(o.dir.path().join("notes.txt"), "alpha\n").unwrap();
+        s.mock.script(
+            "/api/chat",
+            tool_call("read_file", json!({"path": "notes.txt"})),
+        );
+        s.mock.script("/api/chat", answer(&["alpha it is"]));
+        let out = o.run(&["--host", &url, "run", "qwen3:8b", "--session", "t", "read"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let out = o.run(&["--host", &url, "run", "qwen3:8b", "--session", "t", "again"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let msgs = chat_messages(&s.mock, 2);
+        let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "assistant", "user"]);
+        assert_eq!(msgs[1]["tool_calls"][0]["id"], msgs[2]["tool_call_id"]);
+        assert_eq!(msgs[2]["content"], "alpha\n");
+        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+    }
+}
