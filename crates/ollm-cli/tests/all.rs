@@ -326,6 +326,15 @@ mod terminal {
             String::from_utf8_lossy(&out.stdout).into_owned()
         }
 
+        /// The screen with its styling as escape sequences (`capture-pane -e`).
+        fn styled_screen(&self) -> String {
+            let out = Command::new("tmux")
+                .args(["-L", &self.socket, "capture-pane", "-p", "-e", "-S", "-200"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+
         fn send(&self, keys: &[&str]) {
             let status = Command::new("tmux")
                 .args(["-L", &self.socket, "send-keys"])
@@ -474,6 +483,9 @@ mod terminal {
         // `/clear` forgot the first exchange.
         assert!(!users.contains(&"first question"), "{third}");
         assert_eq!(users.last(), Some(&"third question"), "{third}");
+        // NO_COLOR: answers, usage lines and the cancellation mark are unstyled.
+        let styled = t.styled_screen();
+        assert!(!styled.contains('\x1b'), "{styled:?}");
         t.send(&["/bye", "Enter"]);
         let deadline = Instant::now() + Duration::from_secs(20);
         while t.alive() {
@@ -501,6 +513,10 @@ mod terminal {
         s.mock.script("/api/chat", answer(&["wrote it"]));
         t.send(&["write yes", "Enter"]);
         t.wait_for("the approval question", |s| s.contains("[y] allow once"));
+        // NO_COLOR (set for every terminal test) keeps the question unstyled too.
+        let styled = t.styled_screen();
+        let question = styled.lines().find(|l| l.contains("? write_file")).unwrap();
+        assert!(!question.contains('\x1b'), "{question:?}");
         t.send(&["y", "Enter"]);
         t.wait_for_prompt("the answer after approval", |s| s.contains("wrote it"));
         assert_eq!(
