@@ -961,3 +961,102 @@ mod run_options {
         assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
     }
 }
+
+mod openai_native {
+    use super::*;
+
+    fn chunk_of(delta: Value) -> Value {
+        json!({"object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+    }
+
+    #[test]
+    fn a_streamed_native_tool_call_runs_and_the_answer_streams() {
+        let s = OpenAi::start();
+        let o = Ollm::new();
+        std::fs::write(o.dir.path().join("notes.txt"), "alpha\n").unwrap();
+        // The call's arguments arrive split over two chunks, as servers stream them.
+        s.mock.push_reply(
+            mock_openai::Reply::sse()
+                .data(chunk_of(
+                    json!({"role": "assistant", "tool_calls": [{"index": 0,
+                    "id": "c1", "type": "function",
+                    "function": {"name": "read_file", "arguments": "{\"path\":"}}]}),
+                ))
+                .data(chunk_of(json!({"tool_calls": [{"index": 0,
+                    "function": {"arguments": "\"notes.txt\"}"}}]})))
+                .finish("tool_calls")
+                .usage(10, 5)
+                .done()
+                .reply(),
+        );
+        s.mock.push_reply(
+            mock_openai::Reply::sse()
+                .content("it is ")
+                .content("alpha")
+                .finish("stop")
+                .usage(20, 3)
+                .done()
+                .reply(),
+        );
+        let out = o.run(&[
+            "--provider",
+            "openai",
+            "--host",
+            &s.mock.base_url(),
+            "run",
+            "mock-model",
+            "--output-format",
+            "stream-json",
+            "hi",
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let events: Vec<Value> = stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(events[0]["type"], "tool_call_started");
+        assert_eq!(events[0]["arguments"], json!({"path": "notes.txt"}));
+        assert_eq!(events[1]["type"], "tool_result");
+        assert_eq!(events[1]["content"], "alpha\n");
+        let text: String = events
+            .iter()
+            .filter(|e| e["type"] == "text_delta")
+            .map(|e| e["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(text, "it is alpha");
+        let last = events.last().unwrap();
+        assert_eq!(last["finish_reason"], "stop");
+        assert_eq!(last["usage"]["prompt_tokens"], 30);
+        assert_eq!(last["usage"]["completion_tokens"], 8);
+        let second = &s.mock.requests()[1]["messages"];
+        assert_eq!(second[2]["role"], "tool");
+        assert_eq!(second[2]["tool_call_id"], "c1");
+        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+    }
+
+    #[test]
+    fn ollama_only_commands_say_they_are_unsupported() {
+        let s = OpenAi::start();
+        let o = Ollm::new();
+        let url = s.mock.base_url();
+        for cmd in [
+            &["show", "mock-model"][..],
+            &["pull", "x"],
+            &["ps"],
+            &["rm", "x"],
+        ] {
+            let mut args = vec!["--provider", "openai", "--host", url.as_str()];
+            args.extend_from_slice(cmd);
+            let out = o.run(&args);
+            assert_eq!(code(&out), 1, "{cmd:?}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains("does not support"),
+                "{cmd:?}: {}",
+                stderr(&out)
+            );
+        }
+        let out = o.run(&["--provider", "openai", "--host", &url, "version"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+}
