@@ -543,6 +543,52 @@ mod terminal {
         t.send(&["/bye", "Enter"]);
     }
 
+    /// `/save` writes the conversation as a session, `/load` brings it back into the chat.
+    #[test]
+    fn save_and_load_a_session_in_the_chat() {
+        use servers::{Ollama, answer};
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
+        s.mock.script("/api/chat", answer(&["remembered"]));
+        t.send(&["keep this", "Enter"]);
+        t.wait_for_prompt("the answer", |s| s.contains("remembered"));
+        t.send(&["/save kept", "Enter"]);
+        t.wait_for_prompt("the save", |s| s.contains("kept"));
+        assert!(o.data_dir().join("sessions/kept.jsonl").exists());
+        // The chat continues in the saved session, so a `/clear` now would be recorded in
+        // `kept`; move on to another session first.
+        t.send(&["/save scratch", "Enter"]);
+        t.wait_for_prompt("the second save", |s| s.contains("scratch.jsonl"));
+        t.send(&["/clear", "Enter"]);
+        t.wait_for_prompt("the clear", |s| s.contains("conversation cleared"));
+        t.send(&["/load kept", "Enter"]);
+        t.wait_for_prompt("the load", |s| s.contains("loaded session \"kept\""));
+        t.send(&["/status", "Enter"]);
+        t.wait_for_prompt("the loaded messages", |s| s.contains("messages: 2"));
+        t.send(&["and then?", "Enter"]);
+        t.wait_for_prompt("the next answer", |s| s.contains("Hello from mock"));
+        let chats = s.mock.requests_to("/api/chat");
+        let users: Vec<&str> = chats[1].body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(users, ["keep this", "and then?"]);
+        t.send(&["/bye", "Enter"]);
+        let out = o.run(&["sessions", "list"]);
+        let listed = stdout(&out);
+        let names: Vec<&str> = listed
+            .lines()
+            .map(|l| l.split('\t').next().unwrap())
+            .collect();
+        assert_eq!(names, ["kept", "scratch"], "{listed}");
+    }
+
     #[test]
     fn ctrl_d_leaves_and_history_is_saved() {
         let o = Ollm::new();
