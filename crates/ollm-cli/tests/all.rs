@@ -556,7 +556,7 @@ mod terminal {
         t.send(&["keep this", "Enter"]);
         t.wait_for_prompt("the answer", |s| s.contains("remembered"));
         t.send(&["/save kept", "Enter"]);
-        t.wait_for_prompt("the save", |s| s.contains("kept"));
+        t.wait_for_prompt("the save", |s| s.contains("kept.jsonl"));
         assert!(o.data_dir().join("sessions/kept.jsonl").exists());
         // The chat continues in the saved session, so a `/clear` now would be recorded in
         // `kept`; move on to another session first.
