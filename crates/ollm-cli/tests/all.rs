@@ -282,6 +282,8 @@ mod server {
     }
 }
 
+mod servers;
+
 mod terminal {
     //! The interactive chat through a real pseudo-terminal (tmux on a private socket).
     use super::*;
@@ -319,6 +321,15 @@ mod terminal {
         fn screen(&self) -> String {
             let out = Command::new("tmux")
                 .args(["-L", &self.socket, "capture-pane", "-p", "-S", "-200"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+
+        /// The screen with its styling as escape sequences (`capture-pane -e`).
+        fn styled_screen(&self) -> String {
+            let out = Command::new("tmux")
+                .args(["-L", &self.socket, "capture-pane", "-p", "-e", "-S", "-200"])
                 .output()
                 .unwrap();
             String::from_utf8_lossy(&out.stdout).into_owned()
@@ -411,6 +422,171 @@ mod terminal {
             assert!(Instant::now() < deadline, "ollm did not exit on /bye");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// A prompt and its answer, `/clear`, and Ctrl-C while an answer streams, against the
+    /// mock Ollama: the chat survives the cancellation and answers the next prompt.
+    #[test]
+    fn answers_clear_and_ctrl_c_during_an_answer() {
+        use servers::{Ollama, answer, chunk};
+        use test_utils::mock_ollama::Reply;
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
+        s.mock
+            .script("/api/chat", answer(&["the first", " answer"]));
+        t.send(&["first question", "Enter"]);
+        t.wait_for_prompt("the first answer", |s| s.contains("the first answer"));
+        t.send(&["/status", "Enter"]);
+        t.wait_for_prompt("two messages", |s| s.contains("messages: 2"));
+        t.send(&["/clear", "Enter"]);
+        t.wait_for_prompt("the clear", |s| s.contains("conversation cleared"));
+
+        // An answer that streams a little and then stalls until the client hangs up.
+        s.mock.script(
+            "/api/chat",
+            Reply::ndjson(&[chunk("streaming words")]).then_stall(),
+        );
+        t.send(&["second question", "Enter"]);
+        t.wait_for("the answer to start", |s| s.contains("streaming words"));
+        t.send(&["C-c"]);
+        t.wait_for_prompt("the prompt after Ctrl-C", |s| s.contains("cancelled"));
+        let chats: Vec<usize> = s
+            .mock
+            .requests()
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.path == "/api/chat")
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(chats.len(), 2);
+        s.rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), s.mock.wait_closed_early(chats[1]))
+                .await
+                .expect("the cancelled stream's connection is closed");
+        });
+
+        s.mock.script("/api/chat", answer(&["still here"]));
+        t.send(&["third question", "Enter"]);
+        t.wait_for_prompt("the answer after Ctrl-C", |s| s.contains("still here"));
+        assert!(t.alive());
+        let third = s.mock.requests_to("/api/chat")[2].body["messages"].clone();
+        let users: Vec<&str> = third
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        // `/clear` forgot the first exchange.
+        assert!(!users.contains(&"first question"), "{third}");
+        assert_eq!(users.last(), Some(&"third question"), "{third}");
+        // NO_COLOR: answers, usage lines and the cancellation mark are unstyled.
+        let styled = t.styled_screen();
+        assert!(!styled.contains('\x1b'), "{styled:?}");
+        t.send(&["/bye", "Enter"]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while t.alive() {
+            assert!(Instant::now() < deadline, "ollm did not exit on /bye");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// A tool call that needs approval asks on the terminal: `y` runs it, `n` denies it.
+    #[test]
+    fn approval_is_asked_on_the_terminal() {
+        use servers::{Ollama, answer, tool_call};
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
+        let call = |name: &str| {
+            tool_call(
+                "write_file",
+                serde_json::json!({"path": name, "content": "from the model"}),
+            )
+        };
+        s.mock.script("/api/chat", call("yes.txt"));
+        s.mock.script("/api/chat", answer(&["wrote it"]));
+        t.send(&["write yes", "Enter"]);
+        t.wait_for("the approval question", |s| s.contains("[y] allow once"));
+        // NO_COLOR (set for every terminal test) keeps the question unstyled too.
+        let styled = t.styled_screen();
+        let question = styled.lines().find(|l| l.contains("? write_file")).unwrap();
+        assert!(!question.contains('\x1b'), "{question:?}");
+        t.send(&["y", "Enter"]);
+        t.wait_for_prompt("the answer after approval", |s| s.contains("wrote it"));
+        assert_eq!(
+            std::fs::read_to_string(o.dir.path().join("yes.txt")).unwrap(),
+            "from the model"
+        );
+
+        s.mock.script("/api/chat", call("no.txt"));
+        s.mock.script("/api/chat", answer(&["did not write"]));
+        t.send(&["write no", "Enter"]);
+        t.wait_for("the second question", |s| {
+            s.matches("[y] allow once").count() == 2
+        });
+        t.send(&["n", "Enter"]);
+        t.wait_for_prompt("the answer after denial", |s| s.contains("did not write"));
+        assert!(!o.dir.path().join("no.txt").exists());
+        let chats = s.mock.requests_to("/api/chat");
+        let last = chats.last().unwrap().body["messages"].as_array().unwrap();
+        assert_eq!(
+            last.last().unwrap()["content"],
+            "Error: denied by the user",
+            "{last:?}"
+        );
+        t.send(&["/bye", "Enter"]);
+    }
+
+    /// `/save` writes the conversation as a session, `/load` brings it back into the chat.
+    #[test]
+    fn save_and_load_a_session_in_the_chat() {
+        use servers::{Ollama, answer};
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
+        s.mock.script("/api/chat", answer(&["remembered"]));
+        t.send(&["keep this", "Enter"]);
+        t.wait_for_prompt("the answer", |s| s.contains("remembered"));
+        t.send(&["/save kept", "Enter"]);
+        t.wait_for_prompt("the save", |s| s.contains("kept.jsonl"));
+        assert!(o.data_dir().join("sessions/kept.jsonl").exists());
+        // The chat continues in the saved session, so a `/clear` now would be recorded in
+        // `kept`; move on to another session first.
+        t.send(&["/save scratch", "Enter"]);
+        t.wait_for_prompt("the second save", |s| s.contains("scratch.jsonl"));
+        t.send(&["/clear", "Enter"]);
+        t.wait_for_prompt("the clear", |s| s.contains("conversation cleared"));
+        t.send(&["/load kept", "Enter"]);
+        t.wait_for_prompt("the load", |s| s.contains("loaded session \"kept\""));
+        t.send(&["/status", "Enter"]);
+        t.wait_for_prompt("the loaded messages", |s| s.contains("messages: 2"));
+        t.send(&["and then?", "Enter"]);
+        t.wait_for_prompt("the next answer", |s| s.contains("Hello from mock"));
+        let chats = s.mock.requests_to("/api/chat");
+        let users: Vec<&str> = chats[1].body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(users, ["keep this", "and then?"]);
+        t.send(&["/bye", "Enter"]);
+        let out = o.run(&["sessions", "list"]);
+        let listed = stdout(&out);
+        let names: Vec<&str> = listed
+            .lines()
+            .map(|l| l.split('\t').next().unwrap())
+            .collect();
+        assert_eq!(names, ["kept", "scratch"], "{listed}");
     }
 
     #[test]

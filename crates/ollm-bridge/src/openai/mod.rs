@@ -127,7 +127,7 @@ impl Inner {
             )),
             (_, ProviderErrorKind::ModelNotFound) => mapped.with_hint(match model {
                 Some(model) => format!(
-                    "the server at {base} has no model named {model:?} (`ollm models` lists \
+                    "the server at {base} has no model named {model:?} (`ollm list` lists \
                      them), or the base URL lacks `/v1`"
                 ),
                 None => format!("is {base} an OpenAI-compatible base URL ending in `/v1`?"),

@@ -44,9 +44,15 @@ pub(crate) struct TerminalPrompter;
 impl Prompter for TerminalPrompter {
     fn ask(&self, request: &str) -> Answer {
         let mut err = std::io::stderr().lock();
+        // `NO_COLOR` turns styling off here too, as it does for the rest of the output.
+        let (on, off) = if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) {
+            ("", "")
+        } else {
+            ("\x1b[1;33m", "\x1b[0m")
+        };
         let _ = write!(
             err,
-            "\n\x1b[1;33m? {request}\x1b[0m\n  [y] allow once  [a] always for this  [N] deny: "
+            "\n{on}? {request}{off}\n  [y] allow once  [a] always for this  [N] deny: "
         );
         let _ = err.flush();
         let mut line = String::new();
