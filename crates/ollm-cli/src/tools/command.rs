@@ -196,33 +196,27 @@ async fn run(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| ToolError::Failed(format!("cannot start {program}: {e}")))?;
-    let cap = policy.output_limit as u64 + 1;
+    let cap = policy.output_limit;
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let collect = async {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let read_out = async {
-            if let Some(s) = stdout.as_mut() {
-                let _ = s.take(cap).read_to_end(&mut out).await;
-            }
-        };
-        let read_err = async {
-            if let Some(s) = stderr.as_mut() {
-                let _ = s.take(cap).read_to_end(&mut err).await;
-            }
-        };
-        tokio::join!(read_out, read_err);
+        // Both pipes are read to the end, concurrently, whatever their size: a child
+        // whose pipe is full blocks and never exits.
+        let ((out, out_total), (err, err_total)) = tokio::join!(
+            drain_capped(stdout.as_mut(), cap),
+            drain_capped(stderr.as_mut(), cap)
+        );
         let status = child.wait().await;
-        (status, out, err)
+        (status, out, err, out_total + err_total)
     };
     match tokio::time::timeout(policy.timeout, collect).await {
         Err(_) => Err(ToolError::Failed(format!(
             "{program} did not finish within {} s and was killed",
             policy.timeout.as_secs()
         ))),
-        Ok((status, out, err)) => {
+        Ok((status, out, err, total)) => {
             let status = status.map_err(|e| ToolError::Failed(e.to_string()))?;
+            let kept = (out.len() + err.len()) as u64;
             let mut text = String::from_utf8_lossy(&out).into_owned();
             if !err.is_empty() {
                 text.push_str("\n[stderr]\n");
@@ -232,9 +226,46 @@ async fn run(
                 Some(c) => format!("exit status {c}"),
                 None => "killed by a signal".to_owned(),
             };
-            Ok((status, cap_output(&text, policy.output_limit)))
+            let output = if kept < total || text.len() > cap {
+                let mut end = cap.min(text.len());
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                format!(
+                    "{}\n[output truncated: {end} of {total} bytes shown]",
+                    &text[..end]
+                )
+            } else {
+                text
+            };
+            Ok((status, output))
         }
     }
+}
+
+/// Reads `reader` to its end, keeping the first `cap` bytes and discarding the rest;
+/// returns what was kept and how many bytes were read in all.
+async fn drain_capped<R: tokio::io::AsyncRead + Unpin>(
+    reader: Option<&mut R>,
+    cap: usize,
+) -> (Vec<u8>, u64) {
+    let mut kept = Vec::new();
+    let mut total = 0u64;
+    let Some(reader) = reader else {
+        return (kept, total);
+    };
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                total += n as u64;
+                let room = cap.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    (kept, total)
 }
 
 /// Appends one JSON line to the audit log; failures to log are reported on stderr but do
@@ -365,6 +396,28 @@ mod tests {
         assert_eq!(rec["program"], "cat");
         assert_eq!(rec["args"], json!(["big.txt"]));
         assert_eq!(rec["status"], "exit status 0");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn output_far_over_the_cap_does_not_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("huge.txt"), "y".repeat(300 * 1024)).unwrap();
+        // Far longer than `cat` needs; a full pipe would block it until this fires.
+        let t = tool(dir.path(), Mode::Yes, Duration::from_secs(10));
+        let out = t
+            .execute(args(json!({"program": "cat", "args": ["huge.txt"]})))
+            .await
+            .unwrap();
+        let out = out.as_str().unwrap();
+        assert!(out.starts_with("exit status 0\n"), "{out}");
+        assert!(
+            out.ends_with(&format!(
+                "[output truncated: 100 of {} bytes shown]",
+                300 * 1024
+            )),
+            "{out}"
+        );
     }
 
     #[cfg(unix)]
