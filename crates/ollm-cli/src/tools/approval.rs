@@ -1,6 +1,6 @@
 //! Approval of tool calls that change things or run programs.
 //!
-//! On a terminal the user is asked (allow once, always for this program, deny); headless,
+//! On a terminal the user is asked (allow once, always for this allowlist entry, deny); headless,
 //! a call is denied unless `--yes` or the config's `tools.auto_approve` allows it. Asking
 //! goes through the [`Prompter`] trait so the policy is tested without a terminal.
 
@@ -105,7 +105,7 @@ impl Approver {
     }
 
     /// Whether `tool` may run the call described by `request`; `key` groups calls that
-    /// "always" covers (the program for `run_command`). Blocks while asking, so call it
+    /// "always" covers (the allowlist entry, such as `git status`, for `run_command`). Blocks while asking, so call it
     /// from a blocking context ([`Approver::approve`] does that).
     pub(crate) fn decide(&self, tool: &str, key: &str, request: &str) -> bool {
         let keyed = format!("{tool}:{key}");
