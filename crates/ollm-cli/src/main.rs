@@ -51,7 +51,7 @@ fn main() -> ExitCode {
                 CliError::Cancelled => eprintln!("cancelled"),
                 CliError::Provider(p) => {
                     eprintln!("error: {p}");
-                    if let Some(hint) = &p.hint {
+                    if let Some(hint) = render::hint_for(p) {
                         eprintln!("  hint: {hint}");
                     }
                 }
