@@ -200,6 +200,8 @@ pub(crate) fn interactive(
         match parse_input(&input) {
             Input::Empty => {}
             Input::Command(cmd, arg) => {
+                // A run abandoned by a second Ctrl-C may have recorded its turn since.
+                sync_history(&mut state, &client, settings);
                 match command(&cmd, arg.as_deref(), &mut state, settings, parts, rt) {
                     Flow::Continue => {}
                     Flow::Rebuild => match parts.client(&state.plan.chat, &state.history) {
@@ -237,16 +239,7 @@ pub(crate) fn interactive(
                         if let Some(u) = outcome.summary.usage.completion_tokens {
                             state.total_completion += u64::from(u);
                         }
-                        if let Some(s) = &state.session {
-                            run::save_turn(
-                                s,
-                                settings,
-                                &state.plan.model,
-                                state.session_fresh,
-                                &outcome.messages,
-                            );
-                            state.session_fresh = false;
-                        }
+                        sync_history(&mut state, &client, settings);
                         if let Some(line) = usage_line(&outcome.summary) {
                             say(&if state.plan.style.styled {
                                 format!("\x1b[2m{line}\x1b[0m")
@@ -254,7 +247,6 @@ pub(crate) fn interactive(
                                 line
                             });
                         }
-                        state.history.extend(outcome.messages);
                         state.last = outcome.summary;
                     }
                     Err(e) => say(&format!("error: {e}")),
@@ -262,11 +254,31 @@ pub(crate) fn interactive(
             }
         }
     }
+    sync_history(&mut state, &client, settings);
     if let Some(dir) = history_file.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
     let _ = editor.save_history(&history_file);
     Ok(())
+}
+
+/// Takes the conversation from `client` (core's history is the source of truth) and
+/// appends what it added since the last sync to the session.
+fn sync_history(state: &mut State, client: &ollm_core::ChatClient, settings: &Settings) {
+    let history = client.history();
+    let now = history.messages();
+    let added = if now.starts_with(&state.history) {
+        &now[state.history.len()..]
+    } else {
+        &[]
+    };
+    if let Some(s) = &state.session {
+        if !added.is_empty() {
+            run::save_turn(s, settings, &state.plan.model, state.session_fresh, added);
+            state.session_fresh = false;
+        }
+    }
+    state.history = now.to_vec();
 }
 
 enum Flow {

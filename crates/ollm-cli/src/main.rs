@@ -51,7 +51,7 @@ fn main() -> ExitCode {
                 CliError::Cancelled => eprintln!("cancelled"),
                 CliError::Provider(p) => {
                     eprintln!("error: {p}");
-                    if let Some(hint) = &p.hint {
+                    if let Some(hint) = render::hint_for(p) {
                         eprintln!("  hint: {hint}");
                     }
                 }
@@ -133,7 +133,7 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
     let provider = providers::connect(&settings.provider)?;
     let url = settings.provider.base_url.clone();
     let mut out = stdout.lock();
-    match cli.command {
+    let result = match cli.command {
         Command::List => rt.block_on(models::list(provider.as_ref(), &mut out)),
         Command::Show { model } => rt.block_on(models::show(provider.as_ref(), &model, &mut out)),
         Command::Rm { model } => rt.block_on(models::remove(provider.as_ref(), &model, &mut out)),
@@ -162,5 +162,41 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
         | Command::Man
         | Command::Config { .. }
         | Command::Sessions { .. } => Ok(()),
+    };
+    shut_down(rt);
+    result
+}
+
+/// Drops the runtime without waiting for its blocking tasks: an approval prompt's read of
+/// stdin cannot be interrupted, and waiting for it would keep the process alive after a
+/// Ctrl-C instead of exiting with 130.
+fn shut_down(rt: tokio::runtime::Runtime) {
+    rt.shutdown_background();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shutting_down_does_not_wait_for_a_blocked_read() {
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let (_never_tx, never_rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            // Stands in for a prompt's read of stdin that nobody answers.
+            rt.spawn_blocking(move || never_rx.recv());
+            shut_down(rt);
+            done_tx.send(()).unwrap();
+        });
+        assert!(
+            done_rx
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .is_ok(),
+            "the runtime waited for a blocked task"
+        );
     }
 }

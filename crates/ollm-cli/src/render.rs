@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use ollm_core::ChatEvent;
-use ollm_types::{FinishReason, ProviderError, ToolCall, Usage, Warning};
+use ollm_types::{FinishReason, ProviderError, ProviderErrorKind, ToolCall, Usage, Warning};
 use serde_json::{Value, json};
 
 use crate::args::OutputFormat;
@@ -155,13 +155,34 @@ fn kind_str<T: serde::Serialize>(kind: &T) -> Value {
     serde_json::to_value(kind).unwrap_or(Value::Null)
 }
 
+/// The hint shown with `e`: the adapter's, naming this CLI's commands correctly, or else
+/// the CLI's own for the error's kind.
+pub(crate) fn hint_for(e: &ProviderError) -> Option<String> {
+    if let Some(hint) = &e.hint {
+        // The adapters should not name CLI commands; an older one named a command that
+        // does not exist.
+        return Some(hint.replace("`ollm models`", "`ollm list`"));
+    }
+    match e.kind {
+        ProviderErrorKind::ModelNotFound => Some(
+            "`ollm list` shows the models the server has (with Ollama, `ollm pull MODEL` \
+             downloads one)"
+                .to_owned(),
+        ),
+        ProviderErrorKind::Connection => {
+            Some("`ollm config show` prints the provider and base URL in use".to_owned())
+        }
+        _ => None,
+    }
+}
+
 fn error_json(e: &ProviderError) -> Value {
     json!({
         "kind": kind_str(&e.kind),
         "message": e.message,
         "status": e.status,
         "retryable": e.retryable,
-        "hint": e.hint,
+        "hint": hint_for(e),
     })
 }
 
@@ -442,7 +463,7 @@ impl Sink for TextSink<'_> {
             }
             ChatEvent::Error { error } => {
                 let mut line = self.paint(RED, &format!("error: {}", error.message));
-                if let Some(hint) = &error.hint {
+                if let Some(hint) = hint_for(error) {
                     line.push_str(&format!("\n  hint: {hint}"));
                 }
                 self.status_line(&line)
@@ -815,6 +836,30 @@ mod tests {
                 "kind": "model_not_found", "message": "model 'x' not found",
                 "status": 404, "retryable": false, "hint": "ollm pull x"
             }})
+        );
+    }
+
+    #[test]
+    fn model_not_found_hints_name_ollm_list() {
+        let bare = ProviderError::new(ProviderErrorKind::ModelNotFound, "no model x");
+        let hint = hint_for(&bare).unwrap();
+        assert!(hint.contains("`ollm list`"), "{hint}");
+        let from_bridge = bare.clone().with_hint(
+            "the server at http://h/v1 has no model named \"x\" (`ollm models` lists them)",
+        );
+        let hint = hint_for(&from_bridge).unwrap();
+        assert!(hint.contains("`ollm list`"), "{hint}");
+        assert!(!hint.contains("ollm models"), "{hint}");
+        assert_eq!(
+            event_json(&ChatEvent::Error { error: bare })["error"]["hint"],
+            json!(hint_for(&ProviderError::new(
+                ProviderErrorKind::ModelNotFound,
+                "no model x"
+            )))
+        );
+        assert_eq!(
+            hint_for(&ProviderError::new(ProviderErrorKind::Other, "x")),
+            None
         );
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use ollm_core::strategy::ToolMode;
 use ollm_core::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ProviderAdapter, Tool};
-use ollm_types::{FinishReason, Message, Think, ToolCall};
+use ollm_types::{FinishReason, Message, Think};
 
 use crate::args::{OutputFormat, RunArgs, ThinkArg, ToolModeArg};
 use crate::config::Settings;
@@ -210,51 +210,12 @@ impl Parts {
     }
 }
 
-/// Turns a run's events into the messages a session stores.
-#[derive(Debug, Default)]
-pub(crate) struct Transcript {
-    text: String,
-    calls: Vec<ToolCall>,
-    /// The finished messages.
-    pub(crate) messages: Vec<Message>,
-}
-
-impl Transcript {
-    /// Folds one event in.
-    pub(crate) fn record(&mut self, event: &ChatEvent) {
-        match event {
-            ChatEvent::TextDelta { text } => self.text.push_str(text),
-            ChatEvent::ToolCallStarted { call } => self.calls.push(call.clone()),
-            ChatEvent::ToolResult {
-                call_id,
-                name,
-                content,
-                ..
-            } => {
-                self.flush();
-                self.messages
-                    .push(Message::tool_result(call_id, name, content));
-            }
-            ChatEvent::TurnComplete { .. } | ChatEvent::Finish { .. } => self.flush(),
-            _ => {}
-        }
-    }
-
-    fn flush(&mut self) {
-        if !self.text.is_empty() || !self.calls.is_empty() {
-            let text = std::mem::take(&mut self.text);
-            let calls = std::mem::take(&mut self.calls);
-            self.messages
-                .push(Message::assistant_with_calls(text, calls));
-        }
-    }
-}
-
 /// How a generation ended.
 pub(crate) struct Outcome {
     /// What it produced.
     pub(crate) summary: Summary,
-    /// Its messages (the prompt first).
+    /// The messages the run added to the client's history (the prompt first), as core
+    /// recorded them: nothing for a run that failed before recording a turn.
     pub(crate) messages: Vec<Message>,
 }
 
@@ -267,12 +228,39 @@ pub(crate) async fn generate(
     sink: &mut dyn Sink,
     model: &str,
 ) -> Result<Outcome, CliError> {
-    let run = client.chat(prompt.to_owned(), options);
-    let cancel = run.cancel_token();
     let interrupts = futures::stream::unfold((), |()| async {
         tokio::signal::ctrl_c().await.ok().map(|()| ((), ()))
     });
-    drive(run, || cancel.cancel(), interrupts, prompt, sink, model).await
+    generate_with(client, prompt, options, interrupts, sink, model).await
+}
+
+/// [`generate`] with the interrupts given.
+pub(crate) async fn generate_with(
+    client: &ChatClient,
+    prompt: &str,
+    options: ChatOptions,
+    interrupts: impl Stream<Item = ()>,
+    sink: &mut dyn Sink,
+    model: &str,
+) -> Result<Outcome, CliError> {
+    let before = client.history().len();
+    let run = client.chat(prompt.to_owned(), options);
+    let cancel = run.cancel_token();
+    let summary = drive(run, || cancel.cancel(), interrupts, sink, model).await?;
+    Ok(Outcome {
+        summary,
+        messages: added_since(client, before),
+    })
+}
+
+/// The messages of `client`'s history from index `before` on (none if it is shorter).
+pub(crate) fn added_since(client: &ChatClient, before: usize) -> Vec<Message> {
+    client
+        .history()
+        .messages()
+        .get(before..)
+        .map(<[Message]>::to_vec)
+        .unwrap_or_default()
 }
 
 /// Shows `events` in `sink` until the run finishes; each item of `interrupts` (Ctrl-C)
@@ -281,22 +269,18 @@ pub(crate) async fn drive(
     events: impl Stream<Item = ChatEvent>,
     cancel: impl Fn(),
     interrupts: impl Stream<Item = ()>,
-    prompt: &str,
     sink: &mut dyn Sink,
     model: &str,
-) -> Result<Outcome, CliError> {
+) -> Result<Summary, CliError> {
     let mut events = std::pin::pin!(events);
     let mut interrupts = std::pin::pin!(interrupts.fuse());
     let mut summary = Summary::default();
-    let mut transcript = Transcript::default();
-    transcript.messages.push(Message::user(prompt));
     let mut interrupted = 0;
     loop {
         tokio::select! {
             event = events.next() => {
                 let Some(event) = event else { break };
                 summary.record(&event);
-                transcript.record(&event);
                 sink.event(&event)?;
                 if matches!(event, ChatEvent::Finish { .. }) {
                     break;
@@ -313,10 +297,7 @@ pub(crate) async fn drive(
         }
     }
     sink.end(&summary, model)?;
-    Ok(Outcome {
-        summary,
-        messages: transcript.messages,
-    })
+    Ok(summary)
 }
 
 /// The exit status a finished run deserves (its error was shown already).
@@ -524,45 +505,6 @@ mod tests {
         assert_eq!(p.chat.system.as_deref(), Some("be brief"));
     }
 
-    #[test]
-    fn transcript_follows_turns() {
-        let call = ToolCall::new("c1", "list_dir", serde_json::json!({})).unwrap();
-        let mut t = Transcript::default();
-        for e in [
-            ChatEvent::ToolCallStarted { call: call.clone() },
-            ChatEvent::ToolResult {
-                call_id: "c1".into(),
-                name: "list_dir".into(),
-                content: "a.txt".into(),
-                is_error: false,
-            },
-            ChatEvent::TurnComplete {
-                turn: 1,
-                usage: Usage::default(),
-            },
-            ChatEvent::TextDelta {
-                text: "One ".into(),
-            },
-            ChatEvent::TextDelta {
-                text: "file.".into(),
-            },
-            ChatEvent::Finish {
-                reason: FinishReason::Stop,
-                usage: Usage::default(),
-            },
-        ] {
-            t.record(&e);
-        }
-        assert_eq!(
-            t.messages,
-            vec![
-                Message::assistant_with_calls("", vec![call]),
-                Message::tool_result("c1", "list_dir", "a.txt"),
-                Message::assistant("One file."),
-            ]
-        );
-    }
-
     /// A run that streams some text, then waits to be cancelled.
     fn cancellable_run(
         token: tokio_util::sync::CancellationToken,
@@ -602,19 +544,14 @@ mod tests {
             cancellable_run(token.clone()),
             move || t.cancel(),
             futures::stream::once(async {}),
-            "q",
             sink.as_mut(),
             "m",
         )
         .await
         .unwrap();
         assert!(token.is_cancelled());
-        assert_eq!(out.summary.answer, "partial");
-        assert_eq!(status_of(&out.summary).unwrap_err().exit_code(), 130);
-        assert_eq!(
-            out.messages,
-            vec![Message::user("q"), Message::assistant("partial")]
-        );
+        assert_eq!(out.answer, "partial");
+        assert_eq!(status_of(&out).unwrap_err().exit_code(), 130);
     }
 
     #[tokio::test]
@@ -626,13 +563,80 @@ mod tests {
             stuck,
             || {},
             futures::stream::iter([(), ()]),
-            "q",
             sink.as_mut(),
             "m",
         )
         .await
         .unwrap();
-        assert_eq!(out.summary.finish_reason, Some(FinishReason::Cancelled));
+        assert_eq!(out.finish_reason, Some(FinishReason::Cancelled));
+    }
+
+    fn client_of(provider: Arc<test_utils::mock_provider::MockProvider>) -> ChatClient {
+        let tool = test_utils::recording_tool::RecordingTool::new("list_dir").echoes();
+        ChatClient::new(
+            provider,
+            test_utils::recording_tool::registry([tool]),
+            ChatConfig {
+                model: "m".into(),
+                ..ChatConfig::default()
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn a_failed_run_adds_nothing_to_save() {
+        use test_utils::mock_provider::{MockProvider, ev};
+        let provider = MockProvider::builder()
+            .turn(vec![ev::error(
+                ollm_types::ProviderErrorKind::Connection,
+                "refused",
+            )])
+            .build();
+        let client = client_of(provider);
+        let mut sink = quiet_sink();
+        let out = generate_with(
+            &client,
+            "q",
+            ChatOptions::default(),
+            futures::stream::pending(),
+            sink.as_mut(),
+            "m",
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.summary.finish_reason, Some(FinishReason::Error));
+        assert!(out.messages.is_empty(), "{:?}", out.messages);
+        assert!(client.history().is_empty());
+    }
+
+    #[tokio::test]
+    async fn saved_messages_are_what_core_recorded() {
+        use test_utils::mock_provider::{MockProvider, ev};
+        let provider = MockProvider::builder()
+            .turn(vec![
+                ev::call("c1", "list_dir", serde_json::json!({"path": "a"})),
+                ev::call("c2", "list_dir", serde_json::json!({"path": "b"})),
+                ev::finish(),
+            ])
+            .turn(vec![ev::text("done"), ev::finish()])
+            .build();
+        let client = client_of(provider)
+            .with_history([Message::user("earlier"), Message::assistant("reply")]);
+        let mut sink = quiet_sink();
+        let out = generate_with(
+            &client,
+            "q",
+            ChatOptions::default(),
+            futures::stream::pending(),
+            sink.as_mut(),
+            "m",
+        )
+        .await
+        .unwrap();
+        let history = client.history();
+        assert_eq!(out.messages, history.messages()[2..].to_vec());
+        assert_eq!(out.messages[0], Message::user("q"));
+        assert_eq!(out.messages.len(), 5, "{:?}", out.messages);
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! Approval of tool calls that change things or run programs.
 //!
-//! On a terminal the user is asked (allow once, always for this program, deny); headless,
+//! On a terminal the user is asked (allow once, always for this allowlist entry, deny); headless,
 //! a call is denied unless `--yes` or the config's `tools.auto_approve` allows it. Asking
 //! goes through the [`Prompter`] trait so the policy is tested without a terminal.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -31,36 +31,87 @@ pub(crate) enum Answer {
     Deny,
 }
 
-/// Asks the user a question and reads the answer.
+/// Asks the user a question and reads the answer. Dropping the future stops asking: no
+/// read is left behind to swallow the user's next line.
+#[async_trait::async_trait]
 pub(crate) trait Prompter: Send + Sync {
     /// Shows `request` and returns the answer.
-    fn ask(&self, request: &str) -> Answer;
+    async fn ask(&self, request: &str) -> Answer;
 }
 
 /// Asks on stderr and reads a line from stdin.
 #[derive(Debug, Default)]
 pub(crate) struct TerminalPrompter;
 
+#[async_trait::async_trait]
 impl Prompter for TerminalPrompter {
-    fn ask(&self, request: &str) -> Answer {
-        let mut err = std::io::stderr().lock();
-        // `NO_COLOR` turns styling off here too, as it does for the rest of the output.
-        let (on, off) = if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) {
-            ("", "")
-        } else {
-            ("\x1b[1;33m", "\x1b[0m")
-        };
-        let _ = write!(
-            err,
-            "\n{on}? {request}{off}\n  [y] allow once  [a] always for this  [N] deny: "
-        );
-        let _ = err.flush();
-        let mut line = String::new();
-        if std::io::stdin().lock().read_line(&mut line).is_err() {
-            return Answer::Deny;
+    async fn ask(&self, request: &str) -> Answer {
+        {
+            let mut err = std::io::stderr().lock();
+            // `NO_COLOR` turns styling off here too, as it does for the rest of the output.
+            let (on, off) = if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) {
+                ("", "")
+            } else {
+                ("\x1b[1;33m", "\x1b[0m")
+            };
+            let _ = write!(
+                err,
+                "\n{on}? {request}{off}\n  [y] allow once  [a] always for this  [N] deny: "
+            );
+            let _ = err.flush();
         }
-        parse_answer(&line)
+        match read_answer_line().await {
+            Some(line) => parse_answer(&line),
+            None => Answer::Deny,
+        }
     }
+}
+
+/// Reads one line from stdin (a terminal), waiting for it without a blocked read: the
+/// wait is on the descriptor's readiness, so a cancelled question reads nothing.
+#[cfg(unix)]
+// `with_interest` is deprecated because the descriptor could be closed and reused while
+// registered; fd 0 stays open for the life of the process, and the safe replacement
+// needs `unsafe`, which this workspace forbids.
+#[allow(deprecated)]
+async fn read_answer_line() -> Option<String> {
+    use std::io::BufRead;
+    let Ok(fd) =
+        tokio::io::unix::AsyncFd::with_interest(std::io::stdin(), tokio::io::Interest::READABLE)
+    else {
+        return read_answer_line_blocking().await;
+    };
+    loop {
+        let mut guard = fd.readable().await.ok()?;
+        let mut line = String::new();
+        // A terminal in canonical mode is readable once a whole line was entered.
+        match guard.try_io(|stdin| stdin.get_ref().lock().read_line(&mut line)) {
+            Ok(Ok(_)) => return Some(line),
+            Ok(Err(_)) => return None,
+            Err(_would_block) => continue,
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn read_answer_line() -> Option<String> {
+    read_answer_line_blocking().await
+}
+
+/// The fallback: a blocking read (which a cancel cannot take back).
+async fn read_answer_line_blocking() -> Option<String> {
+    tokio::task::spawn_blocking(|| {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .ok()
+            .map(|_| line)
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// Reads an answer; anything unclear is a denial.
@@ -78,7 +129,7 @@ pub(crate) struct Approver {
     auto_approve: BTreeSet<String>,
     always: Mutex<BTreeSet<String>>,
     prompter: Arc<dyn Prompter>,
-    asking: Mutex<()>,
+    asking: tokio::sync::Mutex<()>,
     told_headless: AtomicBool,
 }
 
@@ -98,7 +149,7 @@ impl Approver {
             auto_approve: auto_approve.iter().cloned().collect(),
             always: Mutex::new(BTreeSet::new()),
             prompter,
-            asking: Mutex::new(()),
+            asking: tokio::sync::Mutex::new(()),
             told_headless: AtomicBool::new(false),
         }
     }
@@ -111,9 +162,9 @@ impl Approver {
     }
 
     /// Whether `tool` may run the call described by `request`; `key` groups calls that
-    /// "always" covers (the program for `run_command`). Blocks while asking, so call it
-    /// from a blocking context ([`Approver::approve`] does that).
-    pub(crate) fn decide(&self, tool: &str, key: &str, request: &str) -> bool {
+    /// "always" covers (the allowlist entry, such as `git status`, for `run_command`).
+    /// Asks the user in [`Mode::Ask`]; dropping the future withdraws the question.
+    pub(crate) async fn approve(&self, tool: &str, key: &str, request: String) -> bool {
         let keyed = format!("{tool}:{key}");
         if self.auto_approve.contains(tool) || self.auto_approve.contains(&keyed) {
             return true;
@@ -135,11 +186,11 @@ impl Approver {
             }
             Mode::Ask => {
                 // One question at a time, even when calls run concurrently.
-                let _turn = self.asking.lock();
+                let _turn = self.asking.lock().await;
                 if self.always.lock().is_ok_and(|a| a.contains(&keyed)) {
                     return true;
                 }
-                match self.prompter.ask(request) {
+                match self.prompter.ask(&request).await {
                     Answer::Once => true,
                     Answer::Always => {
                         if let Ok(mut a) = self.always.lock() {
@@ -151,15 +202,6 @@ impl Approver {
                 }
             }
         }
-    }
-
-    /// [`Approver::decide`] off the async threads.
-    pub(crate) async fn approve(self: &Arc<Self>, tool: &str, key: &str, request: String) -> bool {
-        let this = Arc::clone(self);
-        let (tool, key) = (tool.to_owned(), key.to_owned());
-        tokio::task::spawn_blocking(move || this.decide(&tool, &key, &request))
-            .await
-            .unwrap_or(false)
     }
 }
 
@@ -183,22 +225,72 @@ pub(crate) mod tests {
         }
     }
 
+    #[async_trait::async_trait]
     impl Prompter for Scripted {
-        fn ask(&self, _request: &str) -> Answer {
+        async fn ask(&self, _request: &str) -> Answer {
             self.asked.fetch_add(1, Ordering::SeqCst);
             self.answers.lock().unwrap().pop().unwrap_or(Answer::Deny)
         }
+    }
+
+    fn decide(a: &Approver, tool: &str, key: &str, request: &str) -> bool {
+        futures::executor::block_on(a.approve(tool, key, request.to_owned()))
+    }
+
+    /// Never answers; records when the question is withdrawn.
+    struct Unanswered {
+        withdrawn: Arc<AtomicBool>,
+    }
+
+    struct SetOnDrop(Arc<AtomicBool>);
+
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Prompter for Unanswered {
+        async fn ask(&self, _request: &str) -> Answer {
+            let _guard = SetOnDrop(Arc::clone(&self.withdrawn));
+            futures::future::pending::<Answer>().await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_question_is_withdrawn() {
+        let withdrawn = Arc::new(AtomicBool::new(false));
+        let a = Approver::new(
+            Mode::Ask,
+            &[],
+            Arc::new(Unanswered {
+                withdrawn: Arc::clone(&withdrawn),
+            }),
+        );
+        {
+            let asking = a.approve("run_command", "ls", "ls".into());
+            futures::pin_mut!(asking);
+            assert!(futures::poll!(asking.as_mut()).is_pending());
+            assert!(!withdrawn.load(Ordering::SeqCst));
+        }
+        // Dropping the call (a cancelled run) leaves no question, or read, behind; the
+        // next call may ask again.
+        assert!(withdrawn.load(Ordering::SeqCst));
+        let again = a.approve("run_command", "ls", "ls".into());
+        futures::pin_mut!(again);
+        assert!(futures::poll!(again.as_mut()).is_pending());
     }
 
     #[test]
     fn headless_denies_unless_configured() {
         let p = Scripted::new(&[]);
         let a = Approver::new(Mode::Headless, &["write_file".into()], p.clone());
-        assert!(!a.decide("run_command", "ls", "run ls"));
-        assert!(a.decide("write_file", "x", "write x"));
+        assert!(!decide(&a, "run_command", "ls", "run ls"));
+        assert!(decide(&a, "write_file", "x", "write x"));
         let a = Approver::new(Mode::Headless, &["run_command:git".into()], p.clone());
-        assert!(a.decide("run_command", "git", "git status"));
-        assert!(!a.decide("run_command", "ls", "ls"));
+        assert!(decide(&a, "run_command", "git", "git status"));
+        assert!(!decide(&a, "run_command", "ls", "ls"));
         assert_eq!(p.asked.load(Ordering::SeqCst), 0, "headless never asks");
     }
 
@@ -206,7 +298,7 @@ pub(crate) mod tests {
     fn yes_approves_everything() {
         let p = Scripted::new(&[]);
         let a = Approver::new(Mode::Yes, &[], p.clone());
-        assert!(a.decide("run_command", "ls", "ls"));
+        assert!(decide(&a, "run_command", "ls", "ls"));
         assert_eq!(p.asked.load(Ordering::SeqCst), 0);
     }
 
@@ -214,11 +306,11 @@ pub(crate) mod tests {
     fn asking_honours_once_always_and_deny() {
         let p = Scripted::new(&[Answer::Once, Answer::Always, Answer::Deny]);
         let a = Approver::new(Mode::Ask, &[], p.clone());
-        assert!(a.decide("run_command", "ls", "ls"));
-        assert!(a.decide("run_command", "git", "git log"));
+        assert!(decide(&a, "run_command", "ls", "ls"));
+        assert!(decide(&a, "run_command", "git", "git log"));
         // "always" covers git from now on without asking.
-        assert!(a.decide("run_command", "git", "git diff"));
-        assert!(!a.decide("run_command", "ls", "ls"));
+        assert!(decide(&a, "run_command", "git", "git diff"));
+        assert!(!decide(&a, "run_command", "ls", "ls"));
         assert_eq!(p.asked.load(Ordering::SeqCst), 3);
     }
 

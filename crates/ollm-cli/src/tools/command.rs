@@ -62,17 +62,48 @@ pub(crate) enum Refusal {
     /// The program is not on the allowlist.
     #[error("{0:?} is not an allowed command (allowed: {1})")]
     NotAllowed(String, String),
+    /// An allowed read-only program was asked to change something.
+    #[error("{0} {1}: refused, only read-only uses of {0} are allowed")]
+    Writes(String, String),
 }
 
 /// Sequences that only mean something to a shell.
 const METACHARACTERS: &[&str] = &[";", "&&", "||", "|", ">", "<", "`", "$(", "&", "\n"];
 
-/// Checks a command line against the allowlist and the metacharacter rule.
+/// `find` actions that delete, run programs or write files.
+const FIND_WRITES: &[&str] = &["-delete", "-exec", "-execdir", "-ok", "-okdir", "-fls"];
+
+/// `git branch` options that create, delete, rename or reconfigure branches.
+const GIT_BRANCH_WRITES: &[&str] = &[
+    "-d",
+    "-D",
+    "--delete",
+    "-m",
+    "-M",
+    "--move",
+    "-c",
+    "-C",
+    "--copy",
+    "-f",
+    "--force",
+    "-u",
+    "--set-upstream-to",
+    "--unset-upstream",
+    "--edit-description",
+    "-t",
+    "--track",
+    "--no-track",
+    "--create-reflog",
+];
+
+/// Checks a command line against the allowlist, the metacharacter rule and the rules
+/// that keep the read-only programs read-only; returns the allowlist entry that allows
+/// it (what "always allow" is keyed on).
 pub(crate) fn check_command(
     allowed: &[String],
     program: &str,
     args: &[String],
-) -> Result<(), Refusal> {
+) -> Result<String, Refusal> {
     if program.trim().is_empty() {
         return Err(Refusal::Empty);
     }
@@ -81,22 +112,93 @@ pub(crate) fn check_command(
             return Err(Refusal::Metacharacter(word.to_owned(), m));
         }
     }
-    // A path to a program is not the program: `./ls` or `/tmp/ls` are refused.
-    let ok = allowed.iter().any(|entry| {
-        let mut words = entry.split_whitespace();
-        let Some(prog) = words.next() else {
-            return false;
-        };
-        let rest: Vec<&str> = words.collect();
-        prog == program
-            && rest.len() <= args.len()
-            && rest.iter().zip(args).all(|(want, got)| *want == got)
-    });
-    if ok {
-        Ok(())
-    } else {
-        Err(Refusal::NotAllowed(program.to_owned(), allowed.join(", ")))
+    // A path to a program is not the program: `./ls` or `/tmp/ls` are refused. The most
+    // specific entry wins (`git status` over `git`).
+    let entry = allowed
+        .iter()
+        .filter(|entry| {
+            let mut words = entry.split_whitespace();
+            let Some(prog) = words.next() else {
+                return false;
+            };
+            let rest: Vec<&str> = words.collect();
+            prog == program
+                && rest.len() <= args.len()
+                && rest.iter().zip(args).all(|(want, got)| *want == got)
+        })
+        .max_by_key(|entry| entry.split_whitespace().count())
+        .ok_or_else(|| Refusal::NotAllowed(program.to_owned(), allowed.join(", ")))?;
+    let writes = |why: &str| Err(Refusal::Writes(program.to_owned(), why.to_owned()));
+    match program {
+        "find" => {
+            if let Some(a) = args
+                .iter()
+                .find(|a| FIND_WRITES.contains(&a.as_str()) || a.starts_with("-fprint"))
+            {
+                return writes(a);
+            }
+        }
+        "git" => {
+            if let Some(a) = args
+                .iter()
+                .find(|a| *a == "-o" || a.starts_with("--output") || a.starts_with("--ext-diff"))
+            {
+                return writes(a);
+            }
+            if args.first().is_some_and(|a| a == "branch") {
+                let rest = &args[1..];
+                if let Some(a) = rest.iter().find(|a| {
+                    GIT_BRANCH_WRITES.contains(&a.as_str())
+                        || GIT_BRANCH_WRITES
+                            .iter()
+                            .any(|w| w.starts_with("--") && a.starts_with(&format!("{w}=")))
+                }) {
+                    return writes(a);
+                }
+                let listing = rest.iter().any(|a| a == "-l" || a == "--list");
+                if let Some(a) = rest.iter().find(|a| !a.starts_with('-')) {
+                    if !listing {
+                        return writes(&format!("{a} (a branch name creates a branch)"));
+                    }
+                }
+            }
+        }
+        _ => {}
     }
+    Ok(entry.clone())
+}
+
+/// Refuses arguments that name paths outside the workspace: absolute paths, `..`,
+/// `~`, and existing relative paths (or symlinks) that resolve outside; for `--opt=value`
+/// the value is checked.
+pub(crate) fn confine_args(ws: &Workspace, args: &[String]) -> Result<(), ToolError> {
+    for arg in args {
+        let value = match arg.strip_prefix('-') {
+            Some(opt) => match opt.split_once('=') {
+                Some((_, v)) => v,
+                None => continue,
+            },
+            None => arg.as_str(),
+        };
+        if value.is_empty() {
+            continue;
+        }
+        if value.starts_with('~') {
+            return Err(ToolError::Failed(format!(
+                "{arg}: paths outside the working directory are refused"
+            )));
+        }
+        let path = std::path::Path::new(value);
+        let suspicious = path.is_absolute()
+            || path
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir));
+        let exists = std::fs::symlink_metadata(ws.root().join(path)).is_ok();
+        if suspicious || exists {
+            ws.resolve_existing(value)?;
+        }
+    }
+    Ok(())
 }
 
 /// The `run_command` tool.
@@ -156,15 +258,16 @@ impl Tool for RunCommand {
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err(ToolError::Failed("`args` must be an array".into())),
         };
-        check_command(&self.policy.allowed, &program, &args)
+        let entry = check_command(&self.policy.allowed, &program, &args)
             .map_err(|r| ToolError::Failed(r.to_string()))?;
+        confine_args(&self.ws, &args)?;
         let line = std::iter::once(program.as_str())
             .chain(args.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");
         if !self
             .approver
-            .approve("run_command", &program, format!("run_command: {line}"))
+            .approve("run_command", &entry, format!("run_command: {line}"))
             .await
         {
             audit(&self.policy.audit_log, &program, &args, "denied", "");
@@ -196,33 +299,27 @@ async fn run(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| ToolError::Failed(format!("cannot start {program}: {e}")))?;
-    let cap = policy.output_limit as u64 + 1;
+    let cap = policy.output_limit;
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let collect = async {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let read_out = async {
-            if let Some(s) = stdout.as_mut() {
-                let _ = s.take(cap).read_to_end(&mut out).await;
-            }
-        };
-        let read_err = async {
-            if let Some(s) = stderr.as_mut() {
-                let _ = s.take(cap).read_to_end(&mut err).await;
-            }
-        };
-        tokio::join!(read_out, read_err);
+        // Both pipes are read to the end, concurrently, whatever their size: a child
+        // whose pipe is full blocks and never exits.
+        let ((out, out_total), (err, err_total)) = tokio::join!(
+            drain_capped(stdout.as_mut(), cap),
+            drain_capped(stderr.as_mut(), cap)
+        );
         let status = child.wait().await;
-        (status, out, err)
+        (status, out, err, out_total + err_total)
     };
     match tokio::time::timeout(policy.timeout, collect).await {
         Err(_) => Err(ToolError::Failed(format!(
             "{program} did not finish within {} s and was killed",
             policy.timeout.as_secs()
         ))),
-        Ok((status, out, err)) => {
+        Ok((status, out, err, total)) => {
             let status = status.map_err(|e| ToolError::Failed(e.to_string()))?;
+            let kept = (out.len() + err.len()) as u64;
             let mut text = String::from_utf8_lossy(&out).into_owned();
             if !err.is_empty() {
                 text.push_str("\n[stderr]\n");
@@ -232,9 +329,46 @@ async fn run(
                 Some(c) => format!("exit status {c}"),
                 None => "killed by a signal".to_owned(),
             };
-            Ok((status, cap_output(&text, policy.output_limit)))
+            let output = if kept < total || text.len() > cap {
+                let mut end = cap.min(text.len());
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                format!(
+                    "{}\n[output truncated: {end} of {total} bytes shown]",
+                    &text[..end]
+                )
+            } else {
+                text
+            };
+            Ok((status, output))
         }
     }
+}
+
+/// Reads `reader` to its end, keeping the first `cap` bytes and discarding the rest;
+/// returns what was kept and how many bytes were read in all.
+async fn drain_capped<R: tokio::io::AsyncRead + Unpin>(
+    reader: Option<&mut R>,
+    cap: usize,
+) -> (Vec<u8>, u64) {
+    let mut kept = Vec::new();
+    let mut total = 0u64;
+    let Some(reader) = reader else {
+        return (kept, total);
+    };
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                total += n as u64;
+                let room = cap.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+    (kept, total)
 }
 
 /// Appends one JSON line to the audit log; failures to log are reported on stderr but do
@@ -279,15 +413,18 @@ mod tests {
             .collect()
     }
 
-    fn check(program: &str, args: &[&str]) -> Result<(), Refusal> {
+    fn check(program: &str, args: &[&str]) -> Result<String, Refusal> {
         let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
         check_command(&allowed(), program, &args)
     }
 
     #[test]
     fn allowlist_and_subcommands() {
-        assert_eq!(check("ls", &["-la"]), Ok(()));
-        assert_eq!(check("git", &["status", "--short"]), Ok(()));
+        assert_eq!(check("ls", &["-la"]), Ok("ls".into()));
+        assert_eq!(
+            check("git", &["status", "--short"]),
+            Ok("git status".into())
+        );
         assert!(matches!(
             check("git", &["push"]),
             Err(Refusal::NotAllowed(..))
@@ -302,6 +439,116 @@ mod tests {
             Err(Refusal::NotAllowed(..))
         ));
         assert_eq!(check(" ", &[]), Err(Refusal::Empty));
+    }
+
+    #[test]
+    fn read_only_programs_stay_read_only() {
+        for bad in [
+            &["find", ".", "-delete"][..],
+            &["find", ".", "-exec", "rm", "{}", "+"],
+            &["find", ".", "-execdir", "sh"],
+            &["find", ".", "-ok", "rm"],
+            &["find", ".", "-fprint", "out"],
+            &["find", ".", "-fprintf", "out", "%p"],
+            &["find", ".", "-fls", "out"],
+            &["git", "log", "--output=x.patch"],
+            &["git", "diff", "--output", "x"],
+            &["git", "show", "-o", "x"],
+            &["git", "branch", "-D", "main"],
+            &["git", "branch", "--delete", "main"],
+            &["git", "branch", "--set-upstream-to=origin/x"],
+            &["git", "branch", "newbranch"],
+            &["git", "branch", "-m", "a", "b"],
+        ] {
+            assert!(
+                matches!(check(bad[0], &bad[1..]), Err(Refusal::Writes(..))),
+                "{bad:?}"
+            );
+        }
+        for good in [
+            &["find", ".", "-name", "*.rs"][..],
+            &["git", "branch", "-a"],
+            &["git", "branch", "--list", "feat*"],
+            &["git", "log", "--oneline"],
+        ] {
+            assert!(check(good[0], &good[1..]).is_ok(), "{good:?}");
+        }
+        // Each git entry allows only its own subcommand.
+        for sub in ["push", "reset", "checkout", "commit", "clean", "rm", "-C"] {
+            assert!(
+                matches!(check("git", &[sub]), Err(Refusal::NotAllowed(..))),
+                "{sub}"
+            );
+        }
+    }
+
+    #[test]
+    fn path_arguments_stay_in_the_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "a").unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let confine = |args: &[&str]| {
+            let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+            confine_args(&ws, &args)
+        };
+        assert!(confine(&["a.txt", "-n", "pattern", "."]).is_ok());
+        let inside = dir.path().join("a.txt");
+        assert!(confine(&[inside.to_str().unwrap()]).is_ok());
+        for bad in [
+            "/etc/passwd",
+            "../x",
+            "~/.ssh/id_rsa",
+            "--file=/etc/passwd",
+            "sub/../../x",
+        ] {
+            assert!(confine(&[bad]).is_err(), "{bad}");
+        }
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink("/etc/passwd", dir.path().join("link")).unwrap();
+            assert!(confine(&["link"]).is_err());
+        }
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn cat_outside_the_workspace_is_refused_before_asking() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = tool(dir.path(), Mode::Yes, Duration::from_secs(20));
+        let err = t
+            .execute(args(json!({"program": "cat", "args": ["/etc/passwd"]})))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::Failed(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn always_is_keyed_on_the_allowlist_entry() {
+        use super::super::approval::Answer;
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let prompter = Scripted::new(&[Answer::Always, Answer::Deny]);
+        let policy = CommandPolicy {
+            allowed: allowed(),
+            timeout: Duration::from_secs(20),
+            output_limit: 100,
+            audit_log: dir.path().join("audit.log"),
+        };
+        let t = RunCommand::new(
+            ws,
+            policy,
+            Arc::new(Approver::new(Mode::Ask, &[], prompter.clone())),
+        );
+        // "always" for `git status` does not cover `git log`.
+        let _ = t
+            .execute(args(json!({"program": "git", "args": ["status"]})))
+            .await;
+        let err = t
+            .execute(args(json!({"program": "git", "args": ["log"]})))
+            .await
+            .unwrap_err();
+        assert_eq!(err, ToolError::Denied(None));
+        assert_eq!(prompter.asked.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[test]
@@ -365,6 +612,28 @@ mod tests {
         assert_eq!(rec["program"], "cat");
         assert_eq!(rec["args"], json!(["big.txt"]));
         assert_eq!(rec["status"], "exit status 0");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn output_far_over_the_cap_does_not_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("huge.txt"), "y".repeat(300 * 1024)).unwrap();
+        // Far longer than `cat` needs; a full pipe would block it until this fires.
+        let t = tool(dir.path(), Mode::Yes, Duration::from_secs(10));
+        let out = t
+            .execute(args(json!({"program": "cat", "args": ["huge.txt"]})))
+            .await
+            .unwrap();
+        let out = out.as_str().unwrap();
+        assert!(out.starts_with("exit status 0\n"), "{out}");
+        assert!(
+            out.ends_with(&format!(
+                "[output truncated: 100 of {} bytes shown]",
+                300 * 1024
+            )),
+            "{out}"
+        );
     }
 
     #[cfg(unix)]
