@@ -204,6 +204,9 @@ impl ProviderAdapter for OpenAiProvider {
             while let Some(chunk) = chunks.next().await {
                 match chunk {
                     Ok(bytes) => decoder.push(&bytes, &mut out),
+                    // After output, the decoder makes it a typed IncompleteStream that
+                    // marks the text partial; before, it is the transport's error.
+                    Err(error) if decoder.has_output() => decoder.fail(error, &mut out),
                     Err(error) => {
                         for event in out.drain(..) {
                             yield event;

@@ -39,6 +39,8 @@ struct Reply {
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
     done: bool,
+    /// Whether any output (text, reasoning or a tool call) has arrived.
+    started: bool,
 }
 
 impl Default for StreamDecoder {
@@ -68,6 +70,7 @@ impl StreamDecoder {
                 finish_reason: None,
                 usage: None,
                 done: false,
+                started: false,
             },
         }
     }
@@ -107,6 +110,32 @@ impl StreamDecoder {
                 .into(),
             );
         }
+    }
+
+    /// The body broke (a network error or an idle timeout) with `cause`: ends the reply.
+    /// Before any output this is `cause` itself; after some, an `IncompleteStream` error
+    /// that says the output already delivered is partial.
+    pub fn fail(&mut self, cause: BridgeError, out: &mut Vec<ProviderEvent>) {
+        if self.reply.done {
+            return;
+        }
+        let error = if self.reply.started {
+            BridgeError::Incomplete {
+                message: format!(
+                    "the reply stopped before its end ({cause}); the text and tool calls \
+                     already delivered are partial"
+                ),
+            }
+            .into()
+        } else {
+            cause.into()
+        };
+        self.reply.fail(out, error);
+    }
+
+    /// Whether any output (text, reasoning or a tool call) has arrived.
+    pub fn has_output(&self) -> bool {
+        self.reply.started
     }
 
     fn drain(&mut self, out: &mut Vec<ProviderEvent>) {
@@ -150,6 +179,11 @@ impl Reply {
         }
         for choice in &chunk.choices {
             if let Some(delta) = &choice.delta {
+                self.started |= [&delta.reasoning_content, &delta.reasoning, &delta.content]
+                    .into_iter()
+                    .flatten()
+                    .any(|t| !t.is_empty())
+                    || delta.tool_calls.as_ref().is_some_and(|c| !c.is_empty());
                 for reasoning in [&delta.reasoning_content, &delta.reasoning]
                     .into_iter()
                     .flatten()
@@ -396,6 +430,48 @@ mod tests {
             matches!(&events[..], [ProviderEvent::Error { error }] if error.message.contains("boom")),
             "{events:?}"
         );
+    }
+
+    #[test]
+    fn a_broken_body_after_output_is_an_incomplete_stream() {
+        let idle = || BridgeError::Timeout {
+            phase: crate::TimeoutPhase::Idle,
+            after: Duration::from_secs(1),
+        };
+        let call = json!({"choices":[{"delta":{"tool_calls":[
+            {"index":0,"id":"a","function":{"name":"f","arguments":"{\"x\""}}]}}]});
+        // (body before the break, the kind of the final error)
+        let cases: Vec<(String, ProviderErrorKind)> = vec![
+            (String::new(), ProviderErrorKind::Timeout),
+            (
+                sse(&[json!({"choices":[{"delta":{"role":"assistant"}}]})]),
+                ProviderErrorKind::Timeout,
+            ),
+            (sse(&[content("Hel")]), ProviderErrorKind::IncompleteStream),
+            (
+                sse(&[json!({"choices":[{"delta":{"reasoning_content":"r"}}]})]),
+                ProviderErrorKind::IncompleteStream,
+            ),
+            (sse(&[call]), ProviderErrorKind::IncompleteStream),
+        ];
+        for (body, kind) in cases {
+            let mut d = StreamDecoder::with_id_prefix("m");
+            let mut out = Vec::new();
+            d.push(body.as_bytes(), &mut out);
+            d.fail(idle(), &mut out);
+            assert_eq!(kind_of(&out), Some(kind), "body: {body} -> {out:?}");
+            assert!(d.is_done());
+            // Nothing follows the error.
+            d.finish(&mut out);
+            d.fail(idle(), &mut out);
+            assert_eq!(kind_of(&out), Some(kind));
+            assert_eq!(
+                out.iter()
+                    .filter(|e| matches!(e, ProviderEvent::Error { .. }))
+                    .count(),
+                1
+            );
+        }
     }
 
     #[test]

@@ -199,8 +199,14 @@ async fn errors_map_to_kinds() {
             vec![Reply::sse().content("a").reply()],
             ProviderErrorKind::IncompleteStream,
         ),
+        // A stall after output: the partial answer is an incomplete stream, not a
+        // connection problem; before any output it is the idle timeout.
         (
             vec![Reply::sse().content("a").stall().reply()],
+            ProviderErrorKind::IncompleteStream,
+        ),
+        (
+            vec![Reply::sse().stall().reply()],
             ProviderErrorKind::Timeout,
         ),
     ];
