@@ -325,11 +325,10 @@ impl ProviderAdapter for OllamaProvider {
     /// taught a ratio, since until then it is no better than `ceil(chars / 4)`.
     async fn count_tokens(&self, model: &str, text: &str) -> Result<Option<usize>, ProviderError> {
         let chars = text.chars().count();
-        Ok(self
-            .inner
-            .calibration
-            .ratio(model)
-            .map(|_| self.inner.calibration.estimate(model, chars) as usize))
+        Ok(self.inner.calibration.ratio(model).map(|_| {
+            let tokens = self.inner.calibration.estimate(model, chars);
+            usize::try_from(tokens).unwrap_or(usize::MAX)
+        }))
     }
 
     async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {

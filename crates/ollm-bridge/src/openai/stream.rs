@@ -209,10 +209,8 @@ impl Reply {
         if chunk.usage.is_some() || chunk.timings.is_some() {
             let wire = chunk.usage.unwrap_or_default();
             let timings = chunk.timings.unwrap_or_default();
-            let ms = |v: Option<f64>| {
-                v.filter(|v| v.is_finite() && *v >= 0.0)
-                    .map(|v| Duration::from_secs_f64(v / 1000.0))
-            };
+            // Server numbers: negative, NaN or too large for a Duration are dropped.
+            let ms = |v: Option<f64>| v.and_then(|v| Duration::try_from_secs_f64(v / 1000.0).ok());
             let usage = self.usage.get_or_insert_with(Usage::default);
             usage.prompt_tokens = wire.prompt_tokens.or(usage.prompt_tokens);
             usage.completion_tokens = wire.completion_tokens.or(usage.completion_tokens);
@@ -430,6 +428,32 @@ mod tests {
             matches!(&events[..], [ProviderEvent::Error { error }] if error.message.contains("boom")),
             "{events:?}"
         );
+    }
+
+    #[test]
+    fn timings_out_of_range_are_dropped() {
+        // (prompt_ms, the duration kept)
+        let cases: &[(Value, Option<Duration>)] = &[
+            (json!(1.5), Some(Duration::from_micros(1500))),
+            (json!(0), Some(Duration::ZERO)),
+            (json!(-1.0), None),
+            (json!(1e300), None),
+            (json!(f64::MAX), None),
+            (json!(1.9e22), None), // just past u64::MAX seconds
+        ];
+        for (ms, want) in cases {
+            let body = sse(&[
+                content("a"),
+                json!({"choices":[],"timings":{"prompt_ms":ms}}),
+            ]) + "data: [DONE]\n\n";
+            let events = decode(&[body.as_bytes()]);
+            let got = events.iter().find_map(|e| match e {
+                ProviderEvent::Usage { usage } => Some(usage.prompt_eval_duration),
+                _ => None,
+            });
+            assert_eq!(got, Some(*want), "prompt_ms {ms} -> {events:?}");
+            assert_eq!(events.last(), Some(&finish(FinishReason::Stop)));
+        }
     }
 
     #[test]
