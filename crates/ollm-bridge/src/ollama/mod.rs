@@ -10,7 +10,8 @@
 //! # `num_ctx`
 //! Ollama's own default context window is small (2048-4096 depending on the version) and
 //! it silently drops the front of a longer prompt. The adapter therefore always sends
-//! `num_ctx`: the configured [`OllamaConfig::num_ctx`]; else the model's trained context
+//! `num_ctx`: the request's `options.context_length` when it sets one; else the
+//! configured [`OllamaConfig::num_ctx`]; else the model's trained context
 //! length (from `/api/show`) capped at [`OllamaConfig::num_ctx_cap`] (default
 //! [`DEFAULT_NUM_CTX_CAP`] = 8192, because memory grows with the window); else, when the
 //! server does not report a length, the cap itself.
@@ -253,8 +254,9 @@ fn chat_stream(inner: Arc<Inner>, req: ProviderRequest) -> ProviderStream {
             }
         };
         let chars = req.char_count();
+        let num_ctx = request::num_ctx(&req, &plan);
         let check = TruncationCheck {
-            num_ctx: plan.num_ctx,
+            num_ctx,
             estimated_prompt_tokens: inner.calibration.estimate(&req.model, chars),
         };
         let spec = RequestSpec { method: Method::POST, path: "/api/chat".into(), body: Some(body) };
@@ -303,7 +305,7 @@ fn chat_stream(inner: Arc<Inner>, req: ProviderRequest) -> ProviderStream {
         }
         drop(chunks);
         if let Some(read) = decoder.prompt_eval_count() {
-            let at_cap = plan.num_ctx.is_some_and(|n| read >= n - (n / 32).max(16).min(n));
+            let at_cap = num_ctx.is_some_and(|n| read >= n - (n / 32).max(16).min(n));
             if !truncated && !at_cap {
                 inner.calibration.observe(&req.model, chars, read);
             }
