@@ -9,7 +9,8 @@
 //!   models; 400 `... does not support tools` / `... does not support thinking` when the
 //!   model lacks the capability; else a short streamed answer whose `prompt_eval_count`
 //!   comes from [`mock_token_count`], cut at `options.num_ctx` the way Ollama silently
-//!   truncates.
+//!   truncates. Like Ollama's prompt cache, when the previous prompt to the same model
+//!   (same tools) is a prefix of this one, only the new messages are counted.
 //! - `POST /api/show`, `GET /api/tags`, `GET /api/ps`, `GET /api/version`,
 //!   `POST /api/pull` (streamed progress, the model is added on success),
 //!   `DELETE /api/delete`.
@@ -239,6 +240,8 @@ struct State {
     requests: Vec<Recorded>,
     violations: Vec<String>,
     closed_early: Vec<usize>,
+    /// Per model, the last `/api/chat` body answered (the prompt cache).
+    cached: HashMap<String, Value>,
 }
 
 /// The mock server; it stops when dropped.
@@ -725,6 +728,17 @@ fn chat(s: &mut State, body: &Value, model: &str) -> Reply {
         return r;
     }
     let mut read = mock_token_count(body);
+    // The prompt cache: when the previous prompt to this model (same tools) is a prefix
+    // of this one, only the new messages are read, as Ollama counts them.
+    if let Some(prev) = s.cached.insert(model.to_owned(), body.clone()) {
+        let (old, new) = (prev["messages"].as_array(), body["messages"].as_array());
+        if let (Some(old), Some(new)) = (old, new) {
+            if prev.get("tools") == body.get("tools") && new.starts_with(old) {
+                let prefix = json!({"messages": old, "tools": prev.get("tools")});
+                read = read.saturating_sub(mock_token_count(&prefix)).max(1);
+            }
+        }
+    }
     if let Some(n) = body["options"]["num_ctx"]
         .as_u64()
         .and_then(|n| u32::try_from(n).ok())

@@ -306,7 +306,7 @@ fn chat_stream(inner: Arc<Inner>, req: ProviderRequest) -> ProviderStream {
         drop(chunks);
         if let Some(read) = decoder.prompt_eval_count() {
             let at_cap = num_ctx.is_some_and(|n| read >= n - (n / 32).max(16).min(n));
-            if !truncated && !at_cap {
+            if !truncated && !at_cap && truncation::is_calibration_sample(&req) {
                 inner.calibration.observe(&req.model, chars, read);
             }
         }
