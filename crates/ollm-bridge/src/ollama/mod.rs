@@ -38,12 +38,13 @@ use futures::StreamExt;
 use ollm_core::{ProviderAdapter, ProviderStream, PullStream};
 use ollm_types::{
     ModelInfo, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest, RunningModel,
-    Warning, WarningKind,
+    WarningKind,
 };
 use reqwest::Method;
 
 use crate::lines::DEFAULT_MAX_LINE;
-use crate::{Attempt, BridgeError, HttpConfig, RequestSpec, Transport};
+use crate::retrying::{Attempts, Step};
+use crate::{BridgeError, HttpConfig, RequestSpec, Transport};
 
 pub use decode::ChatDecoder;
 pub use host::{DEFAULT_BASE_URL, base_url_from_host};
@@ -260,29 +261,18 @@ fn chat_stream(inner: Arc<Inner>, req: ProviderRequest) -> ProviderStream {
             estimated_prompt_tokens: inner.calibration.estimate(&req.model, chars),
         };
         let spec = RequestSpec { method: Method::POST, path: "/api/chat".into(), body: Some(body) };
-        let mut attempts = inner.transport.send_retrying(spec);
-        let mut response = None;
-        while let Some(attempt) = attempts.next().await {
-            match attempt {
-                Attempt::Retrying { retry, delay, error } => {
-                    let message = format!("retry {retry} in {delay:.1?}: {error}");
-                    yield ProviderEvent::Warning {
-                        warning: Warning::new(WarningKind::Retrying, message),
-                    };
-                }
-                Attempt::Response(r) => response = Some(r),
-                Attempt::Failed(e) => {
+        let mut attempts = Attempts::new(&inner.transport, spec);
+        let response = loop {
+            match attempts.next().await {
+                Step::Retrying(warning) => yield ProviderEvent::Warning { warning },
+                Step::Response(response) => break response,
+                Step::Failed(e) => {
                     yield ProviderEvent::Error { error: provider_error(e, Some(&req.model)) };
                     return;
                 }
             }
-        }
-        drop(attempts);
-        let Some(response) = response else {
-            let error = ProviderError::new(ProviderErrorKind::Other, "no attempt was made");
-            yield ProviderEvent::Error { error };
-            return;
         };
+        drop(attempts);
         let mut decoder = ChatDecoder::new(Some(check)).with_max_line(inner.config.max_line);
         let mut chunks = inner.transport.body_chunks(response);
         let mut events = Vec::new();
