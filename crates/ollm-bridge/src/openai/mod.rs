@@ -125,8 +125,8 @@ impl Inner {
             )),
             (_, ProviderErrorKind::ModelNotFound) => mapped.with_hint(match model {
                 Some(model) => format!(
-                    "the server at {base} has no model named {model:?} (`ollm models` lists \
-                     them), or the base URL lacks `/v1`"
+                    "the server at {base} does not serve a model named {model:?} (GET \
+                     {base}/models lists what it serves), or the base URL lacks `/v1`"
                 ),
                 None => format!("is {base} an OpenAI-compatible base URL ending in `/v1`?"),
             }),

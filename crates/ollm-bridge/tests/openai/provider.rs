@@ -220,6 +220,15 @@ async fn errors_map_to_kinds() {
         ) {
             assert!(error.hint.is_some(), "{error:?}");
         }
+        // Hints say what is true at the server, and name no CLI command.
+        if let Some(hint) = &error.hint {
+            assert!(!hint.contains("ollm "), "{hint}");
+        }
+        if kind == ProviderErrorKind::ModelNotFound {
+            let hint = error.hint.as_deref().unwrap_or_default();
+            assert!(hint.contains("GET http://127.0.0.1:"), "{hint}");
+            assert!(hint.contains("/v1/models lists what it serves"), "{hint}");
+        }
     }
 }
 
