@@ -546,10 +546,22 @@ mod tests {
             None,
         );
         assert_eq!(kind(&events), Some(ProviderErrorKind::Protocol));
-        match events.last() {
-            Some(ProviderEvent::Error { error }) => assert!(error.message.contains("not json")),
-            other => panic!("{other:?}"),
-        }
+        // ... whose typed error carries the line itself.
+        let mut ids = IdMint {
+            prefix: "m".into(),
+            next: 0,
+        };
+        let decoded = decode_line(
+            b"not json",
+            &mut Seen::default(),
+            &mut ids,
+            None,
+            &mut Vec::new(),
+        );
+        assert!(
+            matches!(&decoded, Err(BridgeError::Decode { line, .. }) if line == "not json"),
+            "{decoded:?}"
+        );
         // A line over the cap.
         let mut d = ChatDecoder::default().with_max_line(64);
         let mut out = Vec::new();
