@@ -9,15 +9,17 @@
 //!   models; 400 `... does not support tools` / `... does not support thinking` when the
 //!   model lacks the capability; else a short streamed answer whose `prompt_eval_count`
 //!   comes from [`mock_token_count`], cut at `options.num_ctx` the way Ollama silently
-//!   truncates.
+//!   truncates. Like Ollama's prompt cache, when the previous prompt to the same model
+//!   (same tools) is a prefix of this one, only the new messages are counted.
 //! - `POST /api/show`, `GET /api/tags`, `GET /api/ps`, `GET /api/version`,
 //!   `POST /api/pull` (streamed progress, the model is added on success),
 //!   `DELETE /api/delete`.
 //!
 //! The recorder keeps every request and checks every `/api/chat` body the way Ollama's
 //! decoder and templates would: tool-call arguments must be JSON objects (a string is a
-//! 400 in Ollama), and every `tool` message must answer an earlier call (by id when it
-//! has one, else by name). A failed check is recorded in [`MockOllama::violations`] and
+//! 400 in Ollama), every `tool` message must answer an earlier call (by id when it has
+//! one, else by name), and the calls of an assistant message must each be answered
+//! exactly once by the `tool` messages that follow it, before the next other message. A failed check is recorded in [`MockOllama::violations`] and
 //! answered with 400. Connections the client closes before the reply ended are recorded
 //! too ([`MockOllama::wait_closed_early`]).
 
@@ -239,6 +241,8 @@ struct State {
     requests: Vec<Recorded>,
     violations: Vec<String>,
     closed_early: Vec<usize>,
+    /// Per model, the last `/api/chat` body answered (the prompt cache).
+    cached: HashMap<String, Value>,
 }
 
 /// The mock server; it stops when dropped.
@@ -400,10 +404,25 @@ pub fn validate_chat(body: &Value) -> Vec<String> {
         problems.push("`model` is missing".into());
     }
     let mut calls: Vec<(Option<String>, String)> = Vec::new();
+    // The calls of the latest assistant message, with how often each was answered.
+    let mut pending: Vec<(Option<String>, String, usize)> = Vec::new();
+    let matches =
+        |id: Option<&str>, name: Option<&str>, cid: &Option<String>, cname: &str| match (id, cid) {
+            (Some(id), Some(cid)) => id == cid && name.is_none_or(|n| n == cname),
+            _ => name == Some(cname),
+        };
     for (i, m) in messages.iter().enumerate() {
         let role = m["role"].as_str().unwrap_or("");
         if !matches!(role, "system" | "user" | "assistant" | "tool") {
             problems.push(format!("message {i}: unknown role {role:?}"));
+        }
+        if role != "tool" {
+            // Every call of the previous assistant message must have been answered.
+            for (id, name, _) in pending.drain(..).filter(|(_, _, n)| *n == 0) {
+                problems.push(format!(
+                    "message {i}: the call (id {id:?}, name {name:?}) before it has no tool result"
+                ));
+            }
         }
         if let Some(list) = m.get("tool_calls") {
             if role != "assistant" {
@@ -418,20 +437,41 @@ pub fn validate_chat(body: &Value) -> Vec<String> {
                     ));
                 }
                 let name = f["name"].as_str().unwrap_or("").to_owned();
-                calls.push((call["id"].as_str().map(str::to_owned), name));
+                let id = call["id"].as_str().map(str::to_owned);
+                calls.push((id.clone(), name.clone()));
+                pending.push((id, name, 0));
             }
         }
         if role == "tool" {
             let name = m["tool_name"].as_str();
             let id = m["tool_call_id"].as_str();
-            let answers = calls.iter().any(|(cid, cname)| match (id, cid) {
-                (Some(id), Some(cid)) => id == cid && name.is_none_or(|n| n == cname),
-                _ => name == Some(cname.as_str()),
-            });
-            if !answers {
-                problems.push(format!(
+            let answers = calls
+                .iter()
+                .any(|(cid, cname)| matches(id, name, cid, cname));
+            // The first unanswered matching call of the latest assistant message, else
+            // any matching one (which this answers a second time).
+            let open = pending
+                .iter()
+                .position(|(cid, cname, n)| *n == 0 && matches(id, name, cid, cname))
+                .or_else(|| {
+                    pending
+                        .iter()
+                        .position(|(cid, cname, _)| matches(id, name, cid, cname))
+                });
+            match open {
+                _ if !answers => problems.push(format!(
                     "message {i}: tool result (tool_name {name:?}, tool_call_id {id:?}) answers no earlier call"
-                ));
+                )),
+                Some(k) if pending[k].2 > 0 => {
+                    pending[k].2 += 1;
+                    problems.push(format!(
+                        "message {i}: tool result (tool_name {name:?}, tool_call_id {id:?}) answers a call a second time"
+                    ));
+                }
+                Some(k) => pending[k].2 += 1,
+                None => problems.push(format!(
+                    "message {i}: tool result (tool_name {name:?}, tool_call_id {id:?}) answers a call of an earlier assistant message"
+                )),
             }
         }
     }
@@ -725,6 +765,17 @@ fn chat(s: &mut State, body: &Value, model: &str) -> Reply {
         return r;
     }
     let mut read = mock_token_count(body);
+    // The prompt cache: when the previous prompt to this model (same tools) is a prefix
+    // of this one, only the new messages are read, as Ollama counts them.
+    if let Some(prev) = s.cached.insert(model.to_owned(), body.clone()) {
+        let (old, new) = (prev["messages"].as_array(), body["messages"].as_array());
+        if let (Some(old), Some(new)) = (old, new) {
+            if prev.get("tools") == body.get("tools") && new.starts_with(old) {
+                let prefix = json!({"messages": old, "tools": prev.get("tools")});
+                read = read.saturating_sub(mock_token_count(&prefix)).max(1);
+            }
+        }
+    }
     if let Some(n) = body["options"]["num_ctx"]
         .as_u64()
         .and_then(|n| u32::try_from(n).ok())
@@ -772,6 +823,49 @@ mod tests {
             (vec![user.clone(), result("c1")], 1),
             (vec![user.clone(), result("c1"), call("c1", json!({}))], 1),
             (vec![user.clone(), call("c1", json!({})), result("c2")], 1),
+            // Every call answered exactly once before the next user or assistant message.
+            (vec![user.clone(), call("c1", json!({})), user.clone()], 1),
+            (
+                vec![
+                    user.clone(),
+                    call("c1", json!({})),
+                    result("c1"),
+                    result("c1"),
+                ],
+                1,
+            ),
+            (
+                vec![
+                    user.clone(),
+                    call("c1", json!({})),
+                    call("c2", json!({})),
+                    result("c2"),
+                    result("c1"),
+                ],
+                2,
+            ),
+            (
+                vec![
+                    user.clone(),
+                    call("c1", json!({})),
+                    result("c1"),
+                    json!({"role": "assistant", "content": "ok"}),
+                    user.clone(),
+                ],
+                0,
+            ),
+            (
+                vec![
+                    user.clone(),
+                    json!({"role": "assistant", "content": "", "tool_calls": [
+                        {"id": "a", "function": {"name": "f", "arguments": {}}},
+                        {"id": "b", "function": {"name": "f", "arguments": {}}}]}),
+                    result("b"),
+                    result("a"),
+                    user.clone(),
+                ],
+                0,
+            ),
             // Older servers: no id, matched by name.
             (
                 vec![

@@ -9,6 +9,7 @@ mod error;
 pub mod lines;
 pub mod ollama;
 pub mod openai;
+mod retrying;
 pub mod transport;
 
 pub use error::{BridgeError, TimeoutPhase, status_kind};

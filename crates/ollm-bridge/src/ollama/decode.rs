@@ -9,8 +9,11 @@
 
 use std::time::Duration;
 
-use ollm_types::{FinishReason, ProviderError, ProviderErrorKind, ProviderEvent, ToolCall, Usage};
-use serde_json::Value;
+use ollm_types::{
+    FinishReason, INVALID_ARGUMENTS_KEY, ProviderError, ProviderErrorKind, ProviderEvent, ToolCall,
+    Usage, Warning, WarningKind,
+};
+use serde_json::{Map, Value};
 
 use super::truncation::{TruncationCheck, truncation_warning};
 use super::wire::{ChatLine, WireToolCallIn};
@@ -247,7 +250,7 @@ fn decode_line(
             });
         }
         for call in message.tool_calls.unwrap_or_default() {
-            let call = tool_call(call, ids).map_err(|m| protocol(line, m))?;
+            let call = tool_call(call, ids, out);
             seen.calls += 1;
             out.push(ProviderEvent::ToolCall { call });
         }
@@ -282,24 +285,66 @@ fn decode_line(
     Ok(())
 }
 
-/// A wire tool call -> a [`ToolCall`]: the server's id or a minted one; arguments must be
-/// an object (a string holding a JSON object is accepted, `null` is `{}`).
-fn tool_call(call: WireToolCallIn, ids: &mut IdMint) -> Result<ToolCall, String> {
+/// A wire tool call -> a [`ToolCall`]: the server's id or a minted one. Arguments should
+/// be an object; a string holding a JSON object (double-encoded) is that object, `null` and
+/// blank text are `{}`. Anything else is not a crash: the call is emitted with the raw
+/// text under [`INVALID_ARGUMENTS_KEY`] after a `MalformedOutput` warning, so the turn loop
+/// answers it with an error result and the model can try again.
+fn tool_call(call: WireToolCallIn, ids: &mut IdMint, out: &mut Vec<ProviderEvent>) -> ToolCall {
     let id = match call.id {
         Some(id) if !id.is_empty() => id,
         _ => ids.mint(),
     };
+    let name = call.function.name;
     let arguments = match call.function.arguments {
-        Value::String(s) => serde_json::from_str::<Value>(&s)
-            .map_err(|e| format!("tool call arguments are a string that is not JSON: {e}"))?,
-        other => other,
+        Value::Object(map) => Ok(map),
+        Value::Null => Ok(Map::new()),
+        Value::String(s) if s.trim().is_empty() => Ok(Map::new()),
+        Value::String(s) => match serde_json::from_str::<Value>(&s) {
+            Ok(Value::Object(map)) => Ok(map),
+            Ok(Value::Null) => Ok(Map::new()),
+            Ok(other) => Err((s, format!("a string holding a JSON {}", json_kind(&other)))),
+            Err(e) => Err((s, format!("a string that is not JSON: {e}"))),
+        },
+        other => {
+            let why = format!("a JSON {}", json_kind(&other));
+            Err((other.to_string(), why))
+        }
     };
-    ToolCall::new(id, call.function.name, arguments).map_err(|e| e.to_string())
+    let arguments = arguments.unwrap_or_else(|(raw, why)| {
+        out.push(ProviderEvent::Warning {
+            warning: Warning::new(
+                WarningKind::MalformedOutput,
+                format!(
+                    "the arguments of call {id} to {name:?} are not a JSON object ({why}); \
+                     the call is answered with an error"
+                ),
+            ),
+        });
+        let mut map = Map::new();
+        map.insert(INVALID_ARGUMENTS_KEY.to_owned(), Value::String(raw));
+        map
+    });
+    ToolCall {
+        id,
+        name,
+        arguments,
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use ollm_types::{Warning, WarningKind};
     use serde_json::json;
 
     use super::*;
@@ -411,6 +456,51 @@ mod tests {
     }
 
     #[test]
+    fn bad_arguments_reach_the_model_as_an_invalid_call() {
+        // (wire arguments, the raw text handed on, or the object they decode to)
+        let cases: &[(&str, Result<Value, &str>)] = &[
+            (r#""{\"s\":true}""#, Ok(json!({"s": true}))),
+            (r#""""#, Ok(json!({}))),
+            ("null", Ok(json!({}))),
+            (r#""[1]""#, Err("[1]")),
+            (r#""{\"path\": ""#, Err("{\"path\": ")),
+            (r#""not json""#, Err("not json")),
+            ("[1,2]", Err("[1,2]")),
+            ("7", Err("7")),
+            ("true", Err("true")),
+        ];
+        for (wire, want) in cases {
+            let body = format!(
+                "{{\"message\":{{\"tool_calls\":[{{\"function\":{{\"name\":\"b\",\"arguments\":{wire}}}}}]}},\"done\":false}}\n{DONE}\n"
+            );
+            let events = decode(&body, None);
+            let expected_call = ProviderEvent::ToolCall {
+                call: ToolCall::new(
+                    "m1",
+                    "b",
+                    match want {
+                        Ok(v) => v.clone(),
+                        Err(raw) => json!({ INVALID_ARGUMENTS_KEY: raw }),
+                    },
+                )
+                .unwrap(),
+            };
+            let mut expected = Vec::new();
+            if want.is_err() {
+                match &events[0] {
+                    ProviderEvent::Warning { warning } => {
+                        assert_eq!(warning.kind, WarningKind::MalformedOutput, "{wire}");
+                    }
+                    other => panic!("{wire}: {other:?}"),
+                }
+                expected.push(events[0].clone());
+            }
+            expected.extend([expected_call, usage(10, 2), finish(FinishReason::ToolCalls)]);
+            assert_eq!(events, expected, "arguments {wire}");
+        }
+    }
+
+    #[test]
     fn minted_ids_differ_between_streams() {
         let body = format!(
             "{}\n{DONE}\n",
@@ -456,16 +546,22 @@ mod tests {
             None,
         );
         assert_eq!(kind(&events), Some(ProviderErrorKind::Protocol));
-        match events.last() {
-            Some(ProviderEvent::Error { error }) => assert!(error.message.contains("not json")),
-            other => panic!("{other:?}"),
-        }
-        // String arguments that are not an object.
-        let events = decode(
-            r#"{"message":{"tool_calls":[{"function":{"name":"b","arguments":"[1]"}}]},"done":false}"#,
+        // ... whose typed error carries the line itself.
+        let mut ids = IdMint {
+            prefix: "m".into(),
+            next: 0,
+        };
+        let decoded = decode_line(
+            b"not json",
+            &mut Seen::default(),
+            &mut ids,
             None,
+            &mut Vec::new(),
         );
-        assert_eq!(kind(&events), Some(ProviderErrorKind::Protocol));
+        assert!(
+            matches!(&decoded, Err(BridgeError::Decode { line, .. }) if line == "not json"),
+            "{decoded:?}"
+        );
         // A line over the cap.
         let mut d = ChatDecoder::default().with_max_line(64);
         let mut out = Vec::new();

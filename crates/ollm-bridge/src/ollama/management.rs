@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 
 use super::provider_error;
 use super::wire::{PullLine, ShowResponse, TagModel, TagsResponse, VersionResponse, WireDetails};
-use crate::{Attempt, BridgeError, LineSplitter, RequestSpec, Transport};
+use crate::retrying::{Attempts, Step};
+use crate::{BridgeError, LineSplitter, RequestSpec, Transport};
 
 fn details(d: Option<WireDetails>) -> ModelDetails {
     let d = d.unwrap_or_default();
@@ -154,19 +155,25 @@ pub(super) fn pull(t: Transport, model: String, max_line: usize) -> PullStream {
     Box::pin(async_stream::stream! {
         let body = Bytes::from(json!({"model": model, "stream": true}).to_string());
         let spec = RequestSpec { method: Method::POST, path: "/api/pull".into(), body: Some(body) };
-        let mut attempts = t.send_retrying(spec);
-        let mut response = None;
-        while let Some(attempt) = attempts.next().await {
-            match attempt {
-                Attempt::Retrying { .. } => {}
-                Attempt::Response(r) => response = Some(r),
-                Attempt::Failed(e) => {
+        let mut attempts = Attempts::new(&t, spec);
+        let response = loop {
+            match attempts.next().await {
+                // The stream carries progress or an error, so a retry is a progress step
+                // whose status is the retry warning's text.
+                Step::Retrying(warning) => yield Ok(PullProgress {
+                    status: warning.message,
+                    digest: None,
+                    total: None,
+                    completed: None,
+                }),
+                Step::Response(response) => break response,
+                Step::Failed(e) => {
                     yield Err(provider_error(e, Some(&model)));
                     return;
                 }
             }
-        }
-        let Some(response) = response else { return };
+        };
+        drop(attempts);
         let mut chunks = t.body_chunks(response);
         let mut lines = LineSplitter::new(max_line);
         let mut steps = Vec::new();

@@ -10,7 +10,8 @@
 //! # `num_ctx`
 //! Ollama's own default context window is small (2048-4096 depending on the version) and
 //! it silently drops the front of a longer prompt. The adapter therefore always sends
-//! `num_ctx`: the configured [`OllamaConfig::num_ctx`]; else the model's trained context
+//! `num_ctx`: the request's `options.context_length` when it sets one; else the
+//! configured [`OllamaConfig::num_ctx`]; else the model's trained context
 //! length (from `/api/show`) capped at [`OllamaConfig::num_ctx_cap`] (default
 //! [`DEFAULT_NUM_CTX_CAP`] = 8192, because memory grows with the window); else, when the
 //! server does not report a length, the cap itself.
@@ -37,12 +38,13 @@ use futures::StreamExt;
 use ollm_core::{ProviderAdapter, ProviderStream, PullStream};
 use ollm_types::{
     ModelInfo, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest, RunningModel,
-    Warning, WarningKind,
+    WarningKind,
 };
 use reqwest::Method;
 
 use crate::lines::DEFAULT_MAX_LINE;
-use crate::{Attempt, BridgeError, HttpConfig, RequestSpec, Transport};
+use crate::retrying::{Attempts, Step};
+use crate::{BridgeError, HttpConfig, RequestSpec, Transport};
 
 pub use decode::ChatDecoder;
 pub use host::{DEFAULT_BASE_URL, base_url_from_host};
@@ -253,34 +255,24 @@ fn chat_stream(inner: Arc<Inner>, req: ProviderRequest) -> ProviderStream {
             }
         };
         let chars = req.char_count();
+        let num_ctx = request::num_ctx(&req, &plan);
         let check = TruncationCheck {
-            num_ctx: plan.num_ctx,
+            num_ctx,
             estimated_prompt_tokens: inner.calibration.estimate(&req.model, chars),
         };
         let spec = RequestSpec { method: Method::POST, path: "/api/chat".into(), body: Some(body) };
-        let mut attempts = inner.transport.send_retrying(spec);
-        let mut response = None;
-        while let Some(attempt) = attempts.next().await {
-            match attempt {
-                Attempt::Retrying { retry, delay, error } => {
-                    let message = format!("retry {retry} in {delay:.1?}: {error}");
-                    yield ProviderEvent::Warning {
-                        warning: Warning::new(WarningKind::Retrying, message),
-                    };
-                }
-                Attempt::Response(r) => response = Some(r),
-                Attempt::Failed(e) => {
+        let mut attempts = Attempts::new(&inner.transport, spec);
+        let response = loop {
+            match attempts.next().await {
+                Step::Retrying(warning) => yield ProviderEvent::Warning { warning },
+                Step::Response(response) => break response,
+                Step::Failed(e) => {
                     yield ProviderEvent::Error { error: provider_error(e, Some(&req.model)) };
                     return;
                 }
             }
-        }
-        drop(attempts);
-        let Some(response) = response else {
-            let error = ProviderError::new(ProviderErrorKind::Other, "no attempt was made");
-            yield ProviderEvent::Error { error };
-            return;
         };
+        drop(attempts);
         let mut decoder = ChatDecoder::new(Some(check)).with_max_line(inner.config.max_line);
         let mut chunks = inner.transport.body_chunks(response);
         let mut events = Vec::new();
@@ -303,8 +295,8 @@ fn chat_stream(inner: Arc<Inner>, req: ProviderRequest) -> ProviderStream {
         }
         drop(chunks);
         if let Some(read) = decoder.prompt_eval_count() {
-            let at_cap = plan.num_ctx.is_some_and(|n| read >= n - (n / 32).max(16).min(n));
-            if !truncated && !at_cap {
+            let at_cap = num_ctx.is_some_and(|n| read >= n - (n / 32).max(16).min(n));
+            if !truncated && !at_cap && truncation::is_calibration_sample(&req) {
                 inner.calibration.observe(&req.model, chars, read);
             }
         }
@@ -325,11 +317,10 @@ impl ProviderAdapter for OllamaProvider {
     /// taught a ratio, since until then it is no better than `ceil(chars / 4)`.
     async fn count_tokens(&self, model: &str, text: &str) -> Result<Option<usize>, ProviderError> {
         let chars = text.chars().count();
-        Ok(self
-            .inner
-            .calibration
-            .ratio(model)
-            .map(|_| self.inner.calibration.estimate(model, chars) as usize))
+        Ok(self.inner.calibration.ratio(model).map(|_| {
+            let tokens = self.inner.calibration.estimate(model, chars);
+            usize::try_from(tokens).unwrap_or(usize::MAX)
+        }))
     }
 
     async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {

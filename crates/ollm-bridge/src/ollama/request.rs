@@ -25,6 +25,12 @@ pub struct ChatPlan {
     pub keep_alive: Option<String>,
 }
 
+/// The `num_ctx` to send: the request's `options.context_length` first, then the plan's
+/// configured or derived value.
+pub fn num_ctx(req: &ProviderRequest, plan: &ChatPlan) -> Option<u32> {
+    req.options.context_length.or(plan.num_ctx)
+}
+
 /// The `format` value for a structured-output request.
 fn format_value(format: &ResponseFormat) -> Cow<'_, Value> {
     match format {
@@ -137,7 +143,7 @@ pub fn chat_body<'a>(req: &'a ProviderRequest, plan: &'a ChatPlan) -> ChatReques
             seed: o.seed,
             num_predict: o.max_tokens,
             stop: &o.stop,
-            num_ctx: plan.num_ctx,
+            num_ctx: num_ctx(req, plan),
         },
         stream: true,
         keep_alive: req.keep_alive.as_deref().or(plan.keep_alive.as_deref()),
@@ -251,9 +257,34 @@ mod tests {
             &plan,
             json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "x"}],
                 "options": {"temperature": 0.5, "top_p": 0.25, "top_k": 40, "repeat_penalty": 1.5,
-                    "seed": 7, "num_predict": 64, "stop": ["END"], "num_ctx": 8192},
+                    "seed": 7, "num_predict": 64, "stop": ["END"], "num_ctx": 999},
                 "think": "high", "format": "json", "keep_alive": "10m"}),
         );
+    }
+
+    #[test]
+    fn num_ctx_prefers_the_requested_context_length() {
+        // (options.context_length, plan.num_ctx, num_ctx sent)
+        for (asked, planned, sent) in [
+            (Some(999), Some(8192), Some(999_u32)),
+            (Some(32768), Some(8192), Some(32768)),
+            (None, Some(8192), Some(8192)),
+            (Some(512), None, Some(512)),
+            (None, None, None),
+        ] {
+            let mut req = ProviderRequest::new("m", vec![Message::user("x")]);
+            req.options.context_length = asked;
+            let plan = ChatPlan {
+                num_ctx: planned,
+                ..ChatPlan::default()
+            };
+            let body = serde_json::to_value(chat_body(&req, &plan)).unwrap();
+            assert_eq!(
+                body["options"].get("num_ctx").and_then(Value::as_u64),
+                sent.map(u64::from),
+                "asked {asked:?}, planned {planned:?}"
+            );
+        }
     }
 
     #[test]

@@ -21,16 +21,20 @@
 //! server's window is unknown and no warning is given.
 //!
 //! # Calibration
-//! `ceil(chars / 4)` is a rough tokenizer. Every complete reply whose `P` is plausible for
-//! the characters sent (between 1 and 8 characters a token, and no truncation) updates a
-//! per-model ratio `chars / P` as an exponential moving average (weight 0.3 for the new
-//! sample, the first sample taken as is). The ratio folds in the chat template's overhead
-//! for the conversation shapes the model actually gets. Estimates are `ceil(chars / ratio)`.
+//! `ceil(chars / 4)` is a rough tokenizer. On a prompt-cache hit Ollama's `P` counts only
+//! the tokens it newly read, so a sample is taken only from a request that cannot hit the
+//! cache for its own conversation: the first of a conversation (no assistant message; the
+//! shell decides, see [`is_calibration_sample`]). A sample must also be plausible for the
+//! characters sent (between 1 and 8 characters a token) and the reply not truncated. The
+//! per-model ratio is the **minimum** `chars / P` seen, not an average: the estimate
+//! `ceil(chars / ratio)` then errs high, which is the safe side for budgeting a context
+//! window (an undercount lets a prompt overflow silently). The ratio folds in the chat
+//! template's overhead for the conversation shapes the model actually gets.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use ollm_types::{Warning, WarningKind};
+use ollm_types::{ProviderRequest, Role, Warning, WarningKind};
 
 /// What the adapter sent, for judging the final `prompt_eval_count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +65,13 @@ pub fn truncation_warning(sent: &TruncationCheck, prompt_eval_count: u32) -> Opt
             ),
         )
     })
+}
+
+/// Whether a reply to `req` may teach the calibration: only the first request of a
+/// conversation (no assistant message), which no earlier turn can have put in Ollama's
+/// prompt cache, so its `prompt_eval_count` counts the whole prompt.
+pub fn is_calibration_sample(req: &ProviderRequest) -> bool {
+    !req.messages.iter().any(|m| m.role() == Role::Assistant)
 }
 
 /// Learned characters-per-token ratios, per model. Shared by the streams of one provider.
@@ -102,7 +113,7 @@ impl Calibration {
         if let Ok(mut ratios) = self.ratios.lock() {
             ratios
                 .entry(model.to_owned())
-                .and_modify(|r| *r = 0.7 * *r + 0.3 * sample)
+                .and_modify(|r| *r = r.min(sample))
                 .or_insert(sample);
         }
     }
@@ -159,5 +170,36 @@ mod tests {
         cal.observe("m", 4000, 10); // a cached prompt: 400 chars a token, ignored
         assert_eq!(cal.ratio("m"), Some(3.2));
         assert_eq!(cal.ratio("other"), None);
+        // The ratio keeps the lowest sample, so estimates err high.
+        // (chars, prompt_eval_count, ratio after)
+        for (chars, read, ratio) in [(400, 100, 3.2), (300, 100, 3.0), (500, 100, 3.0)] {
+            cal.observe("m", chars, read);
+            assert_eq!(cal.ratio("m"), Some(ratio), "after {chars}/{read}");
+        }
+        assert_eq!(cal.estimate("m", 300), 100);
+    }
+
+    #[test]
+    fn only_first_requests_of_a_conversation_calibrate() {
+        use ollm_types::Message;
+        let ask = |messages| ProviderRequest::new("m", messages);
+        for (messages, sample) in [
+            (vec![Message::user("hi")], true),
+            (vec![Message::system("s"), Message::user("hi")], true),
+            (
+                vec![
+                    Message::user("hi"),
+                    Message::assistant("hello"),
+                    Message::user("more"),
+                ],
+                false,
+            ),
+        ] {
+            assert_eq!(
+                is_calibration_sample(&ask(messages.clone())),
+                sample,
+                "{messages:?}"
+            );
+        }
     }
 }

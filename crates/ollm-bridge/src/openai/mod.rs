@@ -23,10 +23,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::StreamExt;
 use ollm_core::{ProviderAdapter, ProviderStream};
-use ollm_types::{
-    ModelInfo, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest, Warning,
-    WarningKind,
-};
+use ollm_types::{ModelInfo, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest};
 use reqwest::Method;
 
 pub use assemble::{INVALID_ARGUMENTS_KEY, ToolCallAssembler};
@@ -34,7 +31,8 @@ pub use sse::{SseDecoder, SseEvent};
 pub use stream::{StreamDecoder, decode_all};
 pub use think::{Side, ThinkSplitter};
 
-use crate::{Attempt, BridgeError, HttpConfig, RequestSpec, Secret, Transport};
+use crate::retrying::{Attempts, Step};
+use crate::{BridgeError, HttpConfig, RequestSpec, Secret, Transport};
 
 /// How to reach an OpenAI-compatible server.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -127,8 +125,8 @@ impl Inner {
             )),
             (_, ProviderErrorKind::ModelNotFound) => mapped.with_hint(match model {
                 Some(model) => format!(
-                    "the server at {base} has no model named {model:?} (`ollm list` lists \
-                     them), or the base URL lacks `/v1`"
+                    "the server at {base} does not serve a model named {model:?} (GET \
+                     {base}/models lists what it serves), or the base URL lacks `/v1`"
                 ),
                 None => format!("is {base} an OpenAI-compatible base URL ending in `/v1`?"),
             }),
@@ -175,24 +173,13 @@ impl ProviderAdapter for OpenAiProvider {
                 path: "/chat/completions".into(),
                 body: Some(Bytes::from(body)),
             };
-            let mut attempts = inner.api.send_retrying(spec);
+            let mut attempts = Attempts::new(&inner.api, spec);
             let response = loop {
                 match attempts.next().await {
-                    Some(Attempt::Retrying { retry, delay, error }) => {
-                        let warning = Warning::new(
-                            WarningKind::Retrying,
-                            format!("retry {retry} in {delay:.1?}: {error}"),
-                        );
-                        yield ProviderEvent::Warning { warning };
-                    }
-                    Some(Attempt::Response(response)) => break response,
-                    Some(Attempt::Failed(error)) => {
+                    Step::Retrying(warning) => yield ProviderEvent::Warning { warning },
+                    Step::Response(response) => break response,
+                    Step::Failed(error) => {
                         yield ProviderEvent::Error { error: inner.error(error, Some(&request.model)) };
-                        return;
-                    }
-                    None => {
-                        let error = BridgeError::Incomplete { message: "no attempt was made".into() };
-                        yield ProviderEvent::Error { error: error.into() };
                         return;
                     }
                 }
@@ -204,6 +191,9 @@ impl ProviderAdapter for OpenAiProvider {
             while let Some(chunk) = chunks.next().await {
                 match chunk {
                     Ok(bytes) => decoder.push(&bytes, &mut out),
+                    // After output, the decoder makes it a typed IncompleteStream that
+                    // marks the text partial; before, it is the transport's error.
+                    Err(error) if decoder.has_output() => decoder.fail(error, &mut out),
                     Err(error) => {
                         for event in out.drain(..) {
                             yield event;

@@ -39,6 +39,8 @@ struct Reply {
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
     done: bool,
+    /// Whether any output (text, reasoning or a tool call) has arrived.
+    started: bool,
 }
 
 impl Default for StreamDecoder {
@@ -68,6 +70,7 @@ impl StreamDecoder {
                 finish_reason: None,
                 usage: None,
                 done: false,
+                started: false,
             },
         }
     }
@@ -107,6 +110,32 @@ impl StreamDecoder {
                 .into(),
             );
         }
+    }
+
+    /// The body broke (a network error or an idle timeout) with `cause`: ends the reply.
+    /// Before any output this is `cause` itself; after some, an `IncompleteStream` error
+    /// that says the output already delivered is partial.
+    pub fn fail(&mut self, cause: BridgeError, out: &mut Vec<ProviderEvent>) {
+        if self.reply.done {
+            return;
+        }
+        let error = if self.reply.started {
+            BridgeError::Incomplete {
+                message: format!(
+                    "the reply stopped before its end ({cause}); the text and tool calls \
+                     already delivered are partial"
+                ),
+            }
+            .into()
+        } else {
+            cause.into()
+        };
+        self.reply.fail(out, error);
+    }
+
+    /// Whether any output (text, reasoning or a tool call) has arrived.
+    pub fn has_output(&self) -> bool {
+        self.reply.started
     }
 
     fn drain(&mut self, out: &mut Vec<ProviderEvent>) {
@@ -150,6 +179,11 @@ impl Reply {
         }
         for choice in &chunk.choices {
             if let Some(delta) = &choice.delta {
+                self.started |= [&delta.reasoning_content, &delta.reasoning, &delta.content]
+                    .into_iter()
+                    .flatten()
+                    .any(|t| !t.is_empty())
+                    || delta.tool_calls.as_ref().is_some_and(|c| !c.is_empty());
                 for reasoning in [&delta.reasoning_content, &delta.reasoning]
                     .into_iter()
                     .flatten()
@@ -175,10 +209,8 @@ impl Reply {
         if chunk.usage.is_some() || chunk.timings.is_some() {
             let wire = chunk.usage.unwrap_or_default();
             let timings = chunk.timings.unwrap_or_default();
-            let ms = |v: Option<f64>| {
-                v.filter(|v| v.is_finite() && *v >= 0.0)
-                    .map(|v| Duration::from_secs_f64(v / 1000.0))
-            };
+            // Server numbers: negative, NaN or too large for a Duration are dropped.
+            let ms = |v: Option<f64>| v.and_then(|v| Duration::try_from_secs_f64(v / 1000.0).ok());
             let usage = self.usage.get_or_insert_with(Usage::default);
             usage.prompt_tokens = wire.prompt_tokens.or(usage.prompt_tokens);
             usage.completion_tokens = wire.completion_tokens.or(usage.completion_tokens);
@@ -392,10 +424,79 @@ mod tests {
             assert_eq!(kind_of(&events), Some(*kind), "body: {body} -> {events:?}");
         }
         let events = decode(&[b"event: error\ndata: {\"error\":{\"message\":\"boom\"}}\n\n"]);
-        assert!(
-            matches!(&events[..], [ProviderEvent::Error { error }] if error.message.contains("boom")),
-            "{events:?}"
-        );
+        // A JSON error inside `event: error` is the server's error, and ends the reply.
+        match &events[..] {
+            [ProviderEvent::Error { error }] => assert_eq!(error.kind, ProviderErrorKind::Server),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn timings_out_of_range_are_dropped() {
+        // (prompt_ms, the duration kept)
+        let cases: &[(Value, Option<Duration>)] = &[
+            (json!(1.5), Some(Duration::from_micros(1500))),
+            (json!(0), Some(Duration::ZERO)),
+            (json!(-1.0), None),
+            (json!(1e300), None),
+            (json!(f64::MAX), None),
+            (json!(1.9e22), None), // just past u64::MAX seconds
+        ];
+        for (ms, want) in cases {
+            let body = sse(&[
+                content("a"),
+                json!({"choices":[],"timings":{"prompt_ms":ms}}),
+            ]) + "data: [DONE]\n\n";
+            let events = decode(&[body.as_bytes()]);
+            let got = events.iter().find_map(|e| match e {
+                ProviderEvent::Usage { usage } => Some(usage.prompt_eval_duration),
+                _ => None,
+            });
+            assert_eq!(got, Some(*want), "prompt_ms {ms} -> {events:?}");
+            assert_eq!(events.last(), Some(&finish(FinishReason::Stop)));
+        }
+    }
+
+    #[test]
+    fn a_broken_body_after_output_is_an_incomplete_stream() {
+        let idle = || BridgeError::Timeout {
+            phase: crate::TimeoutPhase::Idle,
+            after: Duration::from_secs(1),
+        };
+        let call = json!({"choices":[{"delta":{"tool_calls":[
+            {"index":0,"id":"a","function":{"name":"f","arguments":"{\"x\""}}]}}]});
+        // (body before the break, the kind of the final error)
+        let cases: Vec<(String, ProviderErrorKind)> = vec![
+            (String::new(), ProviderErrorKind::Timeout),
+            (
+                sse(&[json!({"choices":[{"delta":{"role":"assistant"}}]})]),
+                ProviderErrorKind::Timeout,
+            ),
+            (sse(&[content("Hel")]), ProviderErrorKind::IncompleteStream),
+            (
+                sse(&[json!({"choices":[{"delta":{"reasoning_content":"r"}}]})]),
+                ProviderErrorKind::IncompleteStream,
+            ),
+            (sse(&[call]), ProviderErrorKind::IncompleteStream),
+        ];
+        for (body, kind) in cases {
+            let mut d = StreamDecoder::with_id_prefix("m");
+            let mut out = Vec::new();
+            d.push(body.as_bytes(), &mut out);
+            d.fail(idle(), &mut out);
+            assert_eq!(kind_of(&out), Some(kind), "body: {body} -> {out:?}");
+            assert!(d.is_done());
+            // Nothing follows the error.
+            d.finish(&mut out);
+            d.fail(idle(), &mut out);
+            assert_eq!(kind_of(&out), Some(kind));
+            assert_eq!(
+                out.iter()
+                    .filter(|e| matches!(e, ProviderEvent::Error { .. }))
+                    .count(),
+                1
+            );
+        }
     }
 
     #[test]

@@ -70,6 +70,26 @@ async fn pull_streams_progress_and_fails_on_an_error_line() {
     );
 }
 
+/// A retried pull says so: each retry is a progress step whose status is the retry notice
+/// (the same text as the chat streams' `Retrying` warning), then the pull goes on.
+#[tokio::test]
+async fn pull_surfaces_retries_as_progress() {
+    let mock = MockOllama::start().await.unwrap();
+    let p = provider(&mock);
+    mock.script("/api/pull", Reply::error(503, "server busy"));
+    mock.script("/api/pull", Reply::error(503, "server busy"));
+    let steps: Vec<_> = p.pull_model("llama3.2").collect().await;
+    let statuses: Vec<&str> = steps
+        .iter()
+        .map(|s| s.as_ref().unwrap().status.as_str())
+        .collect();
+    assert!(statuses[0].starts_with("retry 1 in "), "{statuses:?}");
+    assert!(statuses[1].starts_with("retry 2 in "), "{statuses:?}");
+    assert!(statuses[0].contains("server busy"), "{statuses:?}");
+    assert_eq!(statuses.last(), Some(&"success"));
+    assert_eq!(mock.requests_to("/api/pull").len(), 3);
+}
+
 #[tokio::test]
 async fn delete_and_delete_missing() {
     let mock = MockOllama::start().await.unwrap();

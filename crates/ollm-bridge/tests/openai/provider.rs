@@ -199,8 +199,14 @@ async fn errors_map_to_kinds() {
             vec![Reply::sse().content("a").reply()],
             ProviderErrorKind::IncompleteStream,
         ),
+        // A stall after output: the partial answer is an incomplete stream, not a
+        // connection problem; before any output it is the idle timeout.
         (
             vec![Reply::sse().content("a").stall().reply()],
+            ProviderErrorKind::IncompleteStream,
+        ),
+        (
+            vec![Reply::sse().stall().reply()],
             ProviderErrorKind::Timeout,
         ),
     ];
@@ -213,6 +219,15 @@ async fn errors_map_to_kinds() {
             ProviderErrorKind::ModelNotFound | ProviderErrorKind::Auth
         ) {
             assert!(error.hint.is_some(), "{error:?}");
+        }
+        // Hints say what is true at the server, and name no CLI command.
+        if let Some(hint) = &error.hint {
+            assert!(!hint.contains("ollm "), "{hint}");
+        }
+        if kind == ProviderErrorKind::ModelNotFound {
+            let hint = error.hint.as_deref().unwrap_or_default();
+            assert!(hint.contains("GET http://127.0.0.1:"), "{hint}");
+            assert!(hint.contains("/v1/models lists what it serves"), "{hint}");
         }
     }
 }
