@@ -155,24 +155,20 @@ fn kind_str<T: serde::Serialize>(kind: &T) -> Value {
     serde_json::to_value(kind).unwrap_or(Value::Null)
 }
 
-/// The hint shown with `e`: the adapter's, naming this CLI's commands correctly, or else
-/// the CLI's own for the error's kind.
+/// The hint shown with `e`: the adapter's (which speaks of the server), followed by this
+/// CLI's own for the error's kind (which names `ollm` commands; adapters never do).
 pub(crate) fn hint_for(e: &ProviderError) -> Option<String> {
-    if let Some(hint) = &e.hint {
-        // The adapters should not name CLI commands; an older one named a command that
-        // does not exist.
-        return Some(hint.replace("`ollm models`", "`ollm list`"));
-    }
-    match e.kind {
-        ProviderErrorKind::ModelNotFound => Some(
-            "`ollm list` shows the models the server has (with Ollama, `ollm pull MODEL` \
-             downloads one)"
-                .to_owned(),
-        ),
+    let cli = match e.kind {
+        ProviderErrorKind::ModelNotFound => Some("`ollm list` shows the models the server has"),
         ProviderErrorKind::Connection => {
-            Some("`ollm config show` prints the provider and base URL in use".to_owned())
+            Some("`ollm config show` prints the provider and base URL in use")
         }
         _ => None,
+    };
+    match (&e.hint, cli) {
+        (Some(adapter), Some(cli)) => Some(format!("{adapter}; {cli}")),
+        (Some(adapter), None) => Some(adapter.clone()),
+        (None, cli) => cli.map(str::to_owned),
     }
 }
 
@@ -834,7 +830,8 @@ mod tests {
             event_json(&ChatEvent::Error { error: e }),
             json!({"type": "error", "error": {
                 "kind": "model_not_found", "message": "model 'x' not found",
-                "status": 404, "retryable": false, "hint": "ollm pull x"
+                "status": 404, "retryable": false,
+                "hint": "ollm pull x; `ollm list` shows the models the server has"
             }})
         );
     }
@@ -844,12 +841,10 @@ mod tests {
         let bare = ProviderError::new(ProviderErrorKind::ModelNotFound, "no model x");
         let hint = hint_for(&bare).unwrap();
         assert!(hint.contains("`ollm list`"), "{hint}");
-        let from_bridge = bare.clone().with_hint(
-            "the server at http://h/v1 has no model named \"x\" (`ollm models` lists them)",
-        );
+        let from_bridge = bare.clone().with_hint("ollama pull x");
         let hint = hint_for(&from_bridge).unwrap();
+        assert!(hint.starts_with("ollama pull x"), "{hint}");
         assert!(hint.contains("`ollm list`"), "{hint}");
-        assert!(!hint.contains("ollm models"), "{hint}");
         assert_eq!(
             event_json(&ChatEvent::Error { error: bare })["error"]["hint"],
             json!(hint_for(&ProviderError::new(

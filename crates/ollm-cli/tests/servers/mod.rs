@@ -618,7 +618,10 @@ mod more_output {
         assert_eq!(v["finish_reason"], "error");
         assert_eq!(v["error"]["kind"], "model_not_found");
         assert_eq!(v["error"]["status"], 404);
-        assert_eq!(v["error"]["hint"], "ollama pull nosuch:1b");
+        assert_eq!(
+            v["error"]["hint"],
+            "ollama pull nosuch:1b; `ollm list` shows the models the server has"
+        );
         let out = o.run(&[
             "--host",
             &url,
