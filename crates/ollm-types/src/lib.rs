@@ -26,4 +26,4 @@ pub use event::{
 pub use message::{ContentPart, Message, Role};
 pub use model::{Capability, ModelDetails, ModelInfo, PullProgress, RunningModel};
 pub use request::{GenerationOptions, ProviderRequest, ResponseFormat, Think};
-pub use tool::{INVALID_ARGUMENTS_KEY, ToolCall, ToolChoice, ToolSchema};
+pub use tool::{INVALID_ARGUMENTS_KEY, ToolCall, ToolChoice, ToolSchema, json_type};

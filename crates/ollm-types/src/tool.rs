@@ -74,8 +74,8 @@ impl ToolCall {
     }
 }
 
-/// The JSON type name of a value, for error messages.
-pub(crate) fn json_type(v: &Value) -> &'static str {
+/// The JSON type name of a value (`"object"`, `"string"`, ...), for error messages.
+pub fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

@@ -303,11 +303,14 @@ fn tool_call(call: WireToolCallIn, ids: &mut IdMint, out: &mut Vec<ProviderEvent
         Value::String(s) => match serde_json::from_str::<Value>(&s) {
             Ok(Value::Object(map)) => Ok(map),
             Ok(Value::Null) => Ok(Map::new()),
-            Ok(other) => Err((s, format!("a string holding a JSON {}", json_kind(&other)))),
+            Ok(other) => Err((
+                s,
+                format!("a string holding a JSON {}", ollm_types::json_type(&other)),
+            )),
             Err(e) => Err((s, format!("a string that is not JSON: {e}"))),
         },
         other => {
-            let why = format!("a JSON {}", json_kind(&other));
+            let why = format!("a JSON {}", ollm_types::json_type(&other));
             Err((other.to_string(), why))
         }
     };
@@ -329,17 +332,6 @@ fn tool_call(call: WireToolCallIn, ids: &mut IdMint, out: &mut Vec<ProviderEvent
         id,
         name,
         arguments,
-    }
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 

@@ -157,19 +157,8 @@ fn parse_arguments(text: &str) -> Result<Map<String, Value>, String> {
     match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(Value::Null) => Ok(Map::new()),
-        Ok(other) => Err(format!("found a JSON {}", json_kind(&other))),
+        Ok(other) => Err(format!("found a JSON {}", ollm_types::json_type(&other))),
         Err(e) => Err(e.to_string()),
-    }
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
     }
 }
 
