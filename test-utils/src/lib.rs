@@ -4,6 +4,7 @@
 //! - [`recording_tool`]: tools that record what ran, with which arguments and when.
 //! - [`mock_ollama`]: an in-process HTTP server speaking Ollama's native API.
 //! - [`mock_openai`]: an in-process HTTP server speaking the OpenAI-compatible API.
+//! - [`split`]: byte streams cut at arbitrary points, for split-invariance tests.
 //! - [`fixtures`]: paths to the data files under `test-utils/fixtures/`.
 
 pub mod fixtures;
@@ -11,3 +12,4 @@ pub mod mock_ollama;
 pub mod mock_openai;
 pub mod mock_provider;
 pub mod recording_tool;
+pub mod split;

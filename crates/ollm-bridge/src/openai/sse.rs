@@ -238,15 +238,7 @@ mod tests {
             cuts in proptest::collection::vec(0usize..400, 0..12),
         ) {
             let bytes = text.as_bytes();
-            let mut points: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
-            points.sort_unstable();
-            let mut chunks = Vec::new();
-            let mut prev = 0;
-            for p in points {
-                chunks.push(&bytes[prev..p]);
-                prev = p;
-            }
-            chunks.push(&bytes[prev..]);
+            let chunks = test_utils::split::split_at(bytes, &cuts);
             prop_assert_eq!(decode(&chunks).unwrap(), decode(&[bytes]).unwrap());
         }
     }

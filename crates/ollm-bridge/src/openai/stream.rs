@@ -571,15 +571,7 @@ mod tests {
                 {"index":0,"function":{"arguments":"\"é\"}"}}]},"finish_reason":"tool_calls"}]}));
             let body = sse(&chunks) + ": keep-alive\r\n\r\ndata: [DONE]\r\n\r\n";
             let bytes = body.as_bytes();
-            let mut points: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
-            points.sort_unstable();
-            let mut parts = Vec::new();
-            let mut prev = 0;
-            for p in points {
-                parts.push(&bytes[prev..p]);
-                prev = p;
-            }
-            parts.push(&bytes[prev..]);
+            let parts = test_utils::split::split_at(bytes, &cuts);
             prop_assert_eq!(merged(decode(&parts)), merged(decode(&[bytes])));
         }
     }

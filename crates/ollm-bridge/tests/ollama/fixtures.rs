@@ -139,15 +139,8 @@ proptest! {
     ) {
         let bytes = read(CASES[case]);
         let whole = decode_chunks(&[&bytes]);
-        let mut points: Vec<usize> = cuts.iter().map(|i| i.index(bytes.len() + 1)).collect();
-        points.sort_unstable();
-        let mut chunks = Vec::new();
-        let mut prev = 0;
-        for p in points {
-            chunks.push(&bytes[prev..p]);
-            prev = p;
-        }
-        chunks.push(&bytes[prev..]);
+        let cuts: Vec<usize> = cuts.iter().map(|i| i.index(bytes.len() + 1)).collect();
+        let chunks = test_utils::split::split_at(&bytes, &cuts);
         prop_assert_eq!(decode_chunks(&chunks), whole);
     }
 
