@@ -148,10 +148,12 @@ fn workspace_members(root: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// `cargo machete`, when it is installed.
+/// `cargo machete`, when it is installed. The `cargo-machete` binary is run directly:
+/// launched as `$CARGO machete` (the toolchain's cargo, as inside xtask) it takes its own
+/// subcommand name for a path.
 fn unused_dependencies(root: &Path) -> Result<()> {
-    let installed = cargo()
-        .args(["machete", "--version"])
+    let installed = std::process::Command::new("cargo-machete")
+        .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -163,5 +165,5 @@ fn unused_dependencies(root: &Path) -> Result<()> {
         println!("skipped: cargo-machete is not installed (cargo install cargo-machete --locked)");
         return Ok(());
     }
-    run_cmd(cargo().current_dir(root).arg("machete"))
+    run_cmd(std::process::Command::new("cargo-machete").current_dir(root))
 }
