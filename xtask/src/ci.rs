@@ -20,7 +20,6 @@ use std::process::Stdio;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use serde_json::Value;
 
 use crate::{cargo, llama, run_cmd, secs, section, tidy};
 
@@ -126,19 +125,7 @@ fn has_nextest(root: &Path) -> bool {
 
 /// The names of the workspace's packages, in manifest order.
 fn workspace_members(root: &Path) -> Result<Vec<String>> {
-    let output = cargo()
-        .current_dir(root)
-        .args(["metadata", "--format-version", "1", "--no-deps"])
-        .output()
-        .context("could not run `cargo metadata`")?;
-    if !output.status.success() {
-        bail!(
-            "`cargo metadata` failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let metadata: Value =
-        serde_json::from_slice(&output.stdout).context("`cargo metadata` printed invalid JSON")?;
+    let metadata = tidy::cargo_metadata(root, &["--no-deps"])?;
     let names = metadata["packages"]
         .as_array()
         .context("no `packages` in `cargo metadata`")?

@@ -32,7 +32,7 @@ const DOC_ROOTS: &[&str] = &["crates", "test-utils", "xtask"];
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     section("tidy");
-    let metadata = cargo_metadata(root)?;
+    let metadata = cargo_metadata(root, &[])?;
     let mut problems = banned_dependencies(&metadata)?;
     problems.extend(missing_readmes(&metadata)?);
     problems.extend(missing_module_docs(root)?);
@@ -46,10 +46,12 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     bail!("tidy found {} problem(s)", problems.len())
 }
 
-fn cargo_metadata(root: &Path) -> Result<Value> {
+/// `cargo metadata --format-version 1 EXTRA...`, parsed.
+pub(crate) fn cargo_metadata(root: &Path, extra: &[&str]) -> Result<Value> {
     let output = cargo()
         .current_dir(root)
         .args(["metadata", "--format-version", "1"])
+        .args(extra)
         .output()
         .context("could not run `cargo metadata`")?;
     if !output.status.success() {

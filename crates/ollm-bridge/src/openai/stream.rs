@@ -161,7 +161,7 @@ impl StreamDecoder {
                 Ok(chunk) => self.reply.apply(chunk, out),
                 Err(e) => {
                     let error = BridgeError::Decode {
-                        line: cap(event.data),
+                        line: BridgeError::cap(event.data, 512),
                         message: e.to_string(),
                     };
                     self.reply.fail(out, error.into());
@@ -279,18 +279,6 @@ fn stream_error(error: &Value) -> ProviderError {
         mapped.retryable = false;
     }
     mapped
-}
-
-fn cap(text: &str) -> String {
-    const MAX: usize = 512;
-    if text.len() <= MAX {
-        return text.to_owned();
-    }
-    let mut end = MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &text[..end])
 }
 
 /// Decodes a whole body at once (for tests, fixtures and benchmarks).
