@@ -17,7 +17,7 @@ use crate::exit::CliError;
 use crate::render::{self, Summary};
 use crate::run::{self, Parts, RunPlan};
 use crate::sessions::{Record, Session};
-use crate::tools::approval::Mode;
+use ollm_tools::Mode;
 
 const HELP: &str = "\
 Commands:
@@ -352,8 +352,7 @@ fn command(
             None => {
                 let state_word = if state.plan.no_tools { "off" } else { "on" };
                 say(&format!("tools are {state_word}:"));
-                for t in &parts.tools {
-                    let s = t.schema();
+                for s in parts.tools.schemas() {
                     say(&format!("  {:<12} {}", s.name, s.description));
                 }
             }

@@ -110,6 +110,9 @@ pub(crate) struct ToolsEntry {
     pub(crate) output_limit_bytes: Option<usize>,
     /// The audit log of `run_command` (default: `audit.log` in the data directory).
     pub(crate) audit_log: Option<PathBuf>,
+    /// Environment variables passed to commands besides `PATH`, `HOME`, `LANG`, `LC_*`,
+    /// `TERM`, `TZ` and `USER` (names that look like secrets are never passed).
+    pub(crate) pass_env: Vec<String>,
 }
 
 /// The provider to talk to, settled.
@@ -148,6 +151,8 @@ pub(crate) struct ToolSettings {
     pub(crate) output_limit: usize,
     /// The audit log file.
     pub(crate) audit_log: PathBuf,
+    /// Extra environment variables passed to commands.
+    pub(crate) pass_env: Vec<String>,
 }
 
 /// Everything the commands need to know, settled.
@@ -170,22 +175,7 @@ pub(crate) struct Settings {
 }
 
 /// The programs `run_command` may start unless the config says otherwise: read-only ones.
-pub(crate) const DEFAULT_ALLOWED_COMMANDS: &[&str] = &[
-    "ls",
-    "cat",
-    "head",
-    "tail",
-    "wc",
-    "pwd",
-    "echo",
-    "grep",
-    "find",
-    "git status",
-    "git log",
-    "git diff",
-    "git show",
-    "git branch",
-];
+pub(crate) use ollm_tools::DEFAULT_ALLOWED_COMMANDS;
 
 const DEFAULT_OLLAMA: &str = "http://127.0.0.1:11434";
 const DEFAULT_OPENAI: &str = "http://127.0.0.1:8080/v1";
@@ -321,6 +311,7 @@ pub(crate) fn settle(
             .audit_log
             .clone()
             .unwrap_or_else(|| data_dir.join("audit.log")),
+        pass_env: file.tools.pass_env.clone(),
     };
     Ok(Settings {
         config_path,

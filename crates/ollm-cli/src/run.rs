@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use ollm_core::strategy::ToolMode;
-use ollm_core::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ProviderAdapter, Tool};
+use ollm_core::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ProviderAdapter, ToolRegistry};
 use ollm_types::{FinishReason, Message, Think};
 
 use crate::args::{OutputFormat, RunArgs, ThinkArg, ToolModeArg};
@@ -14,8 +14,8 @@ use crate::config::Settings;
 use crate::exit::CliError;
 use crate::render::{self, Sink, Summary, TextStyle};
 use crate::sessions::{Record, Session};
-use crate::tools::approval::{Approver, Mode, TerminalPrompter};
-use crate::tools::{self, workspace::Workspace};
+use crate::tools;
+use ollm_tools::{Approver, Mode};
 
 /// A settled `ollm run`.
 #[derive(Debug, Clone, PartialEq)]
@@ -168,7 +168,7 @@ pub(crate) struct Parts {
     /// The provider.
     pub(crate) provider: Arc<dyn ProviderAdapter>,
     /// The built-in tools.
-    pub(crate) tools: Vec<Arc<dyn Tool>>,
+    pub(crate) tools: ToolRegistry,
     /// The approval policy they share.
     pub(crate) approver: Arc<Approver>,
 }
@@ -180,14 +180,7 @@ impl Parts {
         settings: &Settings,
         approval: Mode,
     ) -> Result<Self, CliError> {
-        let cwd = std::env::current_dir()?;
-        let ws = Workspace::new(&cwd)?;
-        let approver = Arc::new(Approver::new(
-            approval,
-            &settings.tools.auto_approve,
-            Arc::new(TerminalPrompter),
-        ));
-        let tools = tools::builtin(&ws, &settings.tools, &approver);
+        let (approver, tools) = tools::build(settings, approval)?;
         Ok(Parts {
             provider,
             tools,
@@ -203,7 +196,7 @@ impl Parts {
     ) -> Result<ChatClient, CliError> {
         Ok(ChatClient::new(
             Arc::clone(&self.provider),
-            tools::registry(&self.tools)?,
+            self.tools.clone(),
             config.clone(),
         )
         .with_history(history.to_vec()))

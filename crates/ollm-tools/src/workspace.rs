@@ -1,4 +1,13 @@
 //! Confinement: the directory tools may touch, and the resolution of paths inside it.
+//!
+//! # Decisions
+//! - `..` is refused outright rather than normalised: a path that needs it is never the
+//!   simplest way to name something inside.
+//! - Absolute paths are accepted only when they resolve inside; symlinks are followed only
+//!   when their target is inside too.
+//! - Nothing is ever written into a `.git` file or folder at any depth (compared without
+//!   case, for case-insensitive file systems): git runs hooks and programs named in its
+//!   config, so writing there is running code.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -6,25 +15,29 @@ use ollm_core::ToolError;
 
 /// The working directory the tools are confined to (canonical).
 #[derive(Debug, Clone)]
-pub(crate) struct Workspace {
+pub struct Workspace {
     root: PathBuf,
 }
 
 impl Workspace {
     /// A workspace rooted at `root`, which must exist.
-    pub(crate) fn new(root: &Path) -> std::io::Result<Self> {
-        Ok(Workspace {
-            root: root.canonicalize()?,
-        })
+    pub fn new(root: &Path) -> Result<Self, crate::ToolsError> {
+        let root = root
+            .canonicalize()
+            .map_err(|source| crate::ToolsError::Workspace {
+                path: root.to_path_buf(),
+                source,
+            })?;
+        Ok(Workspace { root })
     }
 
     /// The canonical root.
-    pub(crate) fn root(&self) -> &Path {
+    pub fn root(&self) -> &Path {
         &self.root
     }
 
     /// Resolves an existing path, refusing anything that leaves the workspace.
-    pub(crate) fn resolve_existing(&self, path: &str) -> Result<PathBuf, ToolError> {
+    pub fn resolve_existing(&self, path: &str) -> Result<PathBuf, ToolError> {
         let joined = self.join_checked(path)?;
         let real = joined
             .canonicalize()
@@ -34,8 +47,9 @@ impl Workspace {
     }
 
     /// Resolves a path that may not exist yet (for writing): its parent directory must
-    /// exist inside the workspace, and if it exists it must resolve inside too.
-    pub(crate) fn resolve_for_write(&self, path: &str) -> Result<PathBuf, ToolError> {
+    /// exist inside the workspace, if it exists it must resolve inside too, and neither
+    /// the path asked for nor the one resolved may pass through a `.git` entry.
+    pub fn resolve_for_write(&self, path: &str) -> Result<PathBuf, ToolError> {
         let joined = self.join_checked(path)?;
         let name = joined
             .file_name()
@@ -46,24 +60,37 @@ impl Workspace {
             ToolError::Failed(format!("{path}: the parent directory is unusable: {e}"))
         })?;
         self.ensure_inside(path, &parent)?;
-        let target = parent.join(name);
+        let mut target = parent.join(name);
         if std::fs::symlink_metadata(&target).is_ok() {
-            let real = target
+            target = target
                 .canonicalize()
                 .map_err(|e| ToolError::Failed(format!("{path}: {e}")))?;
-            self.ensure_inside(path, &real)?;
-            return Ok(real);
+            self.ensure_inside(path, &target)?;
+        }
+        let relative = target.strip_prefix(&self.root).unwrap_or(&target);
+        if names_git(Path::new(path)) || names_git(relative) {
+            return Err(ToolError::Failed(format!(
+                "{path}: writing into .git is refused (git would run what it finds there)"
+            )));
         }
         Ok(target)
     }
 
     /// `path` relative to the root, for display.
-    pub(crate) fn display(&self, path: &Path) -> String {
+    pub fn display(&self, path: &Path) -> String {
         match path.strip_prefix(&self.root) {
             Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
             Ok(rel) => rel.display().to_string(),
             Err(_) => path.display().to_string(),
         }
+    }
+
+    /// The top of the git work tree holding the root (the nearest folder, the root or
+    /// above, with a `.git` entry), if any.
+    pub fn git_toplevel(&self) -> Option<&Path> {
+        self.root
+            .ancestors()
+            .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
     }
 
     fn join_checked(&self, path: &str) -> Result<PathBuf, ToolError> {
@@ -93,6 +120,14 @@ impl Workspace {
             )))
         }
     }
+}
+
+/// Whether any component of `path` is `.git` (in any case).
+pub(crate) fn names_git(path: &Path) -> bool {
+    path.components().any(|c| match c {
+        Component::Normal(name) => name.to_string_lossy().eq_ignore_ascii_case(".git"),
+        _ => false,
+    })
 }
 
 #[cfg(test)]
@@ -144,5 +179,39 @@ mod tests {
         assert!(ws.resolve_for_write("s").is_err());
         assert!(ws.resolve_for_write("out/new").is_err());
         assert!(ws.resolve_existing("in").is_ok());
+    }
+
+    #[test]
+    fn nothing_is_written_into_git_at_any_depth() {
+        // Issue 12, finding 1: `write_file .git/config` set core.fsmonitor, and the next
+        // allowlisted `git status` ran it.
+        let (r, _o, ws) = setup();
+        std::fs::create_dir_all(r.path().join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(r.path().join("sub/vendored/.git")).unwrap();
+        std::fs::write(r.path().join("sub/.git"), "gitdir: elsewhere").unwrap();
+        assert!(ws.resolve_for_write("sub/.git").is_err(), "a .git file");
+        for bad in [
+            ".git/config",
+            ".git/hooks/pre-commit",
+            "./.git/config",
+            ".GIT/config",
+            "sub/vendored/.git/config",
+            ".git",
+        ] {
+            assert!(ws.resolve_for_write(bad).is_err(), "{bad}");
+        }
+        let abs = ws.root().join(".git/config");
+        assert!(ws.resolve_for_write(abs.to_str().unwrap()).is_err());
+        #[cfg(unix)]
+        {
+            // A symlink whose name looks harmless still lands in .git.
+            std::os::unix::fs::symlink(r.path().join(".git"), r.path().join("g")).unwrap();
+            assert!(ws.resolve_for_write("g/config").is_err());
+            std::fs::write(r.path().join(".git/config"), "").unwrap();
+            std::os::unix::fs::symlink(r.path().join(".git/config"), r.path().join("c")).unwrap();
+            assert!(ws.resolve_for_write("c").is_err());
+        }
+        assert!(ws.resolve_for_write(".gitignore").is_ok());
+        assert!(ws.resolve_for_write("sub/my.git.txt").is_ok());
     }
 }

@@ -1,0 +1,431 @@
+//! File tools: `read_file`, `list_dir`, `search_text` (read-only) and `write_file`.
+//!
+//! # Decisions
+//! - Reads are bounded: files over [`MAX_FILE_BYTES`] are neither read whole nor searched,
+//!   listings and matches are capped, and every result is cut to the output limit.
+//! - `search_text` walks without following symlinks and skips hidden entries and build
+//!   output, so it cannot be led out of the folder or into `.git`.
+//! - `write_file` asks with the path and a short diff (or the head of a new file), writes
+//!   a temporary file in the same folder and renames it over the target, so a reader never
+//!   sees half a file; the replaced file's permissions are kept.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ollm_core::{ToolError, TypedTool};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::approval::{Approver, Request};
+use crate::workspace::Workspace;
+use crate::{blocking, cap_output};
+
+/// Files larger than this are not read whole or searched.
+pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
+/// The most entries `list_dir` returns.
+const MAX_ENTRIES: usize = 500;
+/// The most matches `search_text` returns.
+const MAX_MATCHES: usize = 200;
+/// Matching lines longer than this are cut.
+const MAX_LINE_CHARS: usize = 240;
+/// Lines of a diff or of a new file's head shown when asking to write.
+const PREVIEW_LINES: usize = 12;
+
+/// Arguments of `read_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReadFileArgs {
+    /// Path relative to the working directory.
+    pub path: String,
+}
+
+/// `read_file`: a text file's contents, capped.
+#[derive(Debug)]
+pub struct ReadFile {
+    ws: Workspace,
+    limit: usize,
+}
+
+impl ReadFile {
+    /// The tool, returning at most `limit` bytes.
+    pub fn new(ws: Workspace, limit: usize) -> Self {
+        ReadFile { ws, limit }
+    }
+}
+
+#[async_trait]
+impl TypedTool for ReadFile {
+    type Args = ReadFileArgs;
+
+    fn name(&self) -> &str {
+        "read_file"
+    }
+
+    fn description(&self) -> &str {
+        "Read a UTF-8 text file inside the working directory."
+    }
+
+    async fn run(&self, args: ReadFileArgs) -> Result<Value, ToolError> {
+        let path = self.ws.resolve_existing(&args.path)?;
+        let limit = self.limit;
+        blocking(move || {
+            let meta = std::fs::metadata(&path).map_err(|e| ToolError::Failed(e.to_string()))?;
+            if !meta.is_file() {
+                return Err(ToolError::Failed("not a regular file".into()));
+            }
+            if meta.len() > MAX_FILE_BYTES {
+                return Err(ToolError::Failed(format!(
+                    "the file has {} bytes; the limit is {MAX_FILE_BYTES}",
+                    meta.len()
+                )));
+            }
+            let bytes = std::fs::read(&path).map_err(|e| ToolError::Failed(e.to_string()))?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| ToolError::Failed("not a UTF-8 text file".into()))?;
+            Ok(Value::String(cap_output(&text, limit)))
+        })
+        .await
+    }
+}
+
+/// Arguments of `list_dir`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListDirArgs {
+    /// Directory, default ".".
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// `list_dir`: a directory's entries, directories marked with `/`.
+#[derive(Debug)]
+pub struct ListDir {
+    ws: Workspace,
+    limit: usize,
+}
+
+impl ListDir {
+    /// The tool, returning at most `limit` bytes.
+    pub fn new(ws: Workspace, limit: usize) -> Self {
+        ListDir { ws, limit }
+    }
+}
+
+#[async_trait]
+impl TypedTool for ListDir {
+    type Args = ListDirArgs;
+
+    fn name(&self) -> &str {
+        "list_dir"
+    }
+
+    fn description(&self) -> &str {
+        "List a directory inside the working directory (directories end with /)."
+    }
+
+    async fn run(&self, args: ListDirArgs) -> Result<Value, ToolError> {
+        let dir = self
+            .ws
+            .resolve_existing(args.path.as_deref().unwrap_or("."))?;
+        let limit = self.limit;
+        blocking(move || {
+            let mut names = Vec::new();
+            for entry in std::fs::read_dir(&dir).map_err(|e| ToolError::Failed(e.to_string()))? {
+                let entry = entry.map_err(|e| ToolError::Failed(e.to_string()))?;
+                let mut name = entry.file_name().to_string_lossy().into_owned();
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    name.push('/');
+                }
+                names.push(name);
+            }
+            names.sort();
+            let total = names.len();
+            names.truncate(MAX_ENTRIES);
+            let mut text = names.join("\n");
+            if total > MAX_ENTRIES {
+                text.push_str(&format!("\n[{} more entries]", total - MAX_ENTRIES));
+            }
+            if total == 0 {
+                text = "(empty directory)".into();
+            }
+            Ok(Value::String(cap_output(&text, limit)))
+        })
+        .await
+    }
+}
+
+/// Arguments of `search_text`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SearchTextArgs {
+    /// The text (or regular expression) to look for.
+    pub pattern: String,
+    /// Treat the pattern as a regular expression (default false).
+    #[serde(default)]
+    pub regex: Option<bool>,
+    /// File or directory to search, default ".".
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The most matches to return (1 to 200, default 50).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 200))]
+    pub max_results: Option<u64>,
+}
+
+/// `search_text`: lines matching a literal or a regex, under a path, bounded.
+#[derive(Debug)]
+pub struct SearchText {
+    ws: Workspace,
+    limit: usize,
+}
+
+impl SearchText {
+    /// The tool, returning at most `limit` bytes.
+    pub fn new(ws: Workspace, limit: usize) -> Self {
+        SearchText { ws, limit }
+    }
+}
+
+#[async_trait]
+impl TypedTool for SearchText {
+    type Args = SearchTextArgs;
+
+    fn name(&self) -> &str {
+        "search_text"
+    }
+
+    fn description(&self) -> &str {
+        "Search text files inside the working directory for a literal string or a regex; returns path:line: text."
+    }
+
+    async fn run(&self, args: SearchTextArgs) -> Result<Value, ToolError> {
+        let source = if args.regex.unwrap_or(false) {
+            args.pattern.clone()
+        } else {
+            regex::escape(&args.pattern)
+        };
+        let re = regex::RegexBuilder::new(&source)
+            .size_limit(1 << 20)
+            .build()
+            .map_err(|e| ToolError::Failed(format!("bad pattern: {e}")))?;
+        let max = args.max_results.map_or(50, |n| {
+            usize::try_from(n).map_or(MAX_MATCHES, |n| n.clamp(1, MAX_MATCHES))
+        });
+        let start = self
+            .ws
+            .resolve_existing(args.path.as_deref().unwrap_or("."))?;
+        let ws = self.ws.clone();
+        let limit = self.limit;
+        blocking(move || {
+            let mut hits = Vec::new();
+            let mut more = false;
+            search(&ws, &start, &re, max, &mut hits, &mut more);
+            let mut text = if hits.is_empty() {
+                "no matches".to_owned()
+            } else {
+                hits.join("\n")
+            };
+            if more {
+                text.push_str(&format!("\n[stopped after {max} matches]"));
+            }
+            Ok(Value::String(cap_output(&text, limit)))
+        })
+        .await
+    }
+}
+
+/// Walks `path` without following symlinks, skipping hidden entries and build output.
+fn search(
+    ws: &Workspace,
+    path: &Path,
+    re: &regex::Regex,
+    max: usize,
+    hits: &mut Vec<String>,
+    more: &mut bool,
+) {
+    if *more {
+        return;
+    }
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    if meta.is_dir() {
+        let Ok(entries) = std::fs::read_dir(path) else {
+            return;
+        };
+        let mut children: Vec<_> = entries.filter_map(Result::ok).collect();
+        children.sort_by_key(std::fs::DirEntry::file_name);
+        for child in children {
+            let name = child.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') || name == "target" || name == "node_modules" {
+                continue;
+            }
+            search(ws, &child.path(), re, max, hits, more);
+        }
+    } else if meta.is_file() && meta.len() <= MAX_FILE_BYTES {
+        search_file(ws, path, re, max, hits, more);
+    }
+}
+
+fn search_file(
+    ws: &Workspace,
+    path: &Path,
+    re: &regex::Regex,
+    max: usize,
+    hits: &mut Vec<String>,
+    more: &mut bool,
+) {
+    let Ok(bytes) = std::fs::read(path) else {
+        return;
+    };
+    if bytes.iter().take(8192).any(|&b| b == 0) {
+        return;
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    for (i, line) in text.lines().enumerate() {
+        if re.is_match(line) {
+            if hits.len() == max {
+                *more = true;
+                return;
+            }
+            let shown: String = line.chars().take(MAX_LINE_CHARS).collect();
+            hits.push(format!("{}:{}: {}", ws.display(path), i + 1, shown));
+        }
+    }
+}
+
+/// Arguments of `write_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WriteFileArgs {
+    /// Path relative to the working directory.
+    pub path: String,
+    /// The whole new content.
+    pub content: String,
+}
+
+/// `write_file`: creates or replaces a file, after approval, atomically.
+#[derive(Debug)]
+pub struct WriteFile {
+    ws: Workspace,
+    approver: Arc<Approver>,
+}
+
+impl WriteFile {
+    /// The tool.
+    pub fn new(ws: Workspace, approver: Arc<Approver>) -> Self {
+        WriteFile { ws, approver }
+    }
+}
+
+#[async_trait]
+impl TypedTool for WriteFile {
+    type Args = WriteFileArgs;
+
+    fn name(&self) -> &str {
+        "write_file"
+    }
+
+    fn description(&self) -> &str {
+        "Create or replace a text file inside the working directory (the user must approve)."
+    }
+
+    async fn run(&self, args: WriteFileArgs) -> Result<Value, ToolError> {
+        let WriteFileArgs { path, content } = args;
+        let target = self.ws.resolve_for_write(&path)?;
+        let shown = self.ws.display(&target);
+        let old = std::fs::read(&target).ok();
+        let request = Request::WriteFile {
+            path: shown.clone(),
+            bytes: content.len(),
+            preview: preview(old.as_deref(), &content),
+        };
+        if !self.approver.approve("write_file", &shown, request).await {
+            return Err(ToolError::Denied(None));
+        }
+        blocking(move || {
+            replace_atomically(&target, content.as_bytes())?;
+            Ok(Value::String(format!(
+                "wrote {} bytes to {shown}",
+                content.len()
+            )))
+        })
+        .await
+    }
+}
+
+/// Writes `bytes` to a temporary file beside `target`, gives it the target's permissions
+/// if the target exists, and renames it over the target.
+fn replace_atomically(target: &Path, bytes: &[u8]) -> Result<(), ToolError> {
+    let failed = |e: std::io::Error| ToolError::Failed(e.to_string());
+    let dir = target
+        .parent()
+        .ok_or_else(|| ToolError::Failed("no parent directory".into()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(failed)?;
+    tmp.write_all(bytes).map_err(failed)?;
+    if let Ok(meta) = std::fs::metadata(target) {
+        tmp.as_file()
+            .set_permissions(meta.permissions())
+            .map_err(failed)?;
+    }
+    tmp.as_file().sync_all().map_err(failed)?;
+    tmp.persist(target)
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
+    Ok(())
+}
+
+/// What the approval question shows: for a new file its first lines, for a replaced one
+/// the lines that change (between the common head and tail), each capped.
+pub(crate) fn preview(old: Option<&[u8]>, new: &str) -> String {
+    let Some(old) = old else {
+        return head("+ ", &new.lines().collect::<Vec<_>>());
+    };
+    let Ok(old) = std::str::from_utf8(old) else {
+        return format!(
+            "(replaces a binary file)\n{}",
+            head("+ ", &new.lines().collect::<Vec<_>>())
+        );
+    };
+    let old: Vec<&str> = old.lines().collect();
+    let new: Vec<&str> = new.lines().collect();
+    let front = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let back = old[front..]
+        .iter()
+        .rev()
+        .zip(new[front..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let removed = &old[front..old.len() - back];
+    let added = &new[front..new.len() - back];
+    if removed.is_empty() && added.is_empty() {
+        return "(no change)".to_owned();
+    }
+    let mut text = format!("@@ line {} @@", front + 1);
+    for (sign, lines) in [("- ", removed), ("+ ", added)] {
+        if !lines.is_empty() {
+            text.push('\n');
+            text.push_str(&head(sign, lines));
+        }
+    }
+    text
+}
+
+fn head(sign: &str, lines: &[&str]) -> String {
+    let mut shown: Vec<String> = lines
+        .iter()
+        .take(PREVIEW_LINES)
+        .map(|l| {
+            format!(
+                "{sign}{}",
+                l.chars().take(MAX_LINE_CHARS).collect::<String>()
+            )
+        })
+        .collect();
+    if lines.len() > PREVIEW_LINES {
+        shown.push(format!("  [{} more lines]", lines.len() - PREVIEW_LINES));
+    }
+    shown.join("\n")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,171 @@
+//! Tests of the file tools, called with the JSON arguments a model would send.
+
+use super::*;
+use crate::approval::{Answer, Mode};
+use crate::testing::Scripted;
+use serde_json::json;
+
+async fn call<T: TypedTool>(tool: &T, args: Value) -> Result<Value, ToolError> {
+    let args: T::Args = serde_json::from_value(args).unwrap();
+    tool.run(args).await
+}
+
+fn setup() -> (tempfile::TempDir, Workspace) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\nbeta\ngamma beta\n").unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("sub/b.rs"), "fn beta() {}\n").unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    std::fs::write(dir.path().join(".git/x"), "beta\n").unwrap();
+    let ws = Workspace::new(dir.path()).unwrap();
+    (dir, ws)
+}
+
+fn writer(ws: &Workspace, answers: &[Answer]) -> (WriteFile, Arc<Scripted>) {
+    let prompter = Scripted::new(answers);
+    let approver = Arc::new(Approver::new(Mode::Ask, &[], prompter.clone()));
+    (WriteFile::new(ws.clone(), approver), prompter)
+}
+
+#[tokio::test]
+async fn read_and_list() {
+    let (_d, ws) = setup();
+    let out = call(&ReadFile::new(ws.clone(), 1000), json!({"path": "a.txt"}))
+        .await
+        .unwrap();
+    assert_eq!(out, json!("alpha\nbeta\ngamma beta\n"));
+    let out = call(&ListDir::new(ws.clone(), 1000), json!({}))
+        .await
+        .unwrap();
+    assert_eq!(out, json!(".git/\na.txt\nsub/"));
+    let err = call(&ReadFile::new(ws, 1000), json!({"path": "../a.txt"}))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ToolError::Failed(_)));
+}
+
+#[tokio::test]
+async fn search_is_literal_by_default_and_bounded() {
+    let (_d, ws) = setup();
+    let tool = SearchText::new(ws, 10_000);
+    let out = call(&tool, json!({"pattern": "beta"})).await.unwrap();
+    assert_eq!(
+        out,
+        json!("a.txt:2: beta\na.txt:3: gamma beta\nsub/b.rs:1: fn beta() {}")
+    );
+    let out = call(&tool, json!({"pattern": "b.ta\\(", "regex": true}))
+        .await
+        .unwrap();
+    assert_eq!(out, json!("sub/b.rs:1: fn beta() {}"));
+    let out = call(&tool, json!({"pattern": "b.ta"})).await.unwrap();
+    assert_eq!(out, json!("no matches"));
+    let out = call(&tool, json!({"pattern": "beta", "max_results": 1}))
+        .await
+        .unwrap();
+    assert_eq!(out, json!("a.txt:2: beta\n[stopped after 1 matches]"));
+}
+
+#[tokio::test]
+async fn write_needs_approval() {
+    let (d, ws) = setup();
+    let denied = Arc::new(Approver::new(Mode::Headless, &[], Scripted::new(&[])));
+    let err = call(
+        &WriteFile::new(ws.clone(), denied),
+        json!({"path": "new.txt", "content": "x"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err, ToolError::Denied(None));
+    assert!(!d.path().join("new.txt").exists());
+    let (tool, _) = writer(&ws, &[Answer::Once]);
+    call(&tool, json!({"path": "sub/new.txt", "content": "hello"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("sub/new.txt")).unwrap(),
+        "hello"
+    );
+}
+
+#[tokio::test]
+async fn write_file_refuses_git_before_asking() {
+    let (d, ws) = setup();
+    let (tool, prompter) = writer(&ws, &[Answer::Once]);
+    let err = call(
+        &tool,
+        json!({"path": ".git/config", "content": "[core]\n\tfsmonitor = \"touch /tmp/x\"\n"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, ToolError::Failed(_)), "{err:?}");
+    assert_eq!(prompter.asked(), 0);
+    assert!(!d.path().join(".git/config").exists());
+}
+
+#[tokio::test]
+async fn approval_shows_the_path_and_what_changes() {
+    // Issue 12, finding 1: the question showed only "write_file .git/config (99 bytes)".
+    let (_d, ws) = setup();
+    let (tool, prompter) = writer(&ws, &[Answer::Once, Answer::Deny]);
+    call(
+        &tool,
+        json!({"path": "a.txt", "content": "alpha\nBETA\ngamma beta\n"}),
+    )
+    .await
+    .unwrap();
+    let _ = call(&tool, json!({"path": "sub/c.txt", "content": "one\ntwo\n"})).await;
+    let shown: Vec<String> = prompter
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "write_file a.txt (22 bytes)\n    @@ line 2 @@\n    - beta\n    + BETA",
+            "write_file sub/c.txt (8 bytes)\n    + one\n    + two",
+        ]
+    );
+}
+
+#[test]
+fn previews_are_bounded() {
+    let long: String = (0..100).map(|i| format!("line {i}\n")).collect();
+    let text = preview(None, &long);
+    assert_eq!(text.lines().count(), PREVIEW_LINES + 1);
+    assert!(text.ends_with("[88 more lines]"), "{text}");
+    assert_eq!(preview(Some(b"same\n"), "same\n"), "(no change)");
+    assert_eq!(preview(Some(b"a\nb\n"), "a\n"), "@@ line 2 @@\n- b");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_replaced_file_keeps_its_mode() {
+    // Issue 12, finding 6: write_file replaced a 0755 script's mode with 0600.
+    use std::os::unix::fs::PermissionsExt;
+    let (d, ws) = setup();
+    let script = d.path().join("run.sh");
+    std::fs::write(&script, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (tool, _) = writer(&ws, &[Answer::Once]);
+    call(
+        &tool,
+        json!({"path": "run.sh", "content": "#!/bin/sh\necho hi\n"}),
+    )
+    .await
+    .unwrap();
+    let mode = std::fs::metadata(&script).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755);
+    assert_eq!(
+        std::fs::read_to_string(&script).unwrap(),
+        "#!/bin/sh\necho hi\n"
+    );
+    // No temporary file is left beside it.
+    let names: Vec<String> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.starts_with(".tmp")), "{names:?}");
+}
