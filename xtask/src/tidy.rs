@@ -2,7 +2,8 @@
 //!
 //! - **Dependency direction.** `ollm-types` is plain data: it must not reach tokio, reqwest
 //!   or hyper, directly or through any normal (non-dev, non-build) dependency. `ollm-core`
-//!   is the runtime without HTTP: it must not reach reqwest or hyper. The check walks the
+//!   is the runtime without HTTP: it must not reach reqwest or hyper. `ollm-tools` must
+//!   not reach the CLI or anything CLI-ish (clap, rustyline, indicatif). The check walks the
 //!   resolved graph from `cargo metadata` (all features, all targets), so a dependency
 //!   pulled in behind a feature or a platform still counts, and it prints the chain that
 //!   leads to a banned crate.
@@ -25,6 +26,11 @@ use crate::{cargo, section};
 const BANS: &[(&str, &[&str])] = &[
     ("ollm-types", &["tokio", "reqwest", "hyper"]),
     ("ollm-core", &["reqwest", "hyper"]),
+    // The tools are a library: terminals and argument parsing belong to the CLI.
+    (
+        "ollm-tools",
+        &["ollm-cli", "clap", "rustyline", "indicatif"],
+    ),
 ];
 
 /// The folders whose `.rs` files must open with a `//!` module doc.
@@ -275,6 +281,8 @@ mod tests {
         let packages = [
             "ollm-types",
             "ollm-core",
+            "ollm-tools",
+            "clap",
             "serde",
             "tokio",
             "mio",
@@ -296,6 +304,8 @@ mod tests {
                 { "id": "serde-id", "deps": [] },
                 { "id": "mio-id", "deps": [] },
                 { "id": "hyper-id", "deps": [] },
+                { "id": "ollm-tools-id", "deps": [dep("ollm-core-id", Value::Null)] },
+                { "id": "clap-id", "deps": [] },
             ] },
         })
     }
@@ -328,6 +338,21 @@ mod tests {
             Some(vec![
                 "`ollm-core` must not depend on `reqwest`: ollm-core -> reqwest".to_owned(),
                 "`ollm-core` must not depend on `hyper`: ollm-core -> reqwest -> hyper".to_owned(),
+            ])
+        );
+    }
+
+    #[test]
+    fn the_tools_crate_must_not_depend_on_cli_crates() {
+        let mut metadata = metadata();
+        metadata["resolve"]["nodes"][7]["deps"] = json!([
+            dep("ollm-core-id", Value::Null),
+            dep("clap-id", Value::Null),
+        ]);
+        assert_eq!(
+            banned_dependencies(&metadata).ok(),
+            Some(vec![
+                "`ollm-tools` must not depend on `clap`: ollm-tools -> clap".to_owned()
             ])
         );
     }
