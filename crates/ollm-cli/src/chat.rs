@@ -256,7 +256,10 @@ pub(crate) fn interactive(
     }
     sync_history(&mut state, &client, settings);
     if let Some(dir) = history_file.parent() {
-        let _ = std::fs::create_dir_all(dir);
+        // Owner-only, like sessions: the history holds every prompt typed.
+        if let Ok(warnings) = ollm_tools::private::create_private_dir(dir) {
+            crate::sessions::warn_once(&warnings);
+        }
     }
     let _ = editor.save_history(&history_file);
     Ok(())

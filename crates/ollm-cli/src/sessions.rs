@@ -156,18 +156,15 @@ impl Session {
         if records.is_empty() {
             return Ok(());
         }
-        if let Some(d) = self.path.parent() {
-            std::fs::create_dir_all(d)?;
-        }
         let mut buf = String::new();
         for r in records {
             buf.push_str(&serde_json::to_string(r).map_err(std::io::Error::other)?);
             buf.push('\n');
         }
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)?;
+        // Sessions hold whatever the model and the tools saw: owner-only (0600 in 0700).
+        let opened = ollm_tools::private::open_private_append(&self.path)?;
+        warn_once(&opened.warnings);
+        let mut f = opened.file;
         f.write_all(buf.as_bytes())?;
         f.sync_data()
     }
@@ -175,7 +172,8 @@ impl Session {
     /// Replaces the whole file atomically (temp file in the same directory, then rename).
     pub(crate) fn replace_with(&self, contents: &[u8]) -> std::io::Result<()> {
         let d = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(d)?;
+        warn_once(&ollm_tools::private::create_private_dir(d)?);
+        // The temporary file is created 0600, so the replaced session stays private.
         let mut tmp = tempfile::NamedTempFile::new_in(d)?;
         tmp.write_all(contents)?;
         tmp.as_file().sync_all()?;
@@ -244,6 +242,19 @@ pub(crate) fn list(data_dir: &Path) -> std::io::Result<Vec<Listed>> {
     Ok(out)
 }
 
+/// Shows each permission warning once per process (appends happen every turn).
+pub(crate) fn warn_once(warnings: &[String]) {
+    static SHOWN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    for w in warnings {
+        if let Ok(mut shown) = SHOWN.lock() {
+            if !shown.contains(w) {
+                crate::render::warn(w);
+                shown.push(w.clone());
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,6 +287,23 @@ mod tests {
         msgs(&s, 1);
         assert_eq!(s.load().unwrap().messages, vec![Message::user("m0")]);
         assert_eq!(list(d.path()).unwrap()[0].name, "work");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn sessions_are_private() {
+        // Issue 12, finding 2: sessions were created 0644 in 0755 folders.
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let data = d.path().join("data");
+        let s = Session::open(&data, "t").unwrap();
+        msgs(&s, 1);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(s.path()), 0o600);
+        assert_eq!(mode(s.path().parent().unwrap()), 0o700);
+        assert_eq!(mode(&data), 0o700);
+        s.replace_with(b"").unwrap();
+        assert_eq!(mode(s.path()), 0o600);
     }
 
     #[test]
