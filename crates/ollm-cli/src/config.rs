@@ -113,6 +113,8 @@ pub(crate) struct ToolsEntry {
     /// Environment variables passed to commands besides `PATH`, `HOME`, `LANG`, `LC_*`,
     /// `TERM`, `TZ` and `USER` (names that look like secrets are never passed).
     pub(crate) pass_env: Vec<String>,
+    /// Kernel confinement of commands: `auto` (default), `required` or `off`.
+    pub(crate) sandbox: Option<ollm_tools::Sandbox>,
 }
 
 /// The provider to talk to, settled.
@@ -153,6 +155,8 @@ pub(crate) struct ToolSettings {
     pub(crate) audit_log: PathBuf,
     /// Extra environment variables passed to commands.
     pub(crate) pass_env: Vec<String>,
+    /// Kernel confinement of commands.
+    pub(crate) sandbox: ollm_tools::Sandbox,
 }
 
 /// Everything the commands need to know, settled.
@@ -312,6 +316,7 @@ pub(crate) fn settle(
             .clone()
             .unwrap_or_else(|| data_dir.join("audit.log")),
         pass_env: file.tools.pass_env.clone(),
+        sandbox: file.tools.sandbox.unwrap_or_default(),
     };
     Ok(Settings {
         config_path,

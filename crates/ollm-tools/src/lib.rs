@@ -11,6 +11,9 @@
 //! - [`approval`]: the policy deciding who says yes, and the [`Prompter`] trait through
 //!   which a front end asks the user and shows warnings.
 //! - [`private`]: files only their owner may read (the audit log; the CLI's sessions).
+//! - [`command::sandbox`]: Landlock confinement of every command on Linux (writes only
+//!   inside the folder but not `.git`, no TCP), falling back with one warning, or refusing
+//!   when [`Sandbox::Required`].
 //!
 //! # Decisions
 //! - Every tool is a core [`TypedTool`](ollm_core::TypedTool): the argument schema is
@@ -32,6 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use approval::{Answer, Approver, Mode, Prompter, Request};
+pub use command::sandbox::Sandbox;
 pub use workspace::Workspace;
 
 use ollm_core::{CoreError, ToolRegistry};
@@ -87,6 +91,8 @@ pub struct ToolConfig {
     pub pass_env: Vec<String>,
     /// Variables never passed to commands, whatever else says so (the provider's key).
     pub secret_env: Vec<String>,
+    /// Kernel confinement of commands (Landlock on Linux).
+    pub sandbox: Sandbox,
 }
 
 impl Default for ToolConfig {
@@ -101,6 +107,7 @@ impl Default for ToolConfig {
             audit_log: PathBuf::from("audit.log"),
             pass_env: Vec::new(),
             secret_env: Vec::new(),
+            sandbox: Sandbox::Auto,
         }
     }
 }

@@ -24,6 +24,7 @@ pub(crate) fn config(settings: &Settings) -> ToolConfig {
         audit_log: t.audit_log.clone(),
         pass_env: t.pass_env.clone(),
         secret_env: settings.provider.api_key_env.iter().cloned().collect(),
+        sandbox: t.sandbox,
     }
 }
 

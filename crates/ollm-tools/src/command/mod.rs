@@ -10,6 +10,7 @@
 pub mod confine;
 pub mod process;
 pub mod rules;
+pub mod sandbox;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,6 +44,8 @@ pub struct CommandPolicy {
     pub pass_env: Vec<String>,
     /// Variables never passed.
     pub secret_env: Vec<String>,
+    /// Kernel confinement.
+    pub sandbox: sandbox::Sandbox,
 }
 
 impl CommandPolicy {
@@ -55,6 +58,7 @@ impl CommandPolicy {
             audit_log: c.audit_log.clone(),
             pass_env: c.pass_env.clone(),
             secret_env: c.secret_env.clone(),
+            sandbox: c.sandbox,
         }
     }
 }
@@ -77,6 +81,7 @@ pub struct RunCommand {
     approver: Arc<Approver>,
     description: String,
     warned_log: AtomicBool,
+    warned_sandbox: AtomicBool,
 }
 
 impl RunCommand {
@@ -93,6 +98,7 @@ impl RunCommand {
             approver,
             description,
             warned_log: AtomicBool::new(false),
+            warned_sandbox: AtomicBool::new(false),
         }
     }
 
@@ -170,8 +176,20 @@ impl TypedTool for RunCommand {
             env,
             timeout: self.policy.timeout,
             cap: self.policy.output_limit,
+            sandbox: (self.policy.sandbox != sandbox::Sandbox::Off)
+                .then(|| sandbox::Plan::for_workspace(self.ws.root(), tmp.path())),
+            require_sandbox: self.policy.sandbox == sandbox::Sandbox::Required,
         })
         .await;
+        if let Ok(f) = &outcome {
+            let wanted = self.policy.sandbox != sandbox::Sandbox::Off;
+            if wanted && !f.confined && !self.warned_sandbox.swap(true, Ordering::Relaxed) {
+                self.approver.warn(
+                    "this kernel has no Landlock: commands run under the allowlist and \
+                     argument rules only (set tools.sandbox = \"required\" to refuse instead)",
+                );
+            }
+        }
         match &outcome {
             Ok(f) => self.audit(&argv, &args, &f.status, &f.output),
             Err(e) => self.audit(&argv, &args, &format!("failed: {e}"), ""),

@@ -82,6 +82,8 @@ pub struct Finished {
     pub status: String,
     /// Stdout, then stderr after a `[stderr]` line, capped.
     pub output: String,
+    /// Whether the kernel confined it.
+    pub confined: bool,
 }
 
 /// What to run and under which limits.
@@ -97,6 +99,10 @@ pub struct Spawn<'a> {
     pub timeout: Duration,
     /// Bytes of output kept.
     pub cap: usize,
+    /// Kernel confinement to apply, if any.
+    pub sandbox: Option<super::sandbox::Plan>,
+    /// Refuse to run when the kernel cannot confine the command.
+    pub require_sandbox: bool,
 }
 
 /// Kills a process group when dropped: `SIGTERM`, then `SIGKILL` after [`GRACE`].
@@ -158,9 +164,13 @@ pub async fn run(spawn: Spawn<'_>) -> Result<Finished, ToolError> {
         .kill_on_drop(true);
     #[cfg(unix)]
     command.process_group(0);
-    let mut child = command
-        .spawn()
-        .map_err(|e| ToolError::Failed(format!("cannot start {program}: {e}")))?;
+    let (mut child, confined) =
+        spawn_child(&mut command, spawn.sandbox.as_ref(), spawn.require_sandbox).map_err(|e| {
+            match e {
+                ToolError::Failed(m) => ToolError::Failed(format!("cannot start {program}: {m}")),
+                other => other,
+            }
+        })?;
     let _group = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()));
     let mut out = Capture::new(child.stdout.take(), spawn.cap);
     let mut err = Capture::new(child.stderr.take(), spawn.cap);
@@ -196,6 +206,38 @@ pub async fn run(spawn: Spawn<'_>) -> Result<Finished, ToolError> {
     Ok(Finished {
         status,
         output: combine(&out, &err, spawn.cap),
+        confined,
+    })
+}
+
+/// Starts the child, under `plan` when given: the rules are applied to a thread that
+/// only spawns, so the child inherits them and this process does not.
+fn spawn_child(
+    command: &mut tokio::process::Command,
+    plan: Option<&super::sandbox::Plan>,
+    required: bool,
+) -> Result<(tokio::process::Child, bool), ToolError> {
+    use super::sandbox::{Applied, restrict_thread};
+    let failed = |e: std::io::Error| ToolError::Failed(e.to_string());
+    let Some(plan) = plan else {
+        return Ok((command.spawn().map_err(failed)?, false));
+    };
+    let handle = tokio::runtime::Handle::current();
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let _runtime = handle.enter();
+                let applied = restrict_thread(plan).map_err(ToolError::Failed)?;
+                if applied == Applied::Unsupported && required {
+                    return Err(ToolError::Failed(
+                        "this kernel has no Landlock and the sandbox is required; not run".into(),
+                    ));
+                }
+                let child = command.spawn().map_err(failed)?;
+                Ok((child, applied == Applied::Enforced))
+            })
+            .join()
+            .map_err(|_| ToolError::Failed("the sandbox thread panicked".into()))?
     })
 }
 

@@ -299,6 +299,7 @@ fn policy(dir: &std::path::Path, timeout: Duration, extra: &[&str]) -> CommandPo
         audit_log: dir.join("audit/audit.log"),
         pass_env: Vec::new(),
         secret_env: Vec::new(),
+        sandbox: sandbox::Sandbox::Auto,
     }
 }
 
@@ -494,6 +495,8 @@ async fn a_running_child_sees_only_the_scrubbed_environment() {
         env,
         timeout: Duration::from_secs(20),
         cap: 10_000,
+        sandbox: None,
+        require_sandbox: false,
     })
     .await
     .unwrap();
@@ -544,6 +547,8 @@ fn sh(dir: &std::path::Path, script: &str, timeout: Duration) -> Spawn<'static> 
         env,
         timeout,
         cap: 1000,
+        sandbox: None,
+        require_sandbox: false,
     }
 }
 
@@ -629,4 +634,98 @@ async fn a_cancelled_command_leaves_no_process_behind() {
             "{pid} lives on"
         );
     }
+}
+
+/// Runs `script` with bash under the sandbox of a workspace at `root`.
+#[cfg(target_os = "linux")]
+async fn sandboxed(root: &std::path::Path, script: &str) -> process::Finished {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut spawn = sh(root, script, Duration::from_secs(20));
+    spawn.argv = Box::leak(strings(&["bash", "-c", script]).into_boxed_slice());
+    spawn.sandbox = Some(sandbox::Plan::for_workspace(root, tmp.path()));
+    spawn.require_sandbox = true;
+    spawn.env.push(("TMPDIR".into(), tmp.path().into()));
+    process::run(spawn).await.unwrap()
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_kernel_stops_writes_outside_and_into_git() {
+    // Issue 12, moonshot: the allowlist must not be the only wall. These scripts are
+    // not on any allowlist; only the kernel stands in their way.
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join(".git/hooks")).unwrap();
+    std::fs::create_dir(root.path().join("src")).unwrap();
+    let escape = outside.path().join("escaped");
+    let script = format!(
+        "echo x > {}; echo x > .git/hooks/pre-commit; echo x > .git/config; \
+         echo ok > src/inside; echo ok > \"$TMPDIR/t\" && echo tmp-ok",
+        escape.display()
+    );
+    let done = sandboxed(root.path(), &script).await;
+    assert!(done.confined, "this kernel has Landlock");
+    assert!(!escape.exists(), "{}", done.output);
+    assert!(!root.path().join(".git/hooks/pre-commit").exists());
+    assert!(!root.path().join(".git/config").exists());
+    assert_eq!(
+        done.output.matches("Permission denied").count(),
+        3,
+        "{}",
+        done.output
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("src/inside")).unwrap(),
+        "ok\n"
+    );
+    assert!(done.output.starts_with("tmp-ok"), "{}", done.output);
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_kernel_stops_a_loopback_connect() {
+    let root = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!("echo hi > /dev/tcp/127.0.0.1/{port} && echo connected");
+    let done = sandboxed(root.path(), &script).await;
+    assert!(!done.output.contains("connected"), "{}", done.output);
+    assert!(done.output.contains("Permission denied"), "{}", done.output);
+    listener.set_nonblocking(true).unwrap();
+    assert_eq!(
+        listener.accept().map(|_| ()).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock
+    );
+    // The same script unconfined does connect: the refusal above is the sandbox's.
+    let mut spawn = sh(root.path(), &script, Duration::from_secs(20));
+    spawn.argv = Box::leak(strings(&["bash", "-c", &script]).into_boxed_slice());
+    let free = process::run(spawn).await.unwrap();
+    assert!(free.output.contains("connected"), "{}", free.output);
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn git_status_ignores_an_fsmonitor_planted_in_the_repo_config() {
+    // Issue 12, finding 1: `core.fsmonitor = "touch /tmp/x"` in .git/config ran on the
+    // next allowlisted `git status`.
+    let dir = tempfile::tempdir().unwrap();
+    let marker = tempfile::tempdir().unwrap();
+    let ran = marker.path().join("ran");
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert!(init.success());
+    let config = dir.path().join(".git/config");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "[core]\n\tfsmonitor = \"touch {}\"\n",
+        ran.display()
+    ));
+    std::fs::write(&config, text).unwrap();
+    let t = tool(dir.path(), Mode::Yes, Duration::from_secs(20));
+    let out = call(&t, "git", &["status", "--short"]).await.unwrap();
+    assert!(out.as_str().unwrap().starts_with("exit status 0"), "{out}");
+    assert!(!ran.exists(), "the planted fsmonitor ran");
 }
