@@ -18,6 +18,8 @@
 //!   llama.cpp's `{"tool_calls": [...]}` envelope, OpenAI's `{"function": {...}}`) and a
 //!   pythonic list `[f(a=1)]` are calls only when they are all of the reply after the
 //!   reasoning, bare or alone in fences (```` ```json ````). JSON amid prose is an example.
+//! - A pythonic list on lines of its own that ends the reply after prose is a call too,
+//!   but only when every name in it is an offered tool (Llama 4 reasons first).
 //! - **Per call.** Each block is parsed on its own; a malformed one becomes
 //!   [`Recovered::Malformed`] when the reply is clearly a call (another block parsed, the
 //!   reply is nothing but markup, or the block ends the reply); otherwise the reply is left
@@ -182,8 +184,27 @@ pub(crate) fn recover(text: &str, offered: &OfferedTools) -> Recovery {
                 .map(|c| resolve(c, format, offered))
                 .collect(),
         },
-        None => prose_only(text),
+        None => trailing_list(text, body_from, offered).unwrap_or_else(|| prose_only(text)),
     }
+}
+
+/// A pythonic list of calls that ends the reply on lines of its own after prose (Llama 4
+/// writes its reasoning first, vllm#22917); every name must be offered.
+fn trailing_list(text: &str, from: usize, offered: &OfferedTools) -> Option<Recovery> {
+    let start = scan::list_lines(text, from).into_iter().find(|&at| {
+        let rest = text[at..].trim();
+        rest.ends_with(']')
+            && pythonic::parse_calls(rest)
+                .is_ok_and(|calls| calls.iter().all(|(n, _)| offered.resolve(n).is_some()))
+    })?;
+    let calls = pythonic::parse_calls(text[start..].trim()).ok()?;
+    Some(Recovery {
+        prose: text[..start].to_owned(),
+        calls: calls
+            .into_iter()
+            .map(|c| resolve(Ok(c), Format::Pythonic, offered))
+            .collect(),
+    })
 }
 
 fn prose_only(text: &str) -> Recovery {

@@ -177,6 +177,24 @@ fn trailing(text: &str, mut end: usize) -> usize {
     end
 }
 
+/// The starts of the lines after `from`, outside fences, that open with `[`.
+pub(super) fn list_lines(text: &str, from: usize) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut in_fence = false;
+    let mut at = from;
+    while at < text.len() {
+        let start = unindent(text, at);
+        let line = &text[start..];
+        if is_fence(line) {
+            in_fence = !in_fence;
+        } else if !in_fence && line.starts_with('[') {
+            starts.push(at);
+        }
+        at = line_end(text, start);
+    }
+    starts
+}
+
 /// The inner text of a reply that is nothing but fenced blocks: each block's body.
 pub(super) fn only_fences(text: &str) -> Option<Vec<&str>> {
     let mut bodies = Vec::new();

@@ -1,6 +1,6 @@
 //! Hold-back for streaming display: text that cannot start a call is released as it
-//! arrives; text that may (a line opening with a marker, or a reply opening with `{`, `[`
-//! or a fence) is held until the reply ends and [`super::recover`] decides.
+//! arrives; text that may (a line opening with a marker or `[`, or a reply opening with
+//! `{`, `[` or a fence) is held until the reply ends and [`super::recover`] decides.
 //!
 //! Decisions: the released text is always a prefix of the final prose, so nothing is
 //! lost or shown twice whatever the chunking (a property test checks this over arbitrary
@@ -81,9 +81,12 @@ fn held_line(text: &str, from: usize) -> usize {
             in_fence = !in_fence;
         } else if !in_fence {
             let may = if complete {
-                scan::marker_at(line).is_some()
+                scan::marker_at(line).is_some() || line.starts_with('[')
             } else {
-                line.is_empty() || scan::marker_at(line).is_some() || scan::may_become_marker(line)
+                line.is_empty()
+                    || line.starts_with('[')
+                    || scan::marker_at(line).is_some()
+                    || scan::may_become_marker(line)
             };
             if may {
                 return at;
