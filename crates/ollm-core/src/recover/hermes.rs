@@ -4,9 +4,11 @@
 //! model left the closer out between consecutive blocks, or to the end of the reply
 //! (models stop there). A body that opens with `<function=` is Qwen3-Coder XML in the
 //! Hermes wrapper and goes to [`super::qwen_xml`]. A `<tools>...</tools>` wrapper (the
-//! tag from the system prompt, echoed) holds `<tool_call>` blocks or bare call JSON.
+//! tag from the system prompt, echoed) holds `<tool_call>` blocks or bare call JSON. A
+//! body may also be a Python-style call (`get_weather(city="Antwerp")`) or JSON in a
+//! fence.
 
-use super::{RawCall, qwen_xml};
+use super::{RawCall, pythonic, qwen_xml};
 
 const OPEN: &str = "<tool_call>";
 const CLOSE: &str = "</tool_call>";
@@ -55,6 +57,8 @@ pub(super) fn parse(rest: &str) -> (usize, Vec<RawCall>) {
     let calls = if body.trim_start().starts_with("<function=") {
         let inner = body.trim_start();
         qwen_xml::parse(inner).1
+    } else if let Ok(calls) = pythonic::parse_calls(body.trim()) {
+        calls.into_iter().map(Ok).collect()
     } else {
         super::json::body_calls(body, "a <tool_call> block")
     };

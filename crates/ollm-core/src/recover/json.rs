@@ -4,7 +4,7 @@
 //! Decisions: a call object is `{"name": ..., "arguments" | "parameters" | "args" |
 //! "input": {...} | "{...}"}` (keys in any order), OpenAI's `{"type": "function",
 //! "function": {...}}`, or llama.cpp's envelope `{"tool_calls": [...]}`; an object with
-//! only a `name` is a call only when that name is offered (otherwise `{"name": "Alice"}`
+//! only a `name` (or `function` as a string, some fine-tunes' spelling) is a call only when that name is offered (otherwise `{"name": "Alice"}`
 //! would be one). Doubled braces (`{{...}}}`, a Qwen2.5 slip) are read by dropping the
 //! extra ones. Several values may follow one another, separated by whitespace, `,` or
 //! `;`.
@@ -17,7 +17,7 @@ const ARG_KEYS: &[&str] = &["arguments", "parameters", "args", "input"];
 
 /// Every JSON value in `s`, read leniently (see the module docs).
 pub(super) fn values(s: &str) -> Result<Vec<Value>, String> {
-    let s = s.trim();
+    let s = unfence(s.trim());
     match sequence(s) {
         Ok(values) => Ok(values),
         Err(e) => match s.strip_prefix('{') {
@@ -26,6 +26,14 @@ pub(super) fn values(s: &str) -> Result<Vec<Value>, String> {
             }
             _ => Err(e),
         },
+    }
+}
+
+/// The body of a fence wrapped around JSON inside call markup, or `s` itself.
+fn unfence(s: &str) -> &str {
+    match scan::only_fences(s).as_deref() {
+        Some([body]) => body.trim(),
+        _ => s,
     }
 }
 
@@ -65,14 +73,14 @@ pub(super) fn calls_in(value: Value, bare: Option<&OfferedTools>) -> Option<Vec<
             }
             Some(out)
         }
-        Value::Object(mut object) => {
+        Value::Object(object) => {
             if let Some(Value::Array(calls)) = object.get("tool_calls") {
                 if !calls.is_empty() {
                     return calls_in(Value::Array(calls.clone()), bare);
                 }
             }
-            if let Some(Value::Object(inner)) = object.remove("function") {
-                return calls_in(Value::Object(inner), bare);
+            if let Some(Value::Object(inner)) = object.get("function") {
+                return calls_in(Value::Object(inner.clone()), bare);
             }
             one_call(object, bare).map(|c| vec![c])
         }
@@ -82,8 +90,13 @@ pub(super) fn calls_in(value: Value, bare: Option<&OfferedTools>) -> Option<Vec<
 
 /// One call object, or `None` when it is not one.
 fn one_call(mut object: Map<String, Value>, bare: Option<&OfferedTools>) -> Option<RawCall> {
-    let Some(Value::String(name)) = object.remove("name") else {
-        return None;
+    let name = match object.remove("name") {
+        Some(Value::String(name)) => name,
+        None => match object.remove("function") {
+            Some(Value::String(name)) => name,
+            _ => return None,
+        },
+        Some(_) => return None,
     };
     let key = ARG_KEYS.iter().find(|k| object.contains_key(**k));
     let Some(key) = key else {

@@ -305,3 +305,49 @@ fn hold_back_releases_held_text_that_is_no_call() {
     assert_eq!(rest, "{\"answer\": 42}");
     assert!(recovery.calls.is_empty());
 }
+
+/// Shapes from the format descriptions that no collected reply shows.
+#[test]
+fn shapes_from_the_format_descriptions() {
+    let case = |text: &str, expect: Value| Case {
+        id: text.chars().take(30).collect(),
+        source: "issue 10 format list".to_owned(),
+        tools: json!(["get_weather"]),
+        text: text.to_owned(),
+        expect: serde_json::from_value(expect).unwrap(),
+        prose: None,
+    };
+    let weather = json!([{"call": "get_weather", "arguments": {"city": "Rome"}}]);
+    let table = [
+        case(
+            "<tool_call>\n```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n```\n</tool_call>",
+            weather.clone(),
+        ),
+        case(
+            "{\"function\": \"get_weather\", \"parameters\": {\"city\": \"Rome\"}}",
+            weather.clone(),
+        ),
+        case(
+            "  <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}</tool_call>  ",
+            weather.clone(),
+        ),
+        case(
+            "<|python_tag|>get_weather.call(city=\"Rome\")",
+            weather.clone(),
+        ),
+        case(
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>\nDone; the result follows.",
+            weather,
+        ),
+        case(
+            "Sure.\n<tool_call>\nnot json\n</tool_call>\nMore prose after it.",
+            json!([]),
+        ),
+        case("Sure.\n<tool_call>\nnot json", json!([{"malformed": true}])),
+        case("{\"name\": \"Alice\"}", json!([])),
+        case("[get_weather(\"Rome\")]", json!([])),
+    ];
+    for case in &table {
+        check(case).unwrap();
+    }
+}
