@@ -11,7 +11,8 @@
 //! - **Only deliberate markup counts.** A marker (`<tool_call>`, `<function=`,
 //!   `[TOOL_CALLS]`, `<|python_tag|>`, `<|python_start|>`, `>>>name`, DeepSeek's
 //!   `<｜tool▁calls▁begin｜>`, LFM's `<|tool_call_start|>`) counts only when it opens a
-//!   line outside a code fence and outside the reasoning (`<think>...</think>`, or the text
+//!   line (special tokens also mid-line, outside inline code) outside a code fence and
+//!   outside the reasoning (`<think>...</think>`, or the text
 //!   before an orphan `</think>`). Inline code, fenced examples and drafts in the reasoning
 //!   never run; a block drafted in reasoning and repeated outside runs once, from outside.
 //! - **Bare forms only as the whole reply.** JSON (one object, an array, several objects,

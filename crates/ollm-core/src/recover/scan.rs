@@ -2,7 +2,9 @@
 //! code fences, and the blocks those markers start.
 //!
 //! Decisions: a marker counts only at the start of a line (after spaces or tabs), or right
-//! after the reasoning's `</think>`; a line opening with ```` ``` ```` or `~~~` toggles a
+//! after the reasoning's `</think>`; special-token markers (`[TOOL_CALLS]`,
+//! `<|python_tag|>`, `<|python_start|>`, DeepSeek's and LFM's begin tokens) also count in
+//! mid-line, outside inline code, because models emit them straight after their prose; a line opening with ```` ``` ```` or `~~~` toggles a
 //! fence and nothing inside a fence is a marker. The reasoning is a `<think>` that opens
 //! the reply (to its `</think>`, or to the end when unclosed), or the text before an
 //! orphan `</think>` (templates that put the opening tag in the prompt). The same
@@ -26,6 +28,16 @@ pub(super) const MARKERS: &[(&str, Format)] = &[
     ("<｜tool▁calls▁begin｜>", Format::DeepSeek),
     ("<｜tool▁call▁begin｜>", Format::DeepSeek),
     ("<|tool_call_start|>", Format::Lfm),
+];
+
+/// Special-token markers, which count in mid-line too (after prose on the same line), unless
+/// inside inline code: models emit them as single tokens right after their text.
+const MID_LINE: &[&str] = &[
+    "[TOOL_CALLS]",
+    "<|python_tag|>",
+    "<|python_start|>",
+    "<｜tool▁calls▁begin｜>",
+    "<|tool_call_start|>",
 ];
 
 /// Tokens that may trail a block and belong to it (closers of wrappers and end tokens).
@@ -99,6 +111,33 @@ pub(super) fn may_become_marker(partial: &str) -> bool {
         .any(|(m, _)| m.starts_with(partial) || partial.starts_with(m))
 }
 
+/// The offset in `line` (up to its newline) of the first special-token marker outside
+/// inline code.
+pub(super) fn mid_line_marker(line: &str) -> Option<usize> {
+    let line = line.split('\n').next().unwrap_or_default();
+    MID_LINE
+        .iter()
+        .filter_map(|m| {
+            line.match_indices(m)
+                .map(|(i, _)| i)
+                .find(|&i| outside_inline_code(line, i))
+        })
+        .min()
+}
+
+/// The offset in a partial line from which its tail may still grow into a special-token
+/// marker (hold it while streaming).
+pub(super) fn mid_line_partial(partial: &str) -> Option<usize> {
+    partial.char_indices().map(|(i, _)| i).find(|&i| {
+        let tail = &partial[i..];
+        MID_LINE.iter().any(|m| m.starts_with(tail)) && outside_inline_code(partial, i)
+    })
+}
+
+fn outside_inline_code(line: &str, at: usize) -> bool {
+    line[..at].matches('`').count() % 2 == 0
+}
+
 /// Whether a line (without indentation) opens or closes a code fence.
 pub(super) fn is_fence(line: &str) -> bool {
     line.starts_with("```") || line.starts_with("~~~")
@@ -125,11 +164,17 @@ pub(super) fn marker_blocks(text: &str, from: usize) -> Vec<Block> {
         if is_fence(line) {
             in_fence = !in_fence;
         } else if !in_fence {
-            if let Some(format) = marker_at(line) {
-                let (len, calls) = parse_block(format, line);
-                let end = trailing(text, start + len.max(1));
+            let found = match marker_at(line) {
+                Some(format) => Some((at, start, format)),
+                None => mid_line_marker(line).and_then(|off| {
+                    marker_at(&text[start + off..]).map(|f| (start + off, start + off, f))
+                }),
+            };
+            if let Some((block_start, marker, format)) = found {
+                let (len, calls) = parse_block(format, &text[marker..]);
+                let end = trailing(text, marker + len.max(1));
                 blocks.push(Block {
-                    start: at,
+                    start: block_start,
                     end,
                     format,
                     calls,

@@ -91,6 +91,12 @@ fn held_line(text: &str, from: usize) -> usize {
             if may {
                 return at;
             }
+            if let Some(off) = scan::mid_line_marker(line) {
+                return start + off;
+            }
+            if let Some(off) = (!complete).then(|| scan::mid_line_partial(line)).flatten() {
+                return start + off;
+            }
         }
         at = line_end;
     }

@@ -264,6 +264,7 @@ proptest! {
             Just("<tool_call>"), Just("</tool_call>"), Just("\n"), Just("```"), Just("{\"name\": \"read_file\", \"arguments\": {}}"),
             Just("<think>"), Just("</think>"), Just(">>>read_file\n"), Just("[TOOL_CALLS]"), Just("<function=read_file>"),
             Just("prose "), Just("  "), Just("["), Just("read_file(path='a')"), Just("]"), Just("é"),
+            Just("`"), Just("<|python_tag|>"), Just("<|tool_call_start|>"), Just("[ARGS]"),
         ], 0..16),
         cuts in proptest::collection::vec(0usize..400, 0..10),
     ) {
