@@ -5,8 +5,9 @@
 //! Decisions: the released text is always a prefix of the final prose, so nothing is
 //! lost or shown twice whatever the chunking (a property test checks this over arbitrary
 //! splits). Everything from the first possible call onwards is held to the end: whether
-//! a block runs depends on the whole reply. Each push rescans from the last released
-//! byte's line, so the work is linear in the reply per chunk at worst.
+//! a block runs depends on the whole reply. Each push rescans the reply so far (fence and
+//! reasoning state depend on all of it), so the work per chunk is linear in the reply;
+//! replies are bounded by the generation cap, and memory is the reply itself.
 
 use super::{OfferedTools, Recovery, recover, scan};
 
