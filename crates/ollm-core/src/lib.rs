@@ -32,6 +32,15 @@ mod error;
 pub mod history;
 pub mod provider;
 pub mod react;
+#[cfg_attr(
+    not(test),
+    allow(
+        dead_code,
+        unused_imports,
+        reason = "wired into the native strategy once the strategy split lands"
+    )
+)]
+mod recover;
 pub mod strategy;
 pub mod textcalls;
 pub mod tokens;

@@ -1,0 +1,182 @@
+//! JSON calls: reading call objects in every spelling models use, and the bare-JSON
+//! whole-reply form.
+//!
+//! Decisions: a call object is `{"name": ..., "arguments" | "parameters" | "args" |
+//! "input": {...} | "{...}"}` (keys in any order), OpenAI's `{"type": "function",
+//! "function": {...}}`, or llama.cpp's envelope `{"tool_calls": [...]}`; an object with
+//! only a `name` (or `function` as a string, some fine-tunes' spelling) is a call only when that name is offered (otherwise `{"name": "Alice"}`
+//! would be one). Doubled braces (`{{...}}}`, a Qwen2.5 slip) are read by dropping the
+//! extra ones. Several values may follow one another, separated by whitespace, `,` or
+//! `;`.
+
+use serde_json::{Map, Value};
+
+use super::{OfferedTools, RawArgs, RawCall, scan};
+
+const ARG_KEYS: &[&str] = &["arguments", "parameters", "args", "input"];
+
+/// Every JSON value in `s`, read leniently (see the module docs).
+pub(super) fn values(s: &str) -> Result<Vec<Value>, String> {
+    let s = unfence(s.trim());
+    match sequence(s) {
+        Ok(values) => Ok(values),
+        Err(e) => match s.strip_prefix('{') {
+            Some(inner) if inner.trim_start().starts_with('{') => {
+                sequence(inner.trim_end().strip_suffix('}').unwrap_or(inner)).map_err(|_| e)
+            }
+            _ => Err(e),
+        },
+    }
+}
+
+/// The body of a fence wrapped around JSON inside call markup, or `s` itself.
+fn unfence(s: &str) -> &str {
+    match scan::only_fences(s).as_deref() {
+        Some([body]) => body.trim(),
+        _ => s,
+    }
+}
+
+fn sequence(s: &str) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    loop {
+        at += s[at..].len()
+            - s[at..]
+                .trim_start_matches(|c: char| c.is_whitespace() || c == ',' || c == ';')
+                .len();
+        let rest = &s[at..];
+        if rest.is_empty()
+            || (!out.is_empty() && rest.chars().all(|c| c == '}' || c.is_whitespace()))
+        {
+            break;
+        }
+        let (len, value) = scan::first_json(rest)?;
+        out.push(value);
+        at += len;
+    }
+    if out.is_empty() {
+        return Err("no JSON found".to_owned());
+    }
+    Ok(out)
+}
+
+/// The calls in `value`, or `None` when it is not shaped like calls at all.
+/// `bare` is the offered tools when the value stands alone (not inside call markup), where
+/// an object with only a `name` counts only if it names an offered tool.
+pub(super) fn calls_in(value: Value, bare: Option<&OfferedTools>) -> Option<Vec<RawCall>> {
+    match value {
+        Value::Array(items) if !items.is_empty() => {
+            let mut out = Vec::new();
+            for item in items {
+                out.extend(calls_in(item, bare)?);
+            }
+            Some(out)
+        }
+        Value::Object(object) => {
+            if let Some(Value::Array(calls)) = object.get("tool_calls") {
+                if !calls.is_empty() {
+                    return calls_in(Value::Array(calls.clone()), bare);
+                }
+            }
+            if let Some(Value::Object(inner)) = object.get("function") {
+                return calls_in(Value::Object(inner.clone()), bare);
+            }
+            one_call(object, bare).map(|c| vec![c])
+        }
+        _ => None,
+    }
+}
+
+/// One call object, or `None` when it is not one.
+fn one_call(mut object: Map<String, Value>, bare: Option<&OfferedTools>) -> Option<RawCall> {
+    let name = match object.remove("name") {
+        Some(Value::String(name)) => name,
+        None => match object.remove("function") {
+            Some(Value::String(name)) => name,
+            _ => return None,
+        },
+        Some(_) => return None,
+    };
+    let key = ARG_KEYS.iter().find(|k| object.contains_key(**k));
+    let Some(key) = key else {
+        let only_meta = object
+            .keys()
+            .all(|k| matches!(k.as_str(), "id" | "type" | "index"));
+        let named = bare.is_none_or(|o| o.resolve(&name).is_some());
+        return (only_meta && named).then(|| Ok((name, RawArgs::Json(Map::new()))));
+    };
+    let args = object.remove(*key).unwrap_or(Value::Null);
+    Some(arguments(args).map(|map| (name, RawArgs::Json(map))))
+}
+
+/// Arguments given as an object, a string holding one, or nothing.
+pub(super) fn arguments(args: Value) -> Result<Map<String, Value>, String> {
+    match args {
+        Value::Null => Ok(Map::new()),
+        Value::Object(map) => Ok(map),
+        Value::String(s) if s.trim().is_empty() => Ok(Map::new()),
+        Value::String(s) => match serde_json::from_str::<Value>(&s) {
+            Ok(Value::Object(map)) => Ok(map),
+            _ => Err(format!(
+                "the arguments must be a JSON object, got the string {s:?}"
+            )),
+        },
+        other => Err(format!("the arguments must be a JSON object, got {other}")),
+    }
+}
+
+/// The calls in a block body that must hold call JSON; one error when it does not.
+pub(super) fn body_calls(body: &str, what: &str) -> Vec<RawCall> {
+    let shape = format!("{what} must hold {{\"name\": ..., \"arguments\": {{...}}}}");
+    match values(body) {
+        Err(e) => vec![Err(format!("{shape}; {e}"))],
+        Ok(values) => {
+            let mut out = Vec::new();
+            for value in values {
+                match calls_in(value, None) {
+                    Some(calls) => out.extend(calls),
+                    None => out.push(Err(shape.clone())),
+                }
+            }
+            out
+        }
+    }
+}
+
+/// The reply as bare JSON calls (or JSON alone in fences), if it is that.
+pub(super) fn whole_reply(body: &str, offered: &OfferedTools) -> Option<Vec<RawCall>> {
+    let trimmed = body.trim();
+    let bodies = if trimmed.starts_with("```") {
+        scan::only_fences(trimmed)?
+    } else if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        vec![trimmed]
+    } else {
+        return None;
+    };
+    let mut calls = Vec::new();
+    for inner in bodies {
+        match values(inner) {
+            Ok(values) => {
+                for value in values {
+                    calls.extend(calls_in(value, Some(offered))?);
+                }
+            }
+            Err(e) if looks_like_call(inner) => {
+                calls.push(Err(format!(
+                    "the reply looks like a JSON tool call but {e}"
+                )));
+            }
+            Err(_) => return None,
+        }
+    }
+    (!calls.is_empty()).then_some(calls)
+}
+
+/// Whether broken JSON still reads as an attempted call.
+fn looks_like_call(s: &str) -> bool {
+    let s = s.trim_start();
+    s.starts_with('{')
+        && s.contains("\"name\"")
+        && ARG_KEYS.iter().any(|k| s.contains(&format!("\"{k}\"")))
+}

@@ -1,0 +1,285 @@
+//! Tool calls that a model wrote as text, recovered per call and in every format local
+//! models use, without ever running an example.
+//!
+//! One entry point, [`recover`], takes a whole reply and the tools on offer and returns a
+//! [`Recovery`]: the prose to keep (call markup cut out, nothing duplicated) and, in
+//! order, one [`Recovered`] per call the reply makes, each a call to run, a call to a tool
+//! that is not offered, or a malformed block to answer with an error, so calls and results
+//! stay 1:1 and the model can retry. [`HoldBack`] is its streaming twin for display.
+//!
+//! Decisions:
+//! - **Only deliberate markup counts.** A marker (`<tool_call>`, `<function=`,
+//!   `[TOOL_CALLS]`, `<|python_tag|>`, `<|python_start|>`, `>>>name`, DeepSeek's
+//!   `<｜tool▁calls▁begin｜>`, LFM's `<|tool_call_start|>`) counts only when it opens a
+//!   line (special tokens also mid-line, outside inline code) outside a code fence and
+//!   outside the reasoning (`<think>...</think>`, or the text
+//!   before an orphan `</think>`). Inline code, fenced examples and drafts in the reasoning
+//!   never run; a block drafted in reasoning and repeated outside runs once, from outside.
+//! - **Bare forms only as the whole reply.** JSON (one object, an array, several objects,
+//!   llama.cpp's `{"tool_calls": [...]}` envelope, OpenAI's `{"function": {...}}`) and a
+//!   pythonic list `[f(a=1)]` are calls only when they are all of the reply after the
+//!   reasoning, bare or alone in fences (```` ```json ````). JSON amid prose is an example.
+//! - A pythonic list on lines of its own that ends the reply after prose is a call too,
+//!   but only when every name in it is an offered tool (Llama 4 reasons first).
+//! - **Per call.** Each block is parsed on its own; a malformed one becomes
+//!   [`Recovered::Malformed`] when the reply is clearly a call (another block parsed, the
+//!   reply is nothing but markup, or the block ends the reply); otherwise the reply is left
+//!   as prose untouched, because a broken block amid prose is more likely an explanation.
+//! - **Names** are matched to an offered tool exactly, then ignoring case, a `functions.`
+//!   prefix and a `:N` suffix (`functions.read_file:0`). A well-formed call to a tool not
+//!   on offer in a reply that is clearly a call is [`Recovered::UnknownTool`], so the
+//!   caller can answer `Error: Unknown tool "<name>"; available: ...`.
+//! - **Qwen3-Coder XML values are strings** unless the tool's JSON schema types the
+//!   property otherwise (integer, number, boolean, array, object), then they are parsed.
+//! - Everything here is pure text processing: no I/O, no allocation beyond the reply.
+
+mod deepseek;
+mod functionary;
+mod hermes;
+mod json;
+mod lfm;
+mod llama;
+mod mistral;
+mod pythonic;
+mod qwen_xml;
+mod scan;
+mod stream;
+#[cfg(test)]
+mod tests;
+
+use serde_json::{Map, Value};
+
+pub(crate) use stream::HoldBack;
+
+/// The format family a recovered item was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Format {
+    /// Hermes / Qwen2.5 / Qwen3: `<tool_call>{json}</tool_call>`.
+    Hermes,
+    /// Qwen3-Coder: `<function=NAME><parameter=KEY>VALUE</parameter></function>`.
+    QwenXml,
+    /// Mistral: `[TOOL_CALLS][...]` or `[TOOL_CALLS]NAME[ARGS]{...}`.
+    Mistral,
+    /// Llama 3.x `<|python_tag|>` and Llama 4 `<|python_start|>`.
+    Llama,
+    /// A whole reply that is a pythonic list of calls, `[f(a=1), g(b="x")]`.
+    Pythonic,
+    /// Functionary: `>>>NAME\n{json}`.
+    Functionary,
+    /// DeepSeek's `<｜tool▁calls▁begin｜>` blocks.
+    DeepSeek,
+    /// LFM: `<|tool_call_start|>[f(a=1)]<|tool_call_end|>`.
+    Lfm,
+    /// A whole reply that is JSON, bare or fenced.
+    Json,
+}
+
+/// The tools on offer: each name with its argument JSON schema.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OfferedTools {
+    tools: Vec<(String, Value)>,
+}
+
+impl OfferedTools {
+    /// Tools from `(name, argument schema)` pairs.
+    pub(crate) fn new(tools: impl IntoIterator<Item = (String, Value)>) -> Self {
+        Self {
+            tools: tools.into_iter().collect(),
+        }
+    }
+
+    /// The offered name that `raw` means, if any (see the module docs for the rules).
+    pub(crate) fn resolve(&self, raw: &str) -> Option<&str> {
+        let raw = raw.trim();
+        let exact = |n: &str| self.tools.iter().find(|(t, _)| t == n);
+        let loose = |n: &str| self.tools.iter().find(|(t, _)| t.eq_ignore_ascii_case(n));
+        let stripped = raw.strip_prefix("functions.").unwrap_or(raw);
+        let stripped = match stripped.rsplit_once(':') {
+            Some((head, tail)) if tail.chars().all(|c| c.is_ascii_digit()) => head,
+            _ => stripped,
+        };
+        exact(raw)
+            .or_else(|| loose(raw))
+            .or_else(|| exact(stripped))
+            .or_else(|| loose(stripped))
+            .map(|(t, _)| t.as_str())
+    }
+
+    /// The offered names, in order.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.iter().map(|(n, _)| n.as_str())
+    }
+
+    fn schema(&self, name: &str) -> Option<&Value> {
+        self.tools.iter().find(|(t, _)| t == name).map(|(_, s)| s)
+    }
+}
+
+/// One call the reply makes, in the order written.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Recovered {
+    /// A call to an offered tool (the name is the offered spelling).
+    Call {
+        /// The offered tool's name.
+        name: String,
+        /// The arguments, always a JSON object.
+        arguments: Map<String, Value>,
+    },
+    /// A well-formed call naming a tool that is not offered.
+    UnknownTool {
+        /// The name as written.
+        name: String,
+    },
+    /// A block that is clearly meant as a call but cannot be read.
+    Malformed {
+        /// The format the block was written in.
+        format: Format,
+        /// What was wrong, phrased for the model.
+        reason: String,
+    },
+}
+
+/// What a reply holds: the prose to keep and the calls, in order.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Recovery {
+    /// The reply without call markup (unchanged when it makes no call).
+    pub(crate) prose: String,
+    /// The calls, in the order written.
+    pub(crate) calls: Vec<Recovered>,
+}
+
+/// Arguments as a parser found them, before the tool is known.
+#[derive(Debug, Clone, PartialEq)]
+enum RawArgs {
+    /// A JSON object.
+    Json(Map<String, Value>),
+    /// Qwen3-Coder XML parameters: strings, typed later from the schema.
+    Strings(Vec<(String, String)>),
+}
+
+/// One call as a parser read it.
+type RawCall = Result<(String, RawArgs), String>;
+
+/// A span of the reply that holds calls.
+#[derive(Debug)]
+struct Block {
+    start: usize,
+    end: usize,
+    format: Format,
+    calls: Vec<RawCall>,
+}
+
+/// The calls that `text` makes, by the rules in the module docs.
+pub(crate) fn recover(text: &str, offered: &OfferedTools) -> Recovery {
+    let body_from = scan::think_end(text);
+    let blocks = scan::marker_blocks(text, body_from);
+    if !blocks.is_empty() {
+        return from_blocks(text, body_from, blocks, offered);
+    }
+    let start = body_from + (text[body_from..].len() - text[body_from..].trim_start().len());
+    match whole_reply(&text[start..], offered) {
+        Some((format, calls)) => Recovery {
+            prose: text[..start].to_owned(),
+            calls: calls
+                .into_iter()
+                .map(|c| resolve(c, format, offered))
+                .collect(),
+        },
+        None => trailing_list(text, body_from, offered).unwrap_or_else(|| prose_only(text)),
+    }
+}
+
+/// A pythonic list of calls that ends the reply on lines of its own after prose (Llama 4
+/// writes its reasoning first, vllm#22917); every name must be offered.
+fn trailing_list(text: &str, from: usize, offered: &OfferedTools) -> Option<Recovery> {
+    let start = scan::list_lines(text, from).into_iter().find(|&at| {
+        let rest = text[at..].trim();
+        rest.ends_with(']')
+            && pythonic::parse_calls(rest)
+                .is_ok_and(|calls| calls.iter().all(|(n, _)| offered.resolve(n).is_some()))
+    })?;
+    let calls = pythonic::parse_calls(text[start..].trim()).ok()?;
+    Some(Recovery {
+        prose: text[..start].to_owned(),
+        calls: calls
+            .into_iter()
+            .map(|c| resolve(Ok(c), Format::Pythonic, offered))
+            .collect(),
+    })
+}
+
+fn prose_only(text: &str) -> Recovery {
+    Recovery {
+        prose: text.to_owned(),
+        calls: Vec::new(),
+    }
+}
+
+/// The reply (after the reasoning) as a whole-reply form: JSON or a pythonic list.
+fn whole_reply(body: &str, offered: &OfferedTools) -> Option<(Format, Vec<RawCall>)> {
+    if let Some(calls) = json::whole_reply(body, offered) {
+        return Some((Format::Json, calls));
+    }
+    let trimmed = body.trim();
+    if trimmed.starts_with('[') && trimmed.ends_with(']') {
+        let calls = pythonic::parse_calls(trimmed).ok()?;
+        return Some((Format::Pythonic, calls.into_iter().map(Ok).collect()));
+    }
+    None
+}
+
+/// The recovery when marker blocks were found: all of them, or none if the reply is not
+/// clearly a call.
+fn from_blocks(
+    text: &str,
+    body_from: usize,
+    blocks: Vec<Block>,
+    offered: &OfferedTools,
+) -> Recovery {
+    let any_good = blocks.iter().flat_map(|b| &b.calls).any(|c| match c {
+        Ok((name, _)) => offered.resolve(name).is_some(),
+        Err(_) => false,
+    });
+    let mut prose = String::new();
+    let mut outside = String::new();
+    let mut at = 0;
+    for block in &blocks {
+        prose.push_str(&text[at..block.start]);
+        outside.push_str(&text[at.max(body_from)..block.start.max(body_from)]);
+        at = block.end;
+    }
+    prose.push_str(&text[at..]);
+    let last_at_end = text[at..].trim().is_empty();
+    let clearly = any_good || last_at_end || outside.trim().is_empty();
+    if !clearly {
+        return prose_only(text);
+    }
+    let calls = blocks
+        .into_iter()
+        .flat_map(|b| {
+            let format = b.format;
+            b.calls.into_iter().map(move |c| (format, c))
+        })
+        .map(|(format, c)| resolve(c, format, offered))
+        .collect();
+    Recovery { prose, calls }
+}
+
+/// A parsed call matched against the offered tools.
+fn resolve(call: RawCall, format: Format, offered: &OfferedTools) -> Recovered {
+    let (name, args) = match call {
+        Ok(call) => call,
+        Err(reason) => return Recovered::Malformed { format, reason },
+    };
+    let Some(tool) = offered.resolve(&name) else {
+        return Recovered::UnknownTool { name };
+    };
+    let arguments = match args {
+        RawArgs::Json(map) => map,
+        RawArgs::Strings(pairs) => qwen_xml::typed(pairs, offered.schema(tool)),
+    };
+    Recovered::Call {
+        name: tool.to_owned(),
+        arguments,
+    }
+}

@@ -1,0 +1,354 @@
+//! Table tests over the corpus of real replies in `tests/data/textcalls/*.json` (each case
+//! cites the public thread or model doc it comes from), and the properties: quoting any
+//! call inside a fence within prose runs nothing, and the streaming hold-back gives the
+//! same prose and calls as the whole-text parse however the reply is chunked.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers fail the test on unexpected values"
+)]
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::{Format, HoldBack, OfferedTools, Recovered, Recovery, recover};
+
+const CORPUS: &[(&str, &str)] = &[
+    (
+        "hermes",
+        include_str!("../../tests/data/textcalls/hermes.json"),
+    ),
+    (
+        "qwen_xml",
+        include_str!("../../tests/data/textcalls/qwen_xml.json"),
+    ),
+    (
+        "mistral",
+        include_str!("../../tests/data/textcalls/mistral.json"),
+    ),
+    (
+        "llama",
+        include_str!("../../tests/data/textcalls/llama.json"),
+    ),
+    (
+        "pythonic",
+        include_str!("../../tests/data/textcalls/pythonic.json"),
+    ),
+    (
+        "functionary",
+        include_str!("../../tests/data/textcalls/functionary.json"),
+    ),
+    (
+        "deepseek",
+        include_str!("../../tests/data/textcalls/deepseek.json"),
+    ),
+    ("lfm", include_str!("../../tests/data/textcalls/lfm.json")),
+    ("json", include_str!("../../tests/data/textcalls/json.json")),
+    (
+        "mentions",
+        include_str!("../../tests/data/textcalls/mentions.json"),
+    ),
+];
+
+#[derive(Debug, Deserialize)]
+struct Case {
+    id: String,
+    source: String,
+    tools: Value,
+    text: String,
+    expect: Vec<Value>,
+    prose: Option<String>,
+}
+
+fn corpus() -> Vec<(&'static str, Case)> {
+    CORPUS
+        .iter()
+        .flat_map(|(family, data)| {
+            let cases: Vec<Case> = serde_json::from_str(data).expect(family);
+            cases.into_iter().map(move |c| (*family, c))
+        })
+        .collect()
+}
+
+fn offered(tools: &Value) -> OfferedTools {
+    match tools {
+        Value::Array(names) => OfferedTools::new(
+            names
+                .iter()
+                .map(|n| (n.as_str().unwrap().to_owned(), json!({"type": "object"}))),
+        ),
+        Value::Object(map) => OfferedTools::new(map.iter().map(|(n, s)| (n.clone(), s.clone()))),
+        other => panic!("tools must be a list or a map, got {other}"),
+    }
+}
+
+/// The recovery as the corpus spells it: `{"call", "arguments"}`, `{"unknown"}`,
+/// `{"malformed": true}`.
+fn spelled(recovery: &Recovery) -> Vec<Value> {
+    recovery
+        .calls
+        .iter()
+        .map(|c| match c {
+            Recovered::Call { name, arguments } => json!({"call": name, "arguments": arguments}),
+            Recovered::UnknownTool { name } => json!({"unknown": name}),
+            Recovered::Malformed { .. } => json!({"malformed": true}),
+        })
+        .collect()
+}
+
+/// Whether `case` is recovered exactly; the failure message otherwise.
+fn check(case: &Case) -> Result<(), String> {
+    let got = recover(&case.text, &offered(&case.tools));
+    let calls = spelled(&got);
+    if calls != case.expect {
+        return Err(format!(
+            "{} ({}): calls {calls:?}, expected {:?}",
+            case.id, case.source, case.expect
+        ));
+    }
+    if let Some(prose) = &case.prose {
+        if &got.prose != prose {
+            return Err(format!(
+                "{}: prose {:?}, expected {prose:?}",
+                case.id, got.prose
+            ));
+        }
+    }
+    if calls.is_empty() && got.prose != case.text {
+        return Err(format!(
+            "{}: a reply without calls must stay as it is",
+            case.id
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn corpus_is_recovered_exactly() {
+    let cases = corpus();
+    assert!(cases.len() >= 60, "the corpus needs at least 60 cases");
+    let mentions = cases.iter().filter(|(_, c)| c.expect.is_empty()).count();
+    assert!(
+        mentions >= 20,
+        "the corpus needs at least 20 replies that only mention calls"
+    );
+    let failures: Vec<String> = cases.iter().filter_map(|(_, c)| check(c).err()).collect();
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn corpus_figures_per_format() {
+    // (exact, total, false calls) per family, the figures docs/tool-calling.md reports.
+    let mut figures: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
+    for (family, case) in corpus() {
+        let entry = figures.entry(family).or_default();
+        entry.1 += 1;
+        let got = recover(&case.text, &offered(&case.tools));
+        if check(&case).is_ok() {
+            entry.0 += 1;
+        }
+        if case.expect.is_empty() && !got.calls.is_empty() {
+            entry.2 += 1;
+        }
+    }
+    let calls: (usize, usize) = figures
+        .iter()
+        .filter(|(f, _)| **f != "mentions")
+        .fold((0, 0), |(e, t), (_, v)| (e + v.0, t + v.1));
+    assert!(
+        calls.0 * 10 >= calls.1 * 9,
+        "exact recovery below 90%: {figures:?}"
+    );
+    assert!(
+        figures.values().all(|v| v.2 == 0),
+        "false calls: {figures:?}"
+    );
+}
+
+#[test]
+fn malformed_reasons_tell_the_model_what_was_wrong() {
+    let tools = offered(&json!(["read_file"]));
+    let got = recover(
+        "<tool_call>\n{\"name\": \"read_file\", \"arguments\": [1]}\n</tool_call>",
+        &tools,
+    );
+    let [
+        Recovered::Malformed {
+            format: Format::Hermes,
+            reason,
+        },
+    ] = got.calls.as_slice()
+    else {
+        panic!("{got:?}");
+    };
+    assert!(reason.contains("must be a JSON object"), "{reason}");
+}
+
+#[test]
+fn names_resolve_to_the_offered_spelling() {
+    let tools = offered(&json!(["read_file", "Bash"]));
+    assert_eq!(tools.resolve("READ_FILE"), Some("read_file"));
+    assert_eq!(tools.resolve("functions.read_file:3"), Some("read_file"));
+    assert_eq!(tools.resolve("bash"), Some("Bash"));
+    assert_eq!(tools.resolve("read"), None);
+    assert_eq!(tools.names().collect::<Vec<_>>(), ["read_file", "Bash"]);
+}
+
+/// The positive cases: replies that make calls.
+fn positives() -> Vec<Case> {
+    corpus()
+        .into_iter()
+        .map(|(_, c)| c)
+        .filter(|c| c.expect.iter().any(|e| e.get("call").is_some()))
+        .collect()
+}
+
+fn stream(text: &str, cuts: &[usize], tools: &OfferedTools) -> (String, Recovery) {
+    let mut hold = HoldBack::new();
+    let mut shown = String::new();
+    let mut at = 0;
+    let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (text.len() + 1)).collect();
+    cuts.sort_unstable();
+    for cut in cuts {
+        if cut > at && text.is_char_boundary(cut) {
+            shown.push_str(hold.push(&text[at..cut]));
+            at = cut;
+        }
+    }
+    shown.push_str(hold.push(&text[at..]));
+    let (rest, recovery) = hold.finish(tools);
+    shown.push_str(&rest);
+    (shown, recovery)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Quoting any call inside a fence within prose runs nothing.
+    #[test]
+    fn quoted_calls_never_run(index in 0usize..1000, info in "(json|xml|text|)") {
+        let cases = positives();
+        let case = &cases[index % cases.len()];
+        let text = format!("For example, a model may write:\n\n```{info}\n{}\n```\n\nThat is how it looks.", case.text);
+        let got = recover(&text, &offered(&case.tools));
+        prop_assert!(got.calls.is_empty(), "{}: {:?}", case.id, got.calls);
+        prop_assert_eq!(got.prose, text);
+    }
+
+    /// However the reply is chunked, the display shows exactly the prose of the
+    /// whole-text parse (nothing lost, nothing twice) and the calls are the same.
+    #[test]
+    fn hold_back_matches_the_whole_parse(index in 0usize..1000, cuts in proptest::collection::vec(0usize..4000, 0..12)) {
+        let cases: Vec<Case> = corpus().into_iter().map(|(_, c)| c).collect();
+        let case = &cases[index % cases.len()];
+        let tools = offered(&case.tools);
+        let whole = recover(&case.text, &tools);
+        let (shown, recovery) = stream(&case.text, &cuts, &tools);
+        prop_assert_eq!(&shown, &whole.prose, "{}", case.id);
+        prop_assert_eq!(recovery, whole);
+    }
+
+    /// The same over arbitrary text built from marker fragments.
+    #[test]
+    fn hold_back_on_arbitrary_text(
+        parts in proptest::collection::vec(prop_oneof![
+            Just("<tool_call>"), Just("</tool_call>"), Just("\n"), Just("```"), Just("{\"name\": \"read_file\", \"arguments\": {}}"),
+            Just("<think>"), Just("</think>"), Just(">>>read_file\n"), Just("[TOOL_CALLS]"), Just("<function=read_file>"),
+            Just("prose "), Just("  "), Just("["), Just("read_file(path='a')"), Just("]"), Just("é"),
+            Just("`"), Just("<|python_tag|>"), Just("<|tool_call_start|>"), Just("[ARGS]"),
+        ], 0..16),
+        cuts in proptest::collection::vec(0usize..400, 0..10),
+    ) {
+        let text: String = parts.concat();
+        let tools = offered(&json!(["read_file"]));
+        let whole = recover(&text, &tools);
+        let (shown, recovery) = stream(&text, &cuts, &tools);
+        prop_assert_eq!(&shown, &whole.prose);
+        prop_assert_eq!(recovery, whole);
+    }
+}
+
+#[test]
+fn hold_back_releases_prose_early_and_holds_markup() {
+    let mut hold = HoldBack::new();
+    assert_eq!(hold.push("Let me look.\n"), "Let me look.\n");
+    assert_eq!(hold.push("<tool_"), "");
+    assert_eq!(
+        hold.push("call>\n{\"name\": \"read_file\", \"arguments\": {}}\n</tool_call>"),
+        ""
+    );
+    let (rest, recovery) = hold.finish(&offered(&json!(["read_file"])));
+    assert_eq!(rest, "");
+    assert_eq!(
+        recovery.calls,
+        [Recovered::Call {
+            name: "read_file".to_owned(),
+            arguments: Map::new()
+        }]
+    );
+}
+
+#[test]
+fn hold_back_releases_held_text_that_is_no_call() {
+    let mut hold = HoldBack::new();
+    assert_eq!(hold.push("{\"answer\": "), "");
+    assert_eq!(hold.push("42}"), "");
+    let (rest, recovery) = hold.finish(&offered(&json!(["read_file"])));
+    assert_eq!(rest, "{\"answer\": 42}");
+    assert!(recovery.calls.is_empty());
+}
+
+/// Shapes from the format descriptions that no collected reply shows.
+#[test]
+fn shapes_from_the_format_descriptions() {
+    let case = |text: &str, expect: Value| Case {
+        id: text.chars().take(30).collect(),
+        source: "issue 10 format list".to_owned(),
+        tools: json!(["get_weather"]),
+        text: text.to_owned(),
+        expect: serde_json::from_value(expect).unwrap(),
+        prose: None,
+    };
+    let weather = json!([{"call": "get_weather", "arguments": {"city": "Rome"}}]);
+    let table = [
+        case(
+            "<tool_call>\n```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n```\n</tool_call>",
+            weather.clone(),
+        ),
+        case(
+            "{\"function\": \"get_weather\", \"parameters\": {\"city\": \"Rome\"}}",
+            weather.clone(),
+        ),
+        case(
+            "  <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}</tool_call>  ",
+            weather.clone(),
+        ),
+        case(
+            "<|python_tag|>get_weather.call(city=\"Rome\")",
+            weather.clone(),
+        ),
+        case(
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>\nDone; the result follows.",
+            weather,
+        ),
+        case(
+            "Sure.\n<tool_call>\nnot json\n</tool_call>\nMore prose after it.",
+            json!([]),
+        ),
+        case("Sure.\n<tool_call>\nnot json", json!([{"malformed": true}])),
+        case("{\"name\": \"Alice\"}", json!([])),
+        case("[get_weather(\"Rome\")]", json!([])),
+    ];
+    for case in &table {
+        check(case).unwrap();
+    }
+}
