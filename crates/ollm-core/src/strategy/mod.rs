@@ -3,22 +3,42 @@
 //!
 //! The loop in [`crate::chat`] is the same for every strategy: build a request, stream the
 //! reply, turn it into a [`TurnOutcome`] (an answer, tool calls, or a correction to send),
-//! run calls, record the turn. A [`Strategy`] decides only three things:
+//! run calls, record the turn. A [`Strategy`] decides four things, and the loop never
+//! branches on which strategy it runs:
 //! 1. how the request offers the tools ([`Strategy::prepare`]): native `tools`, ReAct
 //!    instructions in the system prompt, or a `oneOf` output schema;
-//! 2. how streamed text is shown while it arrives ([`TextFilter`]): as is (native), Thought
-//!    as thinking and Final Answer as text (ReAct), or held back until the JSON is complete
-//!    (constrained);
-//! 3. how the finished reply is read ([`Strategy::interpret`]).
+//! 2. how streamed text is shown while it arrives ([`Strategy::text_filter`]): as is
+//!    (native), Thought as thinking and Final Answer as text (ReAct), or held back until
+//!    the JSON is complete (constrained);
+//! 3. how the finished reply is read ([`Strategy::interpret`]);
+//! 4. how the turn is recorded in the history ([`Strategy::record`]).
+//!
+//! Each strategy lives in its own module (`native`, `react`, `constrained`) with its
+//! `prepare` and `record`; what they share (display pieces, the fence reader, the tool
+//! list, the shape of a finished turn) lives in the leaf `common`, which imports none of
+//! them. This module is the only one that imports the strategies, so there is no cycle.
+//! Where later work belongs: recovering calls from more text formats and holding back
+//! possible call markup while it streams go in `native` (its own [`TextFilter`]); keeping
+//! recovered call text out of the answer goes in `native::record`; choosing a strategy
+//! from more server facts goes in [`Strategy::resolve`].
 //!
 //! [`ToolMode::Auto`] picks native when the model reports tool support *or the provider
 //! cannot say* (no capabilities, or `show_model` failed), and ReAct only when the server
 //! positively reports capabilities without `tools`.
 
-use ollm_types::{ModelInfo, ProviderRequest, ResponseFormat, ToolCall, ToolSchema};
+mod common;
+mod constrained;
+mod native;
+mod react;
+
+use std::fmt;
+use std::str::FromStr;
+
+use ollm_types::{Capability, Message, ModelInfo, ProviderRequest, ToolCall, ToolSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::{constrained, react, textcalls};
+use crate::CoreError;
+pub(crate) use common::{Shown, TextFilter, Turn};
 
 /// The tool-calling strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -36,24 +56,47 @@ pub enum ToolMode {
     Constrained,
 }
 
-impl std::str::FromStr for ToolMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "auto" => Ok(ToolMode::Auto),
-            "native" => Ok(ToolMode::Native),
-            "react" => Ok(ToolMode::React),
-            "constrained" => Ok(ToolMode::Constrained),
-            other => Err(format!(
-                "unknown tool mode {other:?} (expected auto, native, react or constrained)"
-            )),
+impl ToolMode {
+    /// Every mode, in the order they are documented.
+    pub const ALL: [ToolMode; 4] = [
+        ToolMode::Auto,
+        ToolMode::Native,
+        ToolMode::React,
+        ToolMode::Constrained,
+    ];
+
+    /// The mode's name, as [`FromStr`] reads it and [`fmt::Display`] writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolMode::Auto => "auto",
+            ToolMode::Native => "native",
+            ToolMode::React => "react",
+            ToolMode::Constrained => "constrained",
         }
+    }
+}
+
+impl fmt::Display for ToolMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ToolMode {
+    type Err = CoreError;
+
+    /// Reads a mode's name, in any case.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ToolMode::ALL
+            .into_iter()
+            .find(|m| m.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| CoreError::UnknownToolMode(s.to_owned()))
     }
 }
 
 /// A settled strategy for one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Strategy {
+pub(crate) enum Strategy {
     /// No tools are offered (none registered, or the call asked for none).
     NoTools,
     /// Native tool calling.
@@ -65,14 +108,14 @@ pub enum Strategy {
 }
 
 /// Whether the model's reported capabilities are known (the server listed some).
-pub fn capabilities_known(info: Option<&ModelInfo>) -> bool {
+pub(crate) fn capabilities_known(info: Option<&ModelInfo>) -> bool {
     info.is_some_and(|i| !i.capabilities.is_empty())
 }
 
 impl Strategy {
     /// Settles `mode` for a model with `info` (`None` when `show_model` failed or is not
     /// offered). `has_tools` is false when no tools are to be offered.
-    pub fn resolve(mode: ToolMode, info: Option<&ModelInfo>, has_tools: bool) -> Self {
+    pub(crate) fn resolve(mode: ToolMode, info: Option<&ModelInfo>, has_tools: bool) -> Self {
         if !has_tools {
             return Strategy::NoTools;
         }
@@ -81,8 +124,8 @@ impl Strategy {
             ToolMode::React => Strategy::React,
             ToolMode::Constrained => Strategy::Constrained,
             ToolMode::Auto => {
-                let native = !capabilities_known(info)
-                    || info.is_some_and(|i| i.has(&ollm_types::Capability::Tools));
+                let native =
+                    !capabilities_known(info) || info.is_some_and(|i| i.has(&Capability::Tools));
                 if native {
                     Strategy::Native
                 } else {
@@ -93,45 +136,36 @@ impl Strategy {
     }
 
     /// Offers `tools` in `request` the way this strategy does.
-    pub fn prepare(self, request: &mut ProviderRequest, tools: &[ToolSchema]) {
-        let append = |system: &mut Option<String>, extra: String| {
-            *system = Some(match system.take() {
-                Some(s) if !s.is_empty() => format!("{s}\n\n{extra}"),
-                _ => extra,
-            });
-        };
+    pub(crate) fn prepare(self, request: &mut ProviderRequest, tools: &[ToolSchema]) {
         match self {
             Strategy::NoTools => {}
-            Strategy::Native => request.tools = tools.to_vec(),
-            Strategy::React => {
-                append(&mut request.system, react::system_prompt(tools));
-                let stop = react::STOP_SEQUENCE.to_owned();
-                if !request.options.stop.contains(&stop) {
-                    request.options.stop.push(stop);
-                }
-            }
-            Strategy::Constrained => {
-                append(&mut request.system, constrained::system_prompt(tools));
-                request.response_format = Some(ResponseFormat::JsonSchema {
-                    name: constrained::SCHEMA_NAME.to_owned(),
-                    schema: constrained::response_schema(tools),
-                });
-            }
+            Strategy::Native => native::prepare(request, tools),
+            Strategy::React => react::prepare(request, tools),
+            Strategy::Constrained => constrained::prepare(request, tools),
         }
     }
 
     /// A fresh display filter for one reply.
-    pub fn text_filter(self) -> TextFilter {
+    pub(crate) fn text_filter(self) -> Box<dyn TextFilter> {
         match self {
-            Strategy::NoTools | Strategy::Native => TextFilter::PassThrough,
-            Strategy::React => TextFilter::React(react::ReactStreamer::default()),
-            Strategy::Constrained => TextFilter::Hold,
+            Strategy::NoTools | Strategy::Native => Box::new(common::PassThrough),
+            Strategy::React => Box::new(react::ReactStreamer::default()),
+            Strategy::Constrained => Box::new(constrained::Hold),
+        }
+    }
+
+    /// The messages that record `turn` in the history.
+    pub(crate) fn record(self, turn: Turn<'_>) -> Vec<Message> {
+        match self {
+            Strategy::NoTools | Strategy::Native => native::record(turn),
+            Strategy::React => react::record(turn),
+            Strategy::Constrained => constrained::record(turn),
         }
     }
 
     /// Reads a finished reply: its whole text and the native calls that arrived.
     /// `mint` makes ids for calls parsed from text.
-    pub fn interpret(
+    pub(crate) fn interpret(
         self,
         text: &str,
         native_calls: Vec<ToolCall>,
@@ -143,7 +177,7 @@ impl Strategy {
         }
         match self {
             Strategy::NoTools => TurnOutcome::Answer(text.to_owned()),
-            Strategy::Native => match textcalls::recover(text, offered) {
+            Strategy::Native => match native::recover(text, offered) {
                 Some(calls) => TurnOutcome::Calls(
                     calls
                         .into_iter()
@@ -191,7 +225,7 @@ impl Strategy {
 
 /// What a finished reply means for the loop.
 #[derive(Debug, Clone, PartialEq)]
-pub enum TurnOutcome {
+pub(crate) enum TurnOutcome {
     /// The turn's answer; the run ends.
     Answer(String),
     /// Calls to run; the loop continues with their results.
@@ -205,55 +239,12 @@ pub enum TurnOutcome {
     },
 }
 
-/// How streamed text is shown while a reply arrives.
-#[derive(Debug)]
-pub enum TextFilter {
-    /// Text is the answer.
-    PassThrough,
-    /// ReAct: Thought lines go out as thinking, the Final Answer as text.
-    React(react::ReactStreamer),
-    /// Constrained: nothing is shown until the JSON reply is read.
-    Hold,
-}
-
-/// A piece of text to show.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Shown {
-    /// Answer text.
-    Text(String),
-    /// Reasoning text.
-    Thinking(String),
-}
-
-impl TextFilter {
-    /// What to show for a new piece of text.
-    pub fn feed(&mut self, delta: &str) -> Vec<Shown> {
+impl TurnOutcome {
+    /// The answer, when the reply was one.
+    pub(crate) fn answer(&self) -> Option<&str> {
         match self {
-            TextFilter::PassThrough => vec![Shown::Text(delta.to_owned())],
-            TextFilter::React(s) => s.feed(delta),
-            TextFilter::Hold => Vec::new(),
-        }
-    }
-
-    /// What is left to show when the reply ends with `outcome`.
-    pub fn finish(&mut self, outcome: &TurnOutcome) -> Vec<Shown> {
-        match self {
-            TextFilter::PassThrough => Vec::new(),
-            TextFilter::React(s) => {
-                let mut out = s.finish();
-                if let TurnOutcome::Answer(answer) = outcome {
-                    if !s.answer_shown() && !answer.is_empty() {
-                        out.push(Shown::Text(answer.clone()));
-                    }
-                }
-                out
-            }
-            TextFilter::Hold => match outcome {
-                TurnOutcome::Answer(answer) if !answer.is_empty() => {
-                    vec![Shown::Text(answer.clone())]
-                }
-                _ => Vec::new(),
-            },
+            TurnOutcome::Answer(answer) => Some(answer),
+            _ => None,
         }
     }
 }
@@ -261,7 +252,6 @@ impl TextFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ollm_types::Capability;
 
     fn info(caps: Vec<Capability>) -> ModelInfo {
         ModelInfo {
@@ -291,7 +281,20 @@ mod tests {
 
     #[test]
     fn mode_parses() {
-        assert_eq!("ReAct".parse::<ToolMode>(), Ok(ToolMode::React));
+        assert!(matches!("ReAct".parse::<ToolMode>(), Ok(ToolMode::React)));
         assert!("x".parse::<ToolMode>().is_err());
+    }
+
+    #[test]
+    fn mode_names_round_trip() {
+        for mode in ToolMode::ALL {
+            assert_eq!(mode.to_string().parse::<ToolMode>().ok(), Some(mode));
+            let json = serde_json::to_value(mode).ok();
+            assert_eq!(json, Some(serde_json::Value::from(mode.to_string())));
+        }
+        assert!(matches!(
+            "x".parse::<ToolMode>(),
+            Err(CoreError::UnknownToolMode(name)) if name == "x"
+        ));
     }
 }
