@@ -8,7 +8,7 @@
 //! here once), `turn` (the loop and one turn as named steps) and `calls` (running the
 //! calls). A turn is:
 //! 1. build the request from the history (system prompt, messages, tools as the
-//!    [`Strategy`] offers them, options; `think` only when the model can think, or when
+//!    `Strategy` offers them, options; `think` only when the model can think, or when
 //!    its capabilities are unknown);
 //! 2. check its size: the provider's `count_tokens` when it answers, else
 //!    `ceil(chars / 4)` (see [`crate::tokens`] for where the limit comes from); a warning at

@@ -2,25 +2,25 @@
 //! reply. This is the seam between the turn loop and the tool-calling protocol.
 //!
 //! The loop in [`crate::chat`] is the same for every strategy: build a request, stream the
-//! reply, turn it into a [`TurnOutcome`] (an answer, tool calls, or a correction to send),
-//! run calls, record the turn. A [`Strategy`] decides four things, and the loop never
+//! reply, turn it into a `TurnOutcome` (an answer, tool calls, or a correction to send),
+//! run calls, record the turn. A `Strategy` decides four things, and the loop never
 //! branches on which strategy it runs:
-//! 1. how the request offers the tools ([`Strategy::prepare`]): native `tools`, ReAct
+//! 1. how the request offers the tools (`Strategy::prepare`): native `tools`, ReAct
 //!    instructions in the system prompt, or a `oneOf` output schema;
-//! 2. how streamed text is shown while it arrives ([`Strategy::text_filter`]): as is
+//! 2. how streamed text is shown while it arrives (`Strategy::text_filter`): as is
 //!    (native), Thought as thinking and Final Answer as text (ReAct), or held back until
 //!    the JSON is complete (constrained);
-//! 3. how the finished reply is read ([`Strategy::interpret`]);
-//! 4. how the turn is recorded in the history ([`Strategy::record`]).
+//! 3. how the finished reply is read (`Strategy::interpret`);
+//! 4. how the turn is recorded in the history (`Strategy::record`).
 //!
 //! Each strategy lives in its own module (`native`, `react`, `constrained`) with its
 //! `prepare` and `record`; what they share (display pieces, the fence reader, the tool
 //! list, the shape of a finished turn) lives in the leaf `common`, which imports none of
 //! them. This module is the only one that imports the strategies, so there is no cycle.
 //! Where later work belongs: recovering calls from more text formats and holding back
-//! possible call markup while it streams go in `native` (its own [`TextFilter`]); keeping
+//! possible call markup while it streams go in `native` (its own `TextFilter`); keeping
 //! recovered call text out of the answer goes in `native::record`; choosing a strategy
-//! from more server facts goes in [`Strategy::resolve`].
+//! from more server facts goes in `Strategy::resolve`.
 //!
 //! [`ToolMode::Auto`] picks native when the model reports tool support *or the provider
 //! cannot say* (no capabilities, or `show_model` failed), and ReAct only when the server
