@@ -18,8 +18,9 @@
 //!    tool calls (`ToolCallStarted` as each arrives);
 //! 4. after the stream ends, run all calls **concurrently** (one task each), emitting one
 //!    `ToolResult` per call as each finishes;
-//! 5. record the assistant message with its calls, then one tool message per call in call
-//!    order, emit `TurnComplete`, and start the next turn.
+//! 5. record the turn as the strategy says (natively: the assistant message with its
+//!    calls, then one tool message per call in call order), emit `TurnComplete`, and
+//!    start the next turn.
 //!
 //! The run ends when a reply has no calls (`Finish` with `stop` or `length`), at the turn
 //! limit (`max_turns`), on an error (`Error`, then `Finish` with `error`) or on

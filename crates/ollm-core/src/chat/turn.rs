@@ -409,30 +409,44 @@ async fn conclude(
             for call in calls.iter().filter(|c| !reply.calls.contains(c)) {
                 sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
             }
-            let (results, cancelled) = execute_all(&settings.tools, calls, cancel, sink).await;
-            if cancelled {
-                record_cancelled(shared, settings, sink, raw, calls, &results);
+            if !run_calls(shared, settings, raw, calls, cancel, sink).await {
                 return Ok(TurnEnd::Finish(FinishReason::Cancelled));
             }
-            let results: Vec<ToolOutcome> = results
-                .into_iter()
-                .map(|r| r.unwrap_or_else(|| ToolOutcome::error("the tool did not run")))
-                .collect();
-            let results = &results;
-            sink.record(
-                shared,
-                strategy.record(Turn::Calls {
-                    raw,
-                    calls,
-                    results,
-                }),
-            );
             TurnEnd::Continue
         }
     };
     let usage = reply.usage;
     sink.send(ChatEvent::TurnComplete { turn, usage });
     Ok(end)
+}
+
+/// Runs `calls` and records the turn with their results; `false` when the run was
+/// cancelled meanwhile (what it produced is recorded too).
+async fn run_calls(
+    shared: &Shared,
+    settings: &RunSettings,
+    raw: &str,
+    calls: &[ToolCall],
+    cancel: &CancellationToken,
+    sink: &Sink,
+) -> bool {
+    let (results, cancelled) = execute_all(&settings.tools, calls, cancel, sink).await;
+    if cancelled {
+        record_cancelled(shared, settings, sink, raw, calls, &results);
+        return false;
+    }
+    let results: Vec<ToolOutcome> = results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| ToolOutcome::error("the tool did not run")))
+        .collect();
+    let results = &results;
+    let turn = Turn::Calls {
+        raw,
+        calls,
+        results,
+    };
+    sink.record(shared, settings.strategy.record(turn));
+    true
 }
 
 /// Records what a cancelled turn produced (see the module docs of [`crate::chat`]),

@@ -20,7 +20,9 @@
 //! Where later work belongs: recovering calls from more text formats and holding back
 //! possible call markup while it streams go in `native` (its own `TextFilter`); keeping
 //! recovered call text out of the answer goes in `native::record`; choosing a strategy
-//! from more server facts goes in `Strategy::resolve`.
+//! from more server facts goes in `Strategy::resolve` (called from `chat/settle.rs`).
+//! Guards that hold for every strategy (such as refusing the same call over and over)
+//! belong to the loop, in `chat/turn.rs` before `chat/calls.rs` runs the calls.
 //!
 //! [`ToolMode::Auto`] picks native when the model reports tool support *or the provider
 //! cannot say* (no capabilities, or `show_model` failed), and ReAct only when the server
