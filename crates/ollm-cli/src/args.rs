@@ -184,6 +184,24 @@ mod tests {
     }
 
     #[test]
+    fn think_and_tool_mode_use_the_libraries_spellings() {
+        let run_of = |argv: &[&str]| match Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(Command::Run(run)) => Some((run.think, run.tool_mode)),
+            _ => None,
+        };
+        assert_eq!(
+            run_of(&["ollm", "run", "m", "--think=LOW", "--tool-mode", "ReAct"]),
+            Some((Some(Think::Low), Some(ToolMode::React)))
+        );
+        assert_eq!(
+            run_of(&["ollm", "run", "m", "--tool-mode", "constrained"]),
+            Some((None, Some(ToolMode::Constrained)))
+        );
+        assert_eq!(run_of(&["ollm", "run", "m", "--think=max"]), None);
+        assert_eq!(run_of(&["ollm", "run", "m", "--tool-mode", "magic"]), None);
+    }
+
+    #[test]
     fn global_flags_go_anywhere() {
         let cli = Cli::try_parse_from(["ollm", "list", "--host", "127.0.0.1:9"]).unwrap();
         assert_eq!(cli.global.host.as_deref(), Some("127.0.0.1:9"));

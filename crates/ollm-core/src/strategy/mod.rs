@@ -254,6 +254,7 @@ impl TurnOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tool::ToolOutcome;
 
     fn info(caps: Vec<Capability>) -> ModelInfo {
         ModelInfo {
@@ -279,6 +280,85 @@ mod tests {
             Strategy::Native
         );
         assert_eq!(Strategy::resolve(auto, None, false), Strategy::NoTools);
+    }
+
+    /// What each strategy records for `turn`, as (role, text, number of calls) per message.
+    fn check(strategy: Strategy, turn: Turn<'_>, expected: &[(&str, &str, usize)]) {
+        let got: Vec<(String, String, usize)> = strategy
+            .record(turn)
+            .iter()
+            .map(|m| (format!("{:?}", m.role()), m.text(), m.tool_calls().count()))
+            .collect();
+        let expected: Vec<(String, String, usize)> = expected
+            .iter()
+            .map(|(r, t, n)| ((*r).to_owned(), (*t).to_owned(), *n))
+            .collect();
+        assert_eq!(got, expected, "{strategy:?} {turn:?}");
+    }
+
+    #[test]
+    fn each_strategy_records_its_turns() {
+        let calls = [ToolCall {
+            id: "c1".into(),
+            name: "t".into(),
+            arguments: serde_json::Map::new(),
+        }];
+        let results = [ToolOutcome::ok("{\"n\":1}")];
+        let raw = "Action: t\nAction Input: {}";
+        let with_calls = Turn::Calls {
+            raw,
+            calls: &calls,
+            results: &results,
+        };
+        let answer = Turn::Answer {
+            raw: "Thought: x\nFinal Answer: 42",
+            answer: "42",
+        };
+        let retry = Turn::Retry {
+            raw: "junk",
+            correction: "fix it",
+        };
+        let cut = Turn::Cut { raw: "half" };
+        for native in [Strategy::Native, Strategy::NoTools] {
+            check(
+                native,
+                with_calls,
+                &[("Assistant", raw, 1), ("Tool", "{\"n\":1}", 0)],
+            );
+            check(native, answer, &[("Assistant", "42", 0)]);
+            check(native, cut, &[("Assistant", "half", 0)]);
+            check(native, Turn::Cut { raw: "" }, &[]);
+        }
+        let react = Strategy::React;
+        check(
+            react,
+            with_calls,
+            &[("Assistant", raw, 0), ("User", "Observation: {\"n\":1}", 0)],
+        );
+        check(
+            react,
+            answer,
+            &[("Assistant", "Thought: x\nFinal Answer: 42", 0)],
+        );
+        check(
+            react,
+            retry,
+            &[("Assistant", "junk", 0), ("User", "fix it", 0)],
+        );
+        check(react, cut, &[("Assistant", "half", 0)]);
+        let constrained = Strategy::Constrained;
+        check(
+            constrained,
+            with_calls,
+            &[("Assistant", "", 1), ("Tool", "{\"n\":1}", 0)],
+        );
+        check(constrained, answer, &[("Assistant", "42", 0)]);
+        check(
+            constrained,
+            retry,
+            &[("Assistant", "junk", 0), ("User", "fix it", 0)],
+        );
+        check(constrained, cut, &[]);
     }
 
     #[test]
