@@ -137,7 +137,7 @@ pub(crate) fn settle(
     })
 }
 
-/// The pieces a chat is made of, kept to rebuild the client (`/clear`, `/model`).
+/// The pieces a chat is made of: the provider, the built-in tools and their approval policy.
 pub(crate) struct Parts {
     /// The provider.
     pub(crate) provider: Arc<dyn ProviderAdapter>,
