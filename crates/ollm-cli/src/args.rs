@@ -7,6 +7,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use ollm_core::ToolMode;
+use ollm_types::Think;
 
 /// Chat with local models, with tools, from the terminal.
 #[derive(Debug, Parser)]
@@ -121,7 +123,7 @@ pub(crate) struct RunArgs {
         require_equals = true,
         default_missing_value = "on"
     )]
-    pub(crate) think: Option<ThinkArg>,
+    pub(crate) think: Option<Think>,
     /// Keep the model's thinking off screen.
     #[arg(long)]
     pub(crate) hide_thinking: bool,
@@ -131,30 +133,15 @@ pub(crate) struct RunArgs {
     /// Continue (or start) the saved session of this name.
     #[arg(long, value_name = "NAME")]
     pub(crate) session: Option<String>,
-    /// How tools reach the model.
-    #[arg(long, value_enum)]
-    pub(crate) tool_mode: Option<ToolModeArg>,
+    /// How tools reach the model (`auto`, `native`, `react`, `constrained`).
+    #[arg(long, value_name = "MODE")]
+    pub(crate) tool_mode: Option<ToolMode>,
     /// The most model round trips per prompt.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_turns: Option<u32>,
     /// The system prompt.
     #[arg(long, value_name = "TEXT")]
     pub(crate) system: Option<String>,
-}
-
-/// `--think` levels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum ThinkArg {
-    /// Think at the model's default effort.
-    On,
-    /// Do not think.
-    Off,
-    /// Think briefly.
-    Low,
-    /// Think at medium effort.
-    Medium,
-    /// Think hard.
-    High,
 }
 
 /// `--output-format`.
@@ -167,19 +154,6 @@ pub(crate) enum OutputFormat {
     Json,
     /// One JSON object per event, one a line.
     StreamJson,
-}
-
-/// `--tool-mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum ToolModeArg {
-    /// Native where the model supports it, ReAct otherwise.
-    Auto,
-    /// The server's native tool calling.
-    Native,
-    /// Tools described in text.
-    React,
-    /// A schema-constrained reply.
-    Constrained,
 }
 
 #[cfg(test)]
@@ -199,14 +173,32 @@ mod tests {
         let Command::Run(run) = cli.command else {
             panic!("not run")
         };
-        assert_eq!(run.think, Some(ThinkArg::On));
+        assert_eq!(run.think, Some(Think::On));
         assert_eq!(run.model.as_deref(), Some("m"));
         assert_eq!(run.prompt, vec!["hi".to_owned()]);
         let cli = Cli::try_parse_from(["ollm", "run", "m", "--think=high", "hi"]).unwrap();
         let Command::Run(run) = cli.command else {
             panic!("not run")
         };
-        assert_eq!(run.think, Some(ThinkArg::High));
+        assert_eq!(run.think, Some(Think::High));
+    }
+
+    #[test]
+    fn think_and_tool_mode_use_the_libraries_spellings() {
+        let run_of = |argv: &[&str]| match Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(Command::Run(run)) => Some((run.think, run.tool_mode)),
+            _ => None,
+        };
+        assert_eq!(
+            run_of(&["ollm", "run", "m", "--think=LOW", "--tool-mode", "ReAct"]),
+            Some((Some(Think::Low), Some(ToolMode::React)))
+        );
+        assert_eq!(
+            run_of(&["ollm", "run", "m", "--tool-mode", "constrained"]),
+            Some((None, Some(ToolMode::Constrained)))
+        );
+        assert_eq!(run_of(&["ollm", "run", "m", "--think=max"]), None);
+        assert_eq!(run_of(&["ollm", "run", "m", "--tool-mode", "magic"]), None);
     }
 
     #[test]

@@ -7,8 +7,8 @@
 
 use std::io::Write;
 
-use ollm_core::ChatOptions;
-use ollm_types::{Message, Think};
+use ollm_core::{ChatClient, ChatOptions, History};
+use ollm_types::Think;
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
 
@@ -114,20 +114,10 @@ impl MultiLine {
     }
 }
 
-fn parse_think(s: &str) -> Option<Think> {
-    match s.to_ascii_lowercase().as_str() {
-        "on" | "true" => Some(Think::On),
-        "off" | "false" => Some(Think::Off),
-        "low" => Some(Think::Low),
-        "medium" => Some(Think::Medium),
-        "high" => Some(Think::High),
-        _ => None,
-    }
-}
-
 struct State {
     plan: RunPlan,
-    history: Vec<Message>,
+    /// The conversation's client: core's history is the only copy of the conversation.
+    client: ChatClient,
     session: Option<Session>,
     session_fresh: bool,
     last: Summary,
@@ -166,9 +156,10 @@ pub(crate) fn interactive(
             history.len()
         ));
     }
+    let client = parts.client(&plan.chat, &history)?;
     let mut state = State {
         session_fresh: history.is_empty(),
-        history,
+        client,
         session,
         plan,
         last: Summary::default(),
@@ -176,10 +167,9 @@ pub(crate) fn interactive(
         total_completion: 0,
         context_length: settings.provider.context_length,
     };
-    let mut client = parts.client(&state.plan.chat, &state.history)?;
     say(&format!(
         "ollm chat with {} via {} — /help for commands, Ctrl-D or /bye to leave",
-        state.plan.model, settings.provider.name
+        state.plan.chat.model, settings.provider.name
     ));
     let mut multi = MultiLine::default();
     loop {
@@ -200,61 +190,14 @@ pub(crate) fn interactive(
         match parse_input(&input) {
             Input::Empty => {}
             Input::Command(cmd, arg) => {
-                // A run abandoned by a second Ctrl-C may have recorded its turn since.
-                sync_history(&mut state, &client, settings);
                 match command(&cmd, arg.as_deref(), &mut state, settings, parts, rt) {
                     Flow::Continue => {}
-                    Flow::Rebuild => match parts.client(&state.plan.chat, &state.history) {
-                        Ok(c) => client = c,
-                        Err(e) => say(&format!("error: {e}")),
-                    },
                     Flow::Exit => break,
                 }
             }
-            Input::Prompt(text) => {
-                let options = ChatOptions {
-                    no_tools: state.plan.no_tools,
-                    think: state.plan.think,
-                    ..ChatOptions::default()
-                };
-                let mut sink = render::sink(
-                    state.plan.format,
-                    state.plan.style,
-                    Box::new(std::io::stdout()),
-                    Box::new(std::io::stderr()),
-                );
-                let outcome = rt.block_on(run::generate(
-                    &client,
-                    &text,
-                    options,
-                    sink.as_mut(),
-                    &state.plan.model,
-                ));
-                drop(sink);
-                match outcome {
-                    Ok(outcome) => {
-                        if let Some(u) = outcome.summary.usage.prompt_tokens {
-                            state.total_prompt += u64::from(u);
-                        }
-                        if let Some(u) = outcome.summary.usage.completion_tokens {
-                            state.total_completion += u64::from(u);
-                        }
-                        sync_history(&mut state, &client, settings);
-                        if let Some(line) = usage_line(&outcome.summary) {
-                            say(&if state.plan.style.styled {
-                                format!("\x1b[2m{line}\x1b[0m")
-                            } else {
-                                line
-                            });
-                        }
-                        state.last = outcome.summary;
-                    }
-                    Err(e) => say(&format!("error: {e}")),
-                }
-            }
+            Input::Prompt(text) => answer(&text, &mut state, settings, rt),
         }
     }
-    sync_history(&mut state, &client, settings);
     if let Some(dir) = history_file.parent() {
         // Owner-only, like sessions: the history holds every prompt typed.
         if let Ok(warnings) = ollm_tools::private::create_private_dir(dir) {
@@ -265,28 +208,55 @@ pub(crate) fn interactive(
     Ok(())
 }
 
-/// Takes the conversation from `client` (core's history is the source of truth) and
-/// appends what it added since the last sync to the session.
-fn sync_history(state: &mut State, client: &ollm_core::ChatClient, settings: &Settings) {
-    let history = client.history();
-    let now = history.messages();
-    let added = if now.starts_with(&state.history) {
-        &now[state.history.len()..]
-    } else {
-        &[]
+/// Answers one prompt, then saves what the run added to the session.
+fn answer(text: &str, state: &mut State, settings: &Settings, rt: &tokio::runtime::Runtime) {
+    let options = ChatOptions {
+        no_tools: state.plan.no_tools,
+        ..ChatOptions::default()
     };
+    let mut sink = render::sink(
+        state.plan.format,
+        state.plan.style,
+        Box::new(std::io::stdout()),
+        Box::new(std::io::stderr()),
+    );
+    let model = state.plan.chat.model.clone();
+    let outcome = rt.block_on(run::generate(
+        &state.client,
+        text,
+        options,
+        sink.as_mut(),
+        &model,
+    ));
+    drop(sink);
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(e) => return say(&format!("error: {e}")),
+    };
+    if let Some(u) = outcome.summary.usage.prompt_tokens {
+        state.total_prompt += u64::from(u);
+    }
+    if let Some(u) = outcome.summary.usage.completion_tokens {
+        state.total_completion += u64::from(u);
+    }
     if let Some(s) = &state.session {
-        if !added.is_empty() {
-            run::save_turn(s, settings, &state.plan.model, state.session_fresh, added);
+        if !outcome.messages.is_empty() {
+            run::save_turn(s, settings, &model, state.session_fresh, &outcome.messages);
             state.session_fresh = false;
         }
     }
-    state.history = now.to_vec();
+    if let Some(line) = usage_line(&outcome.summary) {
+        say(&if state.plan.style.styled {
+            format!("\x1b[2m{line}\x1b[0m")
+        } else {
+            line
+        });
+    }
+    state.last = outcome.summary;
 }
 
 enum Flow {
     Continue,
-    Rebuild,
     Exit,
 }
 
@@ -302,7 +272,7 @@ fn command(
         "help" | "?" => say(HELP),
         "bye" | "exit" | "quit" => return Flow::Exit,
         "clear" => {
-            state.history.clear();
+            state.client.clear_history();
             state.last = Summary::default();
             if let Some(s) = &state.session {
                 if let Err(e) = s.append(&[Record::Clear]) {
@@ -310,32 +280,30 @@ fn command(
                 }
             }
             say("conversation cleared");
-            return Flow::Rebuild;
         }
         "model" => match arg {
-            None => say(&format!("model: {}", state.plan.model)),
+            None => say(&format!("model: {}", state.plan.chat.model)),
             Some(m) => {
-                state.plan.model = m.to_owned();
                 state.plan.chat.model = m.to_owned();
+                state.client.set_model(m);
                 state.context_length = settings.provider.context_length;
                 say(&format!("model: {m}"));
-                return Flow::Rebuild;
             }
         },
-        "think" => match arg.map(parse_think) {
+        "think" => match arg.map(str::parse::<Think>) {
             None => say(&format!(
                 "thinking: {}",
                 state
                     .plan
+                    .chat
                     .think
-                    .map_or("model default".to_owned(), |t| format!("{t:?}")
-                        .to_lowercase())
+                    .map_or("model default".to_owned(), |t| t.to_string())
             )),
-            Some(None) => say("usage: /think on|off|low|medium|high"),
-            Some(Some(t)) => {
-                state.plan.think = Some(t);
+            Some(Err(_)) => say("usage: /think on|off|low|medium|high"),
+            Some(Ok(t)) => {
                 state.plan.chat.think = Some(t);
-                say(&format!("thinking: {}", format!("{t:?}").to_lowercase()));
+                state.client.set_config(state.plan.chat.clone());
+                say(&format!("thinking: {t}"));
             }
         },
         "tools" => match arg {
@@ -363,7 +331,7 @@ fn command(
         "status" => {
             if state.context_length.is_none() {
                 state.context_length = rt
-                    .block_on(parts.provider.show_model(&state.plan.model))
+                    .block_on(parts.provider.show_model(&state.plan.chat.model))
                     .ok()
                     .and_then(|m| m.context_length);
             }
@@ -389,10 +357,12 @@ fn command(
                             msgs.len()
                         ));
                         state.session_fresh = msgs.is_empty();
-                        state.history = msgs;
+                        let mut history = History::new();
+                        history.set_system(state.plan.chat.system.clone());
+                        history.extend(msgs);
+                        state.client.set_history(history);
                         state.session = Some(s);
                         state.plan.session = Some(name.to_owned());
-                        return Flow::Rebuild;
                     }
                     Err(e) => say(&format!("error: {e}")),
                 }
@@ -438,10 +408,10 @@ fn status_text(state: &State, settings: &Settings) -> String {
     };
     format!(
         "model:    {}\nprovider: {} ({})\nmessages: {}\ncontext:  {}\ntokens:   {} in, {} out this chat\nsession:  {}",
-        state.plan.model,
+        state.plan.chat.model,
         settings.provider.name,
         settings.provider.base_url,
-        state.history.len(),
+        state.client.history().len(),
         context,
         state.total_prompt,
         state.total_completion,
@@ -459,11 +429,12 @@ fn save_as(
     let meta = Record::Meta {
         version: 1,
         provider: settings.provider.name.clone(),
-        model: state.plan.model.clone(),
+        model: state.plan.chat.model.clone(),
     };
+    let history = state.client.history();
     for r in std::iter::once(meta).chain(
-        state
-            .history
+        history
+            .messages()
             .iter()
             .map(|m| Record::Message { message: m.clone() }),
     ) {
@@ -528,8 +499,9 @@ mod tests {
 
     #[test]
     fn think_levels() {
-        assert_eq!(parse_think("HIGH"), Some(Think::High));
-        assert_eq!(parse_think("off"), Some(Think::Off));
-        assert_eq!(parse_think("max"), None);
+        // `/think` reads levels with ollm-types' own parser.
+        assert_eq!("HIGH".parse::<Think>().ok(), Some(Think::High));
+        assert_eq!("off".parse::<Think>().ok(), Some(Think::Off));
+        assert_eq!("max".parse::<Think>().ok(), None);
     }
 }

@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use ollm_core::ChatEvent;
-use ollm_types::{FinishReason, ProviderError, ProviderErrorKind, ToolCall, Usage, Warning};
+use ollm_types::{
+    FinishReason, Message, ProviderError, ProviderErrorKind, ToolCall, Usage, Warning,
+};
 use serde_json::{Value, json};
 
 use crate::args::OutputFormat;
@@ -65,6 +67,8 @@ pub(crate) struct Summary {
     pub(crate) warnings: Vec<Warning>,
     /// Turns completed.
     pub(crate) turns: u32,
+    /// The messages the run added to the client's history (from its `Finish`).
+    pub(crate) added: Vec<Message>,
 }
 
 impl Summary {
@@ -97,9 +101,14 @@ impl Summary {
             ChatEvent::TurnComplete { turn, .. } => self.turns = *turn,
             ChatEvent::Warning { warning } => self.warnings.push(warning.clone()),
             ChatEvent::Error { error } => self.error = Some(error.clone()),
-            ChatEvent::Finish { reason, usage } => {
+            ChatEvent::Finish {
+                reason,
+                usage,
+                added,
+            } => {
                 self.finish_reason = Some(*reason);
                 self.usage = *usage;
+                self.added.clone_from(added);
             }
             _ => {}
         }
@@ -216,7 +225,7 @@ pub(crate) fn event_json(event: &ChatEvent) -> Value {
             json!({"type": "warning", "warning": warning_json(warning)})
         }
         ChatEvent::Error { error } => json!({"type": "error", "error": error_json(error)}),
-        ChatEvent::Finish { reason, usage } => json!({
+        ChatEvent::Finish { reason, usage, .. } => json!({
             "type": "finish",
             "finish_reason": finish_str(*reason),
             "usage": usage_json(usage),
@@ -681,6 +690,7 @@ mod tests {
                     total_duration: Some(std::time::Duration::from_millis(1500)),
                     ..Usage::default()
                 },
+                added: Vec::new(),
             },
         ]
     }
@@ -747,6 +757,7 @@ mod tests {
                 ChatEvent::Finish {
                     reason: FinishReason::Stop,
                     usage: Usage::default(),
+                    added: Vec::new(),
                 },
             ] {
                 s.event(&e).unwrap();

@@ -5,11 +5,10 @@ use std::io::{IsTerminal, Read};
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use ollm_core::strategy::ToolMode;
 use ollm_core::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ProviderAdapter, ToolRegistry};
-use ollm_types::{FinishReason, Message, Think};
+use ollm_types::{FinishReason, Message};
 
-use crate::args::{OutputFormat, RunArgs, ThinkArg, ToolModeArg};
+use crate::args::{OutputFormat, RunArgs};
 use crate::config::Settings;
 use crate::exit::CliError;
 use crate::render::{self, Sink, Summary, TextStyle};
@@ -17,11 +16,10 @@ use crate::sessions::{Record, Session};
 use crate::tools;
 use ollm_tools::{Approver, Mode};
 
-/// A settled `ollm run`.
+/// A settled `ollm run`. Each setting is kept once: the model and `think` live in
+/// `chat`, where the client reads them.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct RunPlan {
-    /// The model.
-    pub(crate) model: String,
     /// The prompt of a one-shot run; `None` for an interactive chat.
     pub(crate) prompt: Option<String>,
     /// The output format.
@@ -30,9 +28,7 @@ pub(crate) struct RunPlan {
     pub(crate) style: TextStyle,
     /// Offer no tools.
     pub(crate) no_tools: bool,
-    /// Thinking.
-    pub(crate) think: Option<Think>,
-    /// The chat settings.
+    /// The chat settings (the model, `think`, the tool mode, ...).
     pub(crate) chat: ChatConfig,
     /// The session to continue.
     pub(crate) session: Option<String>,
@@ -59,25 +55,6 @@ impl Terminal {
             stdout: std::io::stdout().is_terminal(),
             no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
         }
-    }
-}
-
-fn think(arg: ThinkArg) -> Think {
-    match arg {
-        ThinkArg::On => Think::On,
-        ThinkArg::Off => Think::Off,
-        ThinkArg::Low => Think::Low,
-        ThinkArg::Medium => Think::Medium,
-        ThinkArg::High => Think::High,
-    }
-}
-
-fn tool_mode(arg: ToolModeArg) -> ToolMode {
-    match arg {
-        ToolModeArg::Auto => ToolMode::Auto,
-        ToolModeArg::Native => ToolMode::Native,
-        ToolModeArg::React => ToolMode::React,
-        ToolModeArg::Constrained => ToolMode::Constrained,
     }
 }
 
@@ -127,27 +104,25 @@ pub(crate) fn settle(
     } else {
         Mode::Headless
     };
-    let think = args.think.map(think);
     let mut chat = ChatConfig {
-        model: model.clone(),
+        model,
         system: args.system.clone(),
-        think,
+        think: args.think,
         ..ChatConfig::default()
     };
     if let Some(n) = args.max_turns {
         chat.max_turns = n;
     }
     if let Some(m) = args.tool_mode {
-        chat.tool_mode = tool_mode(m);
+        chat.tool_mode = m;
     }
     if let Some(ctx) = settings.provider.context_length {
         chat.options.context_length = Some(ctx);
         chat.context_limits
             .models
-            .insert(model.clone(), ctx as usize);
+            .insert(chat.model.clone(), ctx as usize);
     }
     Ok(RunPlan {
-        model,
         prompt,
         format: args.output_format,
         style: TextStyle {
@@ -156,14 +131,13 @@ pub(crate) fn settle(
             hide_thinking: args.hide_thinking,
         },
         no_tools: args.no_tools,
-        think,
         chat,
         session: args.session.clone(),
         approval,
     })
 }
 
-/// The pieces a chat is made of, kept to rebuild the client (`/clear`, `/model`).
+/// The pieces a chat is made of: the provider, the built-in tools and their approval policy.
 pub(crate) struct Parts {
     /// The provider.
     pub(crate) provider: Arc<dyn ProviderAdapter>,
@@ -208,7 +182,8 @@ pub(crate) struct Outcome {
     /// What it produced.
     pub(crate) summary: Summary,
     /// The messages the run added to the client's history (the prompt first), as core
-    /// recorded them: nothing for a run that failed before recording a turn.
+    /// reported them on `Finish`: nothing for a run that failed before recording a turn
+    /// (or that was abandoned before it finished).
     pub(crate) messages: Vec<Message>,
 }
 
@@ -236,24 +211,11 @@ pub(crate) async fn generate_with(
     sink: &mut dyn Sink,
     model: &str,
 ) -> Result<Outcome, CliError> {
-    let before = client.history().len();
     let run = client.chat(prompt.to_owned(), options);
     let cancel = run.cancel_token();
-    let summary = drive(run, || cancel.cancel(), interrupts, sink, model).await?;
-    Ok(Outcome {
-        summary,
-        messages: added_since(client, before),
-    })
-}
-
-/// The messages of `client`'s history from index `before` on (none if it is shorter).
-pub(crate) fn added_since(client: &ChatClient, before: usize) -> Vec<Message> {
-    client
-        .history()
-        .messages()
-        .get(before..)
-        .map(<[Message]>::to_vec)
-        .unwrap_or_default()
+    let mut summary = drive(run, || cancel.cancel(), interrupts, sink, model).await?;
+    let messages = std::mem::take(&mut summary.added);
+    Ok(Outcome { summary, messages })
 }
 
 /// Shows `events` in `sink` until the run finishes; each item of `interrupts` (Ctrl-C)
@@ -336,7 +298,6 @@ pub(crate) async fn one_shot(
     let client = parts.client(&plan.chat, &history)?;
     let options = ChatOptions {
         no_tools: plan.no_tools,
-        think: plan.think,
         ..ChatOptions::default()
     };
     let mut sink = render::sink(
@@ -345,16 +306,11 @@ pub(crate) async fn one_shot(
         Box::new(std::io::stdout()),
         Box::new(std::io::stderr()),
     );
-    let outcome = generate(&client, prompt, options, sink.as_mut(), &plan.model).await?;
+    let model = &plan.chat.model;
+    let outcome = generate(&client, prompt, options, sink.as_mut(), model).await?;
     drop(sink);
     if let Some(s) = &session {
-        save_turn(
-            s,
-            settings,
-            &plan.model,
-            history.is_empty(),
-            &outcome.messages,
-        );
+        save_turn(s, settings, model, history.is_empty(), &outcome.messages);
     }
     status_of(&outcome.summary)
 }
@@ -410,7 +366,8 @@ mod tests {
     use crate::args::GlobalArgs;
     use crate::args::OutputFormat;
     use crate::config::{Env, settle as settle_config};
-    use ollm_types::{Usage, WarningKind};
+    use ollm_core::ToolMode;
+    use ollm_types::{Think, Usage, WarningKind};
 
     fn settings(env: &[(&str, &str)]) -> Settings {
         settle_config(
@@ -491,7 +448,7 @@ mod tests {
             None,
         )
         .unwrap();
-        assert_eq!(p.model, "qwen3");
+        assert_eq!(p.chat.model, "qwen3");
         assert_eq!(p.chat.max_turns, 3);
         assert_eq!(p.chat.tool_mode, ToolMode::React);
         assert_eq!(p.chat.think, Some(Think::Low));
@@ -510,6 +467,7 @@ mod tests {
             ChatEvent::Finish {
                 reason: FinishReason::Cancelled,
                 usage: Usage::default(),
+                added: Vec::new(),
             }
         });
         head.chain(tail)

@@ -18,6 +18,9 @@ pub enum CoreError {
     /// No default provider was set and none could be chosen.
     #[error("no default provider is set")]
     NoDefaultProvider,
+    /// A tool mode's name was not one of `auto`, `native`, `react`, `constrained`.
+    #[error("unknown tool mode {0:?} (expected auto, native, react or constrained)")]
+    UnknownToolMode(String),
     /// A tool with this name is registered already.
     #[error("a tool named {0:?} is registered already")]
     DuplicateTool(String),

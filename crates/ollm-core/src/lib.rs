@@ -7,8 +7,8 @@
 //! - [`chat`]: the [`ChatClient`] and its turn loop, which streams [`ChatEvent`]s, runs the
 //!   model's tool calls concurrently after each reply, feeds results back and stops at a
 //!   turn limit or on cancellation.
-//! - [`strategy`]: how tools reach the model: natively, as ReAct text ([`react`]), or
-//!   through a schema-constrained reply ([`constrained`]); the seam the turn loop calls.
+//! - [`strategy`]: how tools reach the model: natively, as ReAct text, or through a
+//!   schema-constrained reply; the seam the turn loop calls (only [`ToolMode`] is public).
 //! - [`tokens`]: token estimates and per-model context limits.
 //! - [`history`]: the conversation a client keeps.
 //!
@@ -27,11 +27,9 @@
 //!   failed run leaves in it, and [`tokens`] for where the context limit comes from.
 
 pub mod chat;
-pub mod constrained;
 mod error;
 pub mod history;
 pub mod provider;
-pub mod react;
 #[cfg_attr(
     not(test),
     allow(
@@ -42,7 +40,6 @@ pub mod react;
 )]
 mod recover;
 pub mod strategy;
-pub mod textcalls;
 pub mod tokens;
 pub mod tool;
 

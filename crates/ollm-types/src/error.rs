@@ -7,6 +7,9 @@ pub enum TypesError {
     /// A message must have at least one part.
     #[error("a message needs at least one part")]
     EmptyMessage,
+    /// A thinking level's name was not one of `off`, `on`, `low`, `medium`, `high`.
+    #[error("unknown thinking level {0:?} (expected on, off, low, medium or high)")]
+    UnknownThink(String),
     /// A tool message must name the call it answers.
     #[error("a tool message needs the id and name of the call it answers")]
     ToolMessageWithoutCall,

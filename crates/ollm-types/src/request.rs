@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Message, ToolChoice, ToolSchema};
+use crate::{Message, ToolChoice, ToolSchema, TypesError};
 
 /// Sampling and length options. `None` leaves the server's default.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -49,6 +49,52 @@ pub enum Think {
     Medium,
     /// Think hard.
     High,
+}
+
+impl Think {
+    /// Every level, from none to the most.
+    pub const ALL: [Think; 5] = [
+        Think::Off,
+        Think::On,
+        Think::Low,
+        Think::Medium,
+        Think::High,
+    ];
+
+    /// The level's name, as [`std::str::FromStr`] reads it, [`std::fmt::Display`] writes
+    /// it and serde spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Think::Off => "off",
+            Think::On => "on",
+            Think::Low => "low",
+            Think::Medium => "medium",
+            Think::High => "high",
+        }
+    }
+}
+
+impl std::fmt::Display for Think {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Think {
+    type Err = TypesError;
+
+    /// Reads a level's name in any case; `true` and `false` are read as `on` and `off`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let name = match s.to_ascii_lowercase().as_str() {
+            "true" => "on",
+            "false" => "off",
+            _ => s,
+        };
+        Think::ALL
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(name))
+            .ok_or_else(|| TypesError::UnknownThink(s.to_owned()))
+    }
 }
 
 /// Structured output: ask the server to constrain the reply.
@@ -128,5 +174,32 @@ impl ProviderRequest {
             })
             .sum();
         system + messages + tools
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(input: &str, expected: Result<Think, TypesError>) {
+        assert_eq!(input.parse::<Think>(), expected, "{input:?}");
+    }
+
+    #[test]
+    fn think_levels_parse() {
+        check("HIGH", Ok(Think::High));
+        check("off", Ok(Think::Off));
+        check("True", Ok(Think::On));
+        check("false", Ok(Think::Off));
+        check("max", Err(TypesError::UnknownThink("max".into())));
+    }
+
+    #[test]
+    fn think_names_round_trip_and_match_serde() {
+        for think in Think::ALL {
+            assert_eq!(think.to_string().parse::<Think>(), Ok(think));
+            let json = serde_json::to_value(think).ok();
+            assert_eq!(json, Some(Value::from(think.to_string())));
+        }
     }
 }

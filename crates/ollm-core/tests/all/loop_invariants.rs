@@ -12,7 +12,8 @@ use test_utils::mock_provider::{MockProvider, Step, ev};
 use test_utils::recording_tool::{RecordingTool, registry};
 
 use crate::support::{
-    block_on, chat, check_events, check_history, client, config, count, finish_reason, text_of,
+    added_of, block_on, chat, check_events, check_history, client, config, count, finish_reason,
+    text_of,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +102,7 @@ proptest! {
         prop_assert_eq!(s.requests, expected.len());
         let n = expected.len() as u32;
         match s.events.last() {
-            Some(ChatEvent::Finish { usage, reason }) => {
+            Some(ChatEvent::Finish { usage, reason, .. }) => {
                 prop_assert_eq!(*reason, FinishReason::Stop);
                 prop_assert_eq!(*usage, Usage { prompt_tokens: Some(10 * n), completion_tokens: Some(n), ..Usage::default() });
             }
@@ -149,6 +150,8 @@ proptest! {
         let last = msgs.last().unwrap();
         prop_assert_eq!(last.role(), Role::Assistant);
         prop_assert_eq!(last.text(), "answer");
+        // The run reports exactly what it added (all of it, on a fresh client).
+        prop_assert_eq!(added_of(&s.events), msgs.to_vec());
     }
 
     // Property 26: message validity
@@ -281,6 +284,7 @@ proptest! {
         check_history(&h);
         let placeholders = h.messages().iter().filter(|m| m.role() == Role::Tool && m.text() == CANCELLED_RESULT).count();
         prop_assert_eq!(placeholders, if during_stream { total } else { hanging });
+        prop_assert_eq!(added_of(&events), h.messages().to_vec());
         prop_assert_eq!(provider.request_count(), 1);
         // The client is usable again.
         let next = block_on(chat(&c, "again"));
@@ -328,9 +332,12 @@ proptest! {
             } else {
                 prop_assert!(h.is_empty());
             }
+            prop_assert_eq!(added_of(&events), h.messages().to_vec());
         }
+        let before = c.history().len();
         let next = block_on(chat(&c, "second"));
         check_events(&next);
+        prop_assert_eq!(added_of(&next), c.history().messages()[before..].to_vec());
         prop_assert_eq!(finish_reason(&next), FinishReason::Stop);
         prop_assert_eq!(text_of(&next), "recovered");
         check_history(&c.history());

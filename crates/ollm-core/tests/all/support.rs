@@ -64,6 +64,14 @@ pub(crate) fn finish_reason(events: &[ChatEvent]) -> FinishReason {
     }
 }
 
+/// The messages the run's `Finish` says it added to the history.
+pub(crate) fn added_of(events: &[ChatEvent]) -> Vec<Message> {
+    match events.last() {
+        Some(ChatEvent::Finish { added, .. }) => added.clone(),
+        other => panic!("the last event is not a Finish: {other:?}"),
+    }
+}
+
 pub(crate) fn text_of(events: &[ChatEvent]) -> String {
     events
         .iter()

@@ -11,14 +11,18 @@
 //! Results go back in a user message `Observation: <json>` ([`format_observation`]); an
 //! Action Input that is not a JSON object draws a correction message
 //! ([`correction_message`]) and the loop continues.
+//!
+//! A ReAct turn is recorded as the model's own text followed by a user message of
+//! `Observation: <json>` lines ([`record`]), which is what a model without tool support
+//! can read.
 
-use ollm_types::ToolSchema;
+use ollm_types::{Message, ProviderRequest, ToolSchema};
 use serde_json::{Map, Value};
 
-use crate::strategy::Shown;
+use super::common::{self, Shown, TextFilter, Turn};
 
 /// The stop sequence that keeps a model from inventing observations.
-pub const STOP_SEQUENCE: &str = "\nObservation:";
+pub(crate) const STOP_SEQUENCE: &str = "\nObservation:";
 
 const THOUGHT: &str = "Thought:";
 const ACTION: &str = "Action:";
@@ -26,15 +30,19 @@ const ACTION_INPUT: &str = "Action Input:";
 const OBSERVATION: &str = "Observation:";
 const FINAL_ANSWER: &str = "Final Answer:";
 
-/// The instructions that describe `tools` and the format to the model.
-pub fn system_prompt(tools: &[ToolSchema]) -> String {
-    let mut out = String::from("You can use the following tools:\n\n");
-    for t in tools {
-        out.push_str(&format!(
-            "- {}: {}\n  Arguments (JSON Schema): {}\n",
-            t.name, t.description, t.parameters
-        ));
+/// Offers `tools` as ReAct instructions in the system prompt, with the stop sequence.
+pub(crate) fn prepare(request: &mut ProviderRequest, tools: &[ToolSchema]) {
+    common::append_system(&mut request.system, system_prompt(tools));
+    let stop = STOP_SEQUENCE.to_owned();
+    if !request.options.stop.contains(&stop) {
+        request.options.stop.push(stop);
     }
+}
+
+/// The instructions that describe `tools` and the format to the model.
+pub(crate) fn system_prompt(tools: &[ToolSchema]) -> String {
+    let mut out = String::from("You can use the following tools:\n\n");
+    out.push_str(&common::tool_list(tools));
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     out.push_str(&format!(
         "\nTo use a tool, answer with exactly these lines and then stop:\n\
@@ -53,7 +61,7 @@ pub fn system_prompt(tools: &[ToolSchema]) -> String {
 
 /// What a ReAct reply asks for.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ReactStep {
+pub(crate) enum ReactStep {
     /// Call `tool` with `arguments`.
     Action {
         /// The Thought before it, if any.
@@ -123,20 +131,10 @@ fn section<'a>(text: &'a str, ms: &[Marker], i: usize) -> &'a str {
     text[ms[i].content_start..end].trim()
 }
 
-/// Strips a Markdown code fence around `s`, if any.
-fn strip_fence(s: &str) -> &str {
-    let s = s.trim();
-    if let Some(rest) = s.strip_prefix("```") {
-        let rest = rest.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
-        return rest.trim_end().trim_end_matches("```").trim();
-    }
-    s
-}
-
 /// Reads the arguments of an Action Input: the first JSON value of the text, which must be
 /// an object.
-pub fn parse_action_input(raw: &str) -> Result<Map<String, Value>, String> {
-    let body = strip_fence(raw);
+pub(crate) fn parse_action_input(raw: &str) -> Result<Map<String, Value>, String> {
+    let body = common::strip_fence(raw);
     if body.is_empty() {
         return Err("the Action Input is missing".into());
     }
@@ -160,7 +158,7 @@ pub fn parse_action_input(raw: &str) -> Result<Map<String, Value>, String> {
 }
 
 /// Reads a whole ReAct reply (see the module docs for the rules).
-pub fn parse(text: &str) -> ReactStep {
+pub(crate) fn parse(text: &str) -> ReactStep {
     let mut ms = markers(text);
     // Nothing after an imagined observation counts.
     if let Some(cut) = ms.iter().position(|m| m.name == OBSERVATION) {
@@ -220,14 +218,14 @@ fn parse_markers(text: &str, ms: &[Marker]) -> ReactStep {
 
 /// The user message that carries a tool's result back: `Observation: <json>`, where the
 /// JSON is the result itself when it is JSON, else the result as a JSON string.
-pub fn format_observation(content: &str) -> String {
+pub(crate) fn format_observation(content: &str) -> String {
     let value = serde_json::from_str::<Value>(content)
         .unwrap_or_else(|_| Value::String(content.to_owned()));
     format!("{OBSERVATION} {value}")
 }
 
 /// The user message sent when an Action Input could not be read.
-pub fn correction_message(tool: &str, error: &str) -> String {
+pub(crate) fn correction_message(tool: &str, error: &str) -> String {
     format!(
         "{OBSERVATION} {}",
         Value::String(format!(
@@ -241,7 +239,7 @@ pub fn correction_message(tool: &str, error: &str) -> String {
 /// Shows a ReAct reply while it streams: Thought lines as thinking, the Final Answer as
 /// text (as soon as its marker is seen), Action lines not at all.
 #[derive(Debug, Default)]
-pub struct ReactStreamer {
+pub(crate) struct ReactStreamer {
     pending: String,
     state: StreamState,
     answer_shown: bool,
@@ -260,13 +258,8 @@ enum StreamState {
 }
 
 impl ReactStreamer {
-    /// Whether any Final Answer text has been shown.
-    pub fn answer_shown(&self) -> bool {
-        self.answer_shown
-    }
-
     /// What to show for a new piece of text.
-    pub fn feed(&mut self, delta: &str) -> Vec<Shown> {
+    fn push(&mut self, delta: &str) -> Vec<Shown> {
         let mut out = Vec::new();
         if self.state == StreamState::Answer {
             self.show_answer(delta, &mut out);
@@ -297,8 +290,8 @@ impl ReactStreamer {
         out
     }
 
-    /// What is left to show when the reply ends.
-    pub fn finish(&mut self) -> Vec<Shown> {
+    /// What is left of the streamed text to show when the reply ends.
+    fn flush(&mut self) -> Vec<Shown> {
         let mut out = Vec::new();
         let rest = std::mem::take(&mut self.pending);
         if !rest.is_empty() && self.state != StreamState::Stopped {
@@ -336,10 +329,197 @@ impl ReactStreamer {
     }
 }
 
+impl TextFilter for ReactStreamer {
+    fn feed(&mut self, delta: &str) -> Vec<Shown> {
+        self.push(delta)
+    }
+
+    /// The rest of the streamed text, then the answer if none of it was shown yet (a
+    /// reply without markers is all answer).
+    fn finish(&mut self, answer: Option<&str>) -> Vec<Shown> {
+        let mut out = self.flush();
+        if let Some(answer) = answer {
+            if !self.answer_shown && !answer.is_empty() {
+                out.push(Shown::Text(answer.to_owned()));
+            }
+        }
+        out
+    }
+}
+
+/// Records a ReAct turn: calls as the model's own text (its Action lines) followed by a
+/// user message of observations, one line per result; everything else as the model's
+/// text.
+pub(crate) fn record(turn: Turn<'_>) -> Vec<Message> {
+    match turn {
+        Turn::Calls { raw, results, .. } if !raw.is_empty() => {
+            let observations: Vec<String> = results
+                .iter()
+                .map(|r| format_observation(&r.content))
+                .collect();
+            vec![
+                Message::assistant(raw),
+                Message::user(observations.join("\n")),
+            ]
+        }
+        Turn::Calls { raw, .. } => common::record_default(turn, raw),
+        Turn::Answer { raw, .. } => vec![Message::assistant(raw)],
+        Turn::Retry { .. } | Turn::Cut { .. } => common::record_default(turn, ""),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: 100,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    fn tool_name() -> impl Strategy<Value = String> {
+        "[a-z][a-z_]{0,10}"
+    }
+
+    fn arb_args() -> impl Strategy<Value = Map<String, Value>> {
+        prop::collection::btree_map(
+            "[a-z]{1,6}",
+            prop_oneof![
+                any::<i64>().prop_map(Value::from),
+                "[ -~]{0,10}".prop_map(Value::from),
+                any::<bool>().prop_map(Value::from),
+            ],
+            0..4,
+        )
+        .prop_map(|m| m.into_iter().collect())
+    }
+
+    /// Splits `text` into pieces at arbitrary char boundaries, like a server's deltas.
+    fn split(text: &str, cuts: &[usize]) -> Vec<String> {
+        let chars: Vec<char> = text.chars().collect();
+        let mut points: Vec<usize> = cuts.iter().map(|c| c % (chars.len() + 1)).collect();
+        points.push(0);
+        points.push(chars.len());
+        points.sort_unstable();
+        points.dedup();
+        points
+            .windows(2)
+            .map(|w| chars[w[0]..w[1]].iter().collect())
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        // Property 13: ReAct formatting (the run's side is in tests/all/react.rs).
+        #[test]
+        fn react_formatting(tools in prop::collection::vec((tool_name(), "[A-Za-z ]{0,20}"), 1..5)) {
+            let schemas: Vec<ToolSchema> = tools
+                .iter()
+                .map(|(n, d)| ToolSchema::new(n, d, json!({"type": "object", "properties": {"q": {"type": "string"}}})))
+                .collect();
+            let prompt = system_prompt(&schemas);
+            for s in &schemas {
+                let line = format!("- {}: {}", s.name, s.description);
+                prop_assert!(prompt.contains(&line));
+                prop_assert!(prompt.contains(&s.parameters.to_string()));
+            }
+            for marker in ["Thought:", "Action:", "Action Input:", "Observation:", "Final Answer:"] {
+                prop_assert!(prompt.contains(marker));
+            }
+        }
+
+        // Property 14: parsing
+        #[test]
+        fn react_parsing(thought in "[a-zA-Z ]{0,20}", tool in tool_name(), args in arb_args(), indent in " {0,2}") {
+            let text = format!(
+                "Thought: {thought}\n{indent}Action: {tool}\n{indent}Action Input: {}\n",
+                Value::Object(args.clone())
+            );
+            match parse(&text) {
+                ReactStep::Action { tool: t, arguments, thought: th } => {
+                    prop_assert_eq!(t, tool);
+                    prop_assert_eq!(arguments, args);
+                    prop_assert_eq!(th.unwrap_or_default(), thought.trim().to_owned());
+                }
+                other => prop_assert!(false, "{:?}", other),
+            }
+        }
+
+        // Property 15: validation (the registry's side is in tests/all/react.rs).
+        #[test]
+        fn react_validation(value in prop_oneof![
+            any::<i64>().prop_map(Value::from),
+            "[a-z]{0,5}".prop_map(Value::from),
+            prop::collection::vec(any::<u8>().prop_map(Value::from), 0..3).prop_map(Value::from),
+            Just(Value::Null),
+            arb_args().prop_map(Value::Object),
+        ]) {
+            // Only a JSON object is accepted as an Action Input.
+            let parsed = parse_action_input(&value.to_string());
+            prop_assert_eq!(parsed.is_ok(), value.is_object());
+        }
+
+        // Property 16: observation
+        #[test]
+        fn react_observation(content in prop_oneof![
+            ".{0,30}",
+            arb_args().prop_map(|m| Value::Object(m).to_string()),
+        ]) {
+            let obs = format_observation(&content);
+            let body = obs.strip_prefix("Observation: ").unwrap();
+            let value: Value = serde_json::from_str(body).unwrap();
+            match serde_json::from_str::<Value>(&content) {
+                Ok(json) => prop_assert_eq!(value, json),
+                Err(_) => prop_assert_eq!(value, Value::String(content.clone())),
+            }
+            prop_assert!(!body.contains('\n'));
+        }
+
+        // Property 17: final answer (the run's side is in tests/all/react.rs).
+        #[test]
+        fn react_final_answer(thought in "[a-z ]{1,20}", answer in "[a-zA-Z0-9 .,]{1,40}") {
+            let text = format!("Thought: {thought}\nFinal Answer: {answer}");
+            let expected_answer = answer.trim().to_owned();
+            match parse(&text) {
+                ReactStep::FinalAnswer { answer: a, .. } => prop_assert_eq!(&a, &expected_answer),
+                other => prop_assert!(false, "{:?}", other),
+            }
+        }
+
+        /// What the ReAct display shows does not depend on how the reply was split.
+        #[test]
+        fn react_display_is_split_invariant(
+            thought in "[a-z ]{0,15}",
+            answer in "[a-z ]{0,15}",
+            cuts in prop::collection::vec(any::<usize>(), 0..8),
+        ) {
+            let text = format!("Thought: {thought}\nmore thought\nFinal Answer: {answer}");
+            let flatten = |chunks: &[String]| {
+                let mut s = ReactStreamer::default();
+                let mut shown: Vec<Shown> = chunks.iter().flat_map(|c| s.feed(c)).collect();
+                shown.extend(s.finish(None));
+                let (mut t, mut k) = (String::new(), String::new());
+                for piece in shown {
+                    match piece {
+                        Shown::Text(x) => t.push_str(&x),
+                        Shown::Thinking(x) => k.push_str(&x),
+                    }
+                }
+                (t, k)
+            };
+            let whole = flatten(std::slice::from_ref(&text));
+            let split_up = flatten(&split(&text, &cuts));
+            prop_assert_eq!(&split_up.0.trim(), &answer.trim());
+            prop_assert_eq!(whole.0.trim(), split_up.0.trim());
+            prop_assert_eq!(whole.1, split_up.1);
+        }
+    }
 
     #[test]
     fn parses_an_action() {
@@ -393,7 +573,7 @@ mod tests {
         for piece in ["Thou", "ght: hm\nFinal An", "swer: forty", "-two"] {
             shown.extend(s.feed(piece));
         }
-        shown.extend(s.finish());
+        shown.extend(s.finish(None));
         assert_eq!(
             shown,
             vec![

@@ -1,4 +1,11 @@
-//! Tool calls that a model wrote as text instead of sending natively.
+//! The native strategy: tools go in the request's `tools`, calls come back as events,
+//! and calls a model wrote as text instead are recovered here.
+//!
+//! Native calls and recovered ones are recorded alike: an assistant message carrying the
+//! calls (with the reply's text) followed by one tool message per call. Streamed text is
+//! shown as it arrives ([`common::PassThrough`]).
+//!
+//! # Tool calls written as text
 //!
 //! Models served without a tool-call parser, or that slip out of it, put their calls in
 //! the answer text: qwen3 and Hermes-style models write `<tool_call>{"name": ...,
@@ -13,14 +20,30 @@
 //!   as an object or as a string holding one); otherwise nothing is recovered and the text
 //!   stays the answer.
 
+use ollm_types::{Message, ProviderRequest, ToolSchema};
 use serde_json::{Map, Value};
 
+use super::common::{self, Turn};
+
 /// A call found in text: the tool's name and its arguments.
-pub type TextCall = (String, Map<String, Value>);
+pub(crate) type TextCall = (String, Map<String, Value>);
+
+/// Offers `tools` natively.
+pub(crate) fn prepare(request: &mut ProviderRequest, tools: &[ToolSchema]) {
+    request.tools = tools.to_vec();
+}
+
+/// Records a native turn: calls with the reply's text, everything else as the default.
+pub(crate) fn record(turn: Turn<'_>) -> Vec<Message> {
+    match turn {
+        Turn::Calls { raw, .. } => common::record_default(turn, raw),
+        _ => common::record_default(turn, ""),
+    }
+}
 
 /// The calls written in `text`, or `None` when it holds none by the rules above. Every
 /// candidate must name a tool for which `offered` is true, or none is taken.
-pub fn recover(text: &str, offered: &dyn Fn(&str) -> bool) -> Option<Vec<TextCall>> {
+pub(crate) fn recover(text: &str, offered: &dyn Fn(&str) -> bool) -> Option<Vec<TextCall>> {
     let calls = match tagged_blocks(text) {
         Some(blocks) => blocks
             .iter()
@@ -62,20 +85,12 @@ fn tagged_blocks(text: &str) -> Option<Vec<&str>> {
 }
 
 /// The reply itself when it is nothing but one JSON object, bare or in one fence.
+/// The fence must be closed, span lines and hold nothing else.
 fn whole_reply_json(text: &str) -> Option<&str> {
-    let trimmed = text.trim();
-    let inner = match trimmed.strip_prefix("```") {
-        Some(rest) => {
-            let rest = rest.strip_suffix("```")?;
-            // Drop the info string (`json`) on the opening line.
-            let body_start = rest.find('\n')?;
-            let body = &rest[body_start..];
-            if body.contains("```") {
-                return None;
-            }
-            body.trim()
-        }
-        None => trimmed,
+    let inner = match common::fence(text) {
+        Some(f) if f.closed && !f.one_line && !f.body.contains("```") => f.body,
+        Some(_) => return None,
+        None => text.trim(),
     };
     (inner.starts_with('{') && inner.ends_with('}')).then_some(inner)
 }

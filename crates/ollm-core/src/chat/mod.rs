@@ -1,0 +1,203 @@
+//! The chat client and its turn loop.
+//!
+//! [`ChatClient::chat`] spawns one task per run that feeds a channel; the [`ChatRun`] the
+//! caller holds is that channel as a stream plus a cancellation token. The code is laid
+//! out as the run is: `client` (the [`ChatClient`] and what its runs share), `run` (the
+//! [`ChatRun`] stream, the task that supervises a run, and the sink its events and
+//! records go through), `settle` (one run's settings: the strategy and `think`, decided
+//! here once), `turn` (the loop and one turn as named steps) and `calls` (running the
+//! calls). A turn is:
+//! 1. build the request from the history (system prompt, messages, tools as the
+//!    `Strategy` offers them, options; `think` only when the model can think, or when
+//!    its capabilities are unknown);
+//! 2. check its size: the provider's `count_tokens` when it answers, else
+//!    `ceil(chars / 4)` (see [`crate::tokens`] for where the limit comes from); a warning at
+//!    90% or more, and a refusal (an `Error` event of kind `ContextOverflow`) over the
+//!    limit, before anything is sent;
+//! 3. stream the reply, forwarding text, thinking and warnings as they arrive and queuing
+//!    tool calls (`ToolCallStarted` as each arrives);
+//! 4. after the stream ends, run all calls **concurrently** (one task each), emitting one
+//!    `ToolResult` per call as each finishes;
+//! 5. record the turn as the strategy says (natively: the assistant message with its
+//!    calls, then one tool message per call in call order), emit `TurnComplete`, and
+//!    start the next turn.
+//!
+//! The run ends when a reply has no calls (`Finish` with `stop` or `length`), at the turn
+//! limit (`max_turns`), on an error (`Error`, then `Finish` with `error`) or on
+//! cancellation (`Finish` with `cancelled`). `Finish` is always the last event and carries
+//! the usage summed over the turns and the messages the run added to the history (the
+//! prompt first), so a caller that saves a conversation never compares snapshots.
+//!
+//! # Decisions
+//! - **History on cancel**: the unfinished turn is recorded if anything of it arrived:
+//!   the partial text and the calls, each call answered by its real result when its tool
+//!   had finished and by the placeholder [`CANCELLED_RESULT`] otherwise (and a
+//!   `ToolResult` event says so), so calls and results stay 1:1. Running tools are
+//!   aborted and no tool starts after the cancel.
+//! - **How turns are recorded** is the strategy's decision ([`crate::strategy`]); this
+//!   loop only appends what it returns. Native and constrained calls as an assistant message
+//!   carrying the calls followed by one tool message per call (constrained replies keep
+//!   no text, since their JSON is a protocol, not an answer); ReAct turns as the model's
+//!   own text followed by a user message of `Observation: <json>` lines, which is what a
+//!   model without tool support can read. A ReAct or constrained reply that could not be
+//!   read is recorded with the correction message that answers it.
+//! - **History on error**: the failed turn records nothing; if no turn of the run was
+//!   recorded, the prompt is removed too, so the client is as before and the same prompt
+//!   can be sent again.
+//! - **Capabilities**: `show_model` is asked once per model and cached per client; any
+//!   error (including `Unsupported`) means "unknown": native tools are allowed and `think`
+//!   is sent as asked. Only answers and `Unsupported` are cached; after a passing failure
+//!   (connection, busy) the next run asks again.
+//! - **Think** is decided here and nowhere else: known capabilities without `thinking`
+//!   drop `think` with a warning; otherwise it is sent as asked, and adapters send what
+//!   they are given.
+//! - **Fallbacks**: when the server refuses native tools (`ToolsUnsupported`) in
+//!   [`ToolMode::Auto`], or refuses `think` (`ThinkingUnsupported`), before any output,
+//!   the turn is retried with ReAct or without `think`, with a warning, and the client
+//!   remembers it for that model.
+//! - Runs of one client are serialised: a second `chat` waits for the first to end.
+//! - A panic anywhere in a run (provider, tool, this loop) becomes an `Error` event and a
+//!   `Finish`; the client stays usable.
+
+mod calls;
+mod client;
+mod run;
+mod settle;
+mod turn;
+
+use ollm_types::{
+    FinishReason, GenerationOptions, Message, ProviderError, Think, ToolCall, Usage, Warning,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::strategy::ToolMode;
+use crate::tokens::ContextLimits;
+
+pub use client::ChatClient;
+pub use run::ChatRun;
+
+/// The result recorded for a call whose tool had not finished when the run was cancelled.
+pub const CANCELLED_RESULT: &str = "Error: cancelled before the tool finished";
+
+/// One event of a chat run, in the order things happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+#[non_exhaustive]
+pub enum ChatEvent {
+    /// Answer text.
+    TextDelta {
+        /// The new text.
+        text: String,
+    },
+    /// Reasoning text.
+    ThinkingDelta {
+        /// The new text.
+        text: String,
+    },
+    /// The model asked for a tool call; it runs after the reply ends.
+    ToolCallStarted {
+        /// The call.
+        call: ToolCall,
+    },
+    /// A tool call finished (exactly one per call).
+    ToolResult {
+        /// The call answered.
+        call_id: String,
+        /// The tool.
+        name: String,
+        /// The result text the model will read.
+        content: String,
+        /// Whether it is an error result (unknown tool, invalid arguments, failure,
+        /// denial, cancellation).
+        is_error: bool,
+    },
+    /// One provider round trip (and its tool calls) is done.
+    TurnComplete {
+        /// The turn's number, from 1.
+        turn: u32,
+        /// The turn's usage, where the server reported it.
+        usage: Usage,
+    },
+    /// Something the user should know.
+    Warning {
+        /// The warning.
+        warning: Warning,
+    },
+    /// The run failed; a `Finish` with reason `error` follows.
+    Error {
+        /// What went wrong.
+        error: ProviderError,
+    },
+    /// The run ended; always the last event.
+    Finish {
+        /// Why.
+        reason: FinishReason,
+        /// Usage summed over the run's turns.
+        usage: Usage,
+        /// The messages the run added to the client's history, in order (the prompt
+        /// first); empty when the run left the history as it was.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        added: Vec<Message>,
+    },
+}
+
+/// Settings of a chat client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ChatConfig {
+    /// The model to talk to.
+    pub model: String,
+    /// The system prompt.
+    pub system: Option<String>,
+    /// The most provider round trips one `chat` call may make (default 10).
+    pub max_turns: u32,
+    /// How tools reach the model.
+    pub tool_mode: ToolMode,
+    /// Sampling options.
+    pub options: GenerationOptions,
+    /// Whether to think.
+    pub think: Option<Think>,
+    /// Context limits per model.
+    pub context_limits: ContextLimits,
+}
+
+impl Default for ChatConfig {
+    fn default() -> Self {
+        ChatConfig {
+            model: String::new(),
+            system: None,
+            max_turns: 10,
+            tool_mode: ToolMode::default(),
+            options: GenerationOptions::default(),
+            think: None,
+            context_limits: ContextLimits::default(),
+        }
+    }
+}
+
+impl ChatConfig {
+    /// A configuration for `model` with defaults elsewhere.
+    pub fn for_model(model: impl Into<String>) -> Self {
+        ChatConfig {
+            model: model.into(),
+            ..ChatConfig::default()
+        }
+    }
+}
+
+/// Per-call overrides of a [`ChatConfig`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChatOptions {
+    /// Tool mode for this call.
+    pub tool_mode: Option<ToolMode>,
+    /// Sampling options for this call.
+    pub options: Option<GenerationOptions>,
+    /// Thinking for this call.
+    pub think: Option<Think>,
+    /// Turn limit for this call.
+    pub max_turns: Option<u32>,
+    /// Offer no tools in this call.
+    pub no_tools: bool,
+    /// Images attached to the prompt (base64 data, MIME type).
+    pub images: Vec<(String, String)>,
+}
