@@ -199,7 +199,7 @@ impl Reply {
                         .push(content, |side, text| out.push(piece(side, text)));
                 }
                 for call in delta.tool_calls.iter().flatten() {
-                    self.calls.push(call, out);
+                    self.calls.push(call);
                 }
             }
             if let Some(reason) = &choice.finish_reason {
