@@ -31,7 +31,8 @@ pub trait Decoder: Send + 'static {
     /// The body ended: decodes what is left and closes the reply.
     fn finish(&mut self, out: &mut Vec<ProviderEvent>);
     /// The body broke with `error` (already mapped by the adapter): ends the reply with
-    /// it, marked [`partial`] when output was already delivered.
+    /// it, saying the output already delivered is partial when there was some (an idle
+    /// timeout stays a `Timeout`, any other break becomes an `IncompleteStream`).
     fn fail(&mut self, error: ProviderError, out: &mut Vec<ProviderEvent>);
     /// Whether the final event (`Finish` or `Error`) was produced.
     fn is_ended(&self) -> bool;

@@ -175,7 +175,7 @@ impl Decoder for NdjsonDecoder {
             }
         }
         if !self.seen.ended {
-            let err = incomplete(&self.seen, None);
+            let err = incomplete(&self.seen);
             end_with(&mut self.seen, err, out);
         }
     }
@@ -205,11 +205,11 @@ fn end_with(seen: &mut Seen, error: ProviderError, out: &mut Vec<ProviderEvent>)
     out.push(ProviderEvent::Error { error });
 }
 
-fn incomplete(seen: &Seen, cause: Option<&str>) -> ProviderError {
-    let cause = cause.map_or(String::new(), |c| format!(" ({c})"));
+/// The body ended before the final line.
+fn incomplete(seen: &Seen) -> ProviderError {
     ProviderError::from(BridgeError::Incomplete {
         message: format!(
-            "Ollama's reply stopped before its final line{cause}; the {} characters of text \
+            "Ollama's reply stopped before its final line; the {} characters of text \
              and {} tool calls already delivered are partial",
             seen.text_chars, seen.calls
         ),

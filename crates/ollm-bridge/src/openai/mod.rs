@@ -10,6 +10,7 @@
 //! drops the connection, which makes the server stop generating.
 
 mod assemble;
+mod props;
 mod request;
 mod sse;
 mod stream;
@@ -87,6 +88,8 @@ pub struct OpenAiProvider {
 #[derive(Debug)]
 struct Inner {
     api: Transport,
+    /// The server root (without `/v1`), where llama.cpp serves `/props`.
+    root: Transport,
     tokenizer: tokenize::Tokenizer,
     api_key_env: Option<String>,
 }
@@ -112,7 +115,8 @@ impl OpenAiProvider {
         Ok(OpenAiProvider {
             inner: Arc::new(Inner {
                 api,
-                tokenizer: tokenize::Tokenizer::new(root),
+                tokenizer: tokenize::Tokenizer::new(root.clone()),
+                root,
                 api_key_env: config.api_key_env,
             }),
         })
@@ -223,6 +227,37 @@ impl ProviderAdapter for OpenAiProvider {
             .count(model, text)
             .await
             .map_err(|e| self.inner.error(e, Some(model)))
+    }
+
+    /// llama.cpp's `/props`: the window per slot, the template's capabilities and the
+    /// modalities. Other servers have no such endpoint: `Unsupported`, saying so.
+    async fn show_model(&self, model: &str) -> Result<ModelInfo, ProviderError> {
+        let base = self.inner.api.base_url();
+        match self
+            .inner
+            .root
+            .fetch_json::<props::Props>(RequestSpec::get("/props"))
+            .await
+        {
+            Ok(found) => Ok(props::model_info(model, found)),
+            Err(BridgeError::Http { status: 404, .. } | BridgeError::Decode { .. }) => {
+                Err(props::refusal("show", base))
+            }
+            Err(e) => Err(self.inner.error(e, None)),
+        }
+    }
+
+    fn pull_model(&self, _model: &str) -> ollm_core::PullStream {
+        let error = props::refusal("pull", self.inner.api.base_url());
+        Box::pin(futures::stream::iter([Err(error)]))
+    }
+
+    async fn delete_model(&self, _model: &str) -> Result<(), ProviderError> {
+        Err(props::refusal("rm", self.inner.api.base_url()))
+    }
+
+    async fn running_models(&self) -> Result<Vec<ollm_types::RunningModel>, ProviderError> {
+        Err(props::refusal("ps", self.inner.api.base_url()))
     }
 
     async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
