@@ -774,6 +774,105 @@ mod more_output {
     }
 
     #[test]
+    fn a_stall_after_partial_text_is_a_timeout_with_exit_3() {
+        // Issue 16: `Hello` then nothing: the text is kept, and the error is a timeout
+        // (exit 3), not an incomplete stream (exit 1), on both adapters.
+        let s = Ollama::start();
+        let o = Ollm::new();
+        o.write_config("[providers.ollama]\nkind = \"ollama\"\nidle_timeout_secs = 1\n");
+        s.mock.script(
+            "/api/chat",
+            Reply::ndjson(
+                &[json!({"message": {"role": "assistant", "content": "Hello"},
+                "done": false})],
+            )
+            .then_stall(),
+        );
+        let out = o.run(&["--host", &s.mock.url(), "run", "qwen3:8b", "hi"]);
+        assert_eq!(code(&out), 3, "{}", stderr(&out));
+        assert!(stdout(&out).contains("Hello"), "{}", stdout(&out));
+
+        let s = OpenAi::start();
+        let o = Ollm::new();
+        o.write_config("[providers.openai]\nkind = \"openai\"\nidle_timeout_secs = 1\n");
+        s.mock
+            .push_reply(mock_openai::Reply::sse().content("Hello").stall().reply());
+        let url = s.mock.base_url();
+        let out = o.run(&[
+            "--provider",
+            "openai",
+            "--host",
+            &url,
+            "run",
+            "mock-model",
+            "hi",
+        ]);
+        assert_eq!(code(&out), 3, "{}", stderr(&out));
+        assert!(stdout(&out).contains("Hello"), "{}", stdout(&out));
+    }
+
+    #[test]
+    fn openai_interleaved_parallel_tool_calls_are_two_calls() {
+        // Issue 16: fragments alternating between index 0 and 1 (no ids after the first)
+        // became 12 calls; they are two, and the follow-up carries two results.
+        let s = OpenAi::start();
+        let o = Ollm::new();
+        std::fs::write(o.dir.path().join("a.txt"), "alpha\n").unwrap();
+        std::fs::write(o.dir.path().join("b.txt"), "beta\n").unwrap();
+        let frag = |index: u32, head: Option<(&str, &str)>, args: &str| {
+            let mut call = json!({"index": index, "function": {"arguments": args}});
+            if let Some((id, name)) = head {
+                call["id"] = json!(id);
+                call["type"] = json!("function");
+                call["function"]["name"] = json!(name);
+            }
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]})
+        };
+        let mut reply = mock_openai::Reply::sse()
+            .data(frag(0, Some(("call_a", "read_file")), ""))
+            .data(frag(1, Some(("call_b", "read_file")), ""));
+        for piece in ["{\"pa", "th\": ", "\"", "a.txt", "\"}"] {
+            reply = reply.data(frag(0, None, piece)).data(frag(
+                1,
+                None,
+                &piece.replace("a.txt", "b.txt"),
+            ));
+        }
+        s.mock.push_reply(reply.finish("tool_calls").done().reply());
+        s.mock.push_reply(
+            mock_openai::Reply::sse()
+                .content("ok")
+                .finish("stop")
+                .done()
+                .reply(),
+        );
+        let url = s.mock.base_url();
+        let out = o.run(&[
+            "--provider",
+            "openai",
+            "--host",
+            &url,
+            "run",
+            "mock-model",
+            "hi",
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let second = &s.mock.requests()[1]["messages"];
+        let tools: Vec<&Value> = second
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .collect();
+        assert_eq!(tools.len(), 2, "{second:#}");
+        assert_eq!(tools[0]["tool_call_id"], "call_a");
+        assert_eq!(tools[0]["content"], "alpha\n");
+        assert_eq!(tools[1]["tool_call_id"], "call_b");
+        assert_eq!(tools[1]["content"], "beta\n");
+        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+    }
+
+    #[test]
     fn openai_auth_refused_exits_5_with_a_hint() {
         let s = OpenAi::start();
         let o = Ollm::new();
