@@ -177,6 +177,8 @@ struct Shared {
     tokenize_requests: Mutex<Vec<Value>>,
     violations: Mutex<Vec<String>>,
     models: Mutex<Vec<String>>,
+    /// llama.cpp's `GET /props`; `None` (the default) answers 404 like vLLM.
+    props: Mutex<Option<Value>>,
     tokenizer: Mutex<Tokenizer>,
     /// Chat bodies that ended, completed or dropped (the client went away).
     bodies_ended: Mutex<usize>,
@@ -209,6 +211,7 @@ impl MockOpenAi {
             .route("/v1/chat/completions", post(chat))
             .route("/v1/models", get(models))
             .route("/tokenize", post(tokenize))
+            .route("/props", get(props))
             .with_state(Arc::clone(&shared));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -231,6 +234,12 @@ impl MockOpenAi {
     /// Replaces the model list.
     pub fn set_models(&self, ids: &[&str]) {
         *lock(&self.shared.models) = ids.iter().map(|s| (*s).to_owned()).collect();
+    }
+
+    /// Serves `props` at `GET /props`, as llama.cpp's server does (the window per slot in
+    /// `default_generation_settings.n_ctx`, `chat_template_caps`, `modalities`).
+    pub fn set_props(&self, props: Value) {
+        *lock(&self.shared.props) = Some(props);
     }
 
     /// Chooses the tokenizer dialect.
@@ -430,6 +439,13 @@ async fn models(State(shared): State<Arc<Shared>>) -> Response {
         .map(|id| json!({"id": id, "object": "model", "owned_by": "mock", "max_model_len": 4096}))
         .collect();
     axum::Json(json!({"object": "list", "data": data})).into_response()
+}
+
+async fn props(State(shared): State<Arc<Shared>>) -> Response {
+    match lock(&shared.props).clone() {
+        Some(props) => axum::Json(props).into_response(),
+        None => error_response(StatusCode::NOT_FOUND, "File Not Found"),
+    }
 }
 
 async fn tokenize(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {

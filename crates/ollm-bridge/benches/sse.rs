@@ -19,7 +19,8 @@ use std::borrow::Cow;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use ollm_bridge::openai::{StreamDecoder, decode_all};
+use ollm_bridge::Decoder;
+use ollm_bridge::openai::{SseDecoder, decode_all};
 use ollm_types::ProviderEvent;
 use serde::Deserialize;
 use serde_json::json;
@@ -133,7 +134,7 @@ fn baseline(body: &[u8]) -> usize {
 
 /// ollm's decoder, fed in 16 KiB network-sized pieces.
 fn ollm(body: &[u8]) -> usize {
-    let mut decoder = StreamDecoder::with_id_prefix("b");
+    let mut decoder = SseDecoder::with_id_prefix("b");
     let mut out = Vec::new();
     let mut events = 0;
     for piece in body.chunks(16 * 1024) {
@@ -160,7 +161,7 @@ fn best(runs: usize, mut f: impl FnMut() -> usize) -> Duration {
 fn main() {
     let body = stream();
     // Sanity: the decoder assembles both calls and finishes.
-    let events = decode_all(&mut StreamDecoder::with_id_prefix("b"), &body);
+    let events = decode_all(&mut SseDecoder::with_id_prefix("b"), &body);
     let calls = events
         .iter()
         .filter(|e| matches!(e, ProviderEvent::ToolCall { .. }))

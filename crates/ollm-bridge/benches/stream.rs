@@ -12,7 +12,8 @@ use std::borrow::Cow;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use ollm_bridge::ollama::ChatDecoder;
+use ollm_bridge::Decoder;
+use ollm_bridge::ollama::NdjsonDecoder;
 use serde::Deserialize;
 
 const LINES: usize = 100_000;
@@ -62,7 +63,7 @@ fn baseline(body: &[u8]) -> usize {
 
 /// The decoder as the adapter runs it: 8 KiB reads, events mapped and drained per read.
 fn decoder(body: &[u8]) -> usize {
-    let mut d = ChatDecoder::default();
+    let mut d = NdjsonDecoder::default();
     let mut events = Vec::with_capacity(64);
     let mut n = 0;
     for chunk in body.chunks(READ) {

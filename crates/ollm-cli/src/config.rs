@@ -345,46 +345,19 @@ fn builtin_providers() -> BTreeMap<String, ProviderEntry> {
     ])
 }
 
-/// Turns the address forms people use (`0.0.0.0`, `host:port`, `http://host:port`, with or
-/// without a path) into a base URL: a scheme always, Ollama's port 11434 when none is
-/// given, `/v1` for OpenAI-compatible servers when no path is given. `None` when empty.
+/// The base URL for an address as people write it (`0.0.0.0`, `host:port`,
+/// `http://host:port`, `[::1]:11434`, with or without a path): each adapter's own parser
+/// (`ollm_bridge::ollama::parse_host`, `ollm_bridge::openai::parse_host`), so the CLI and
+/// the library read addresses the same way. An empty or unusable address is a usage error.
 pub(crate) fn normalise_host(raw: &str, kind: ProviderKind) -> Option<String> {
-    let raw = raw.trim().trim_end_matches('/');
-    if raw.is_empty() {
+    if raw.trim().is_empty() {
         return None;
     }
-    let (scheme, rest) = match raw.split_once("://") {
-        Some((s, r)) => (s.to_ascii_lowercase(), r),
-        None => ("http".to_owned(), raw),
-    };
-    if scheme != "http" && scheme != "https" {
-        return None;
+    match kind {
+        ProviderKind::Ollama => ollm_bridge::ollama::parse_host(raw),
+        ProviderKind::Openai => ollm_bridge::openai::parse_host(raw),
     }
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, ""),
-    };
-    if authority.is_empty() || authority.chars().any(char::is_whitespace) {
-        return None;
-    }
-    // `0.0.0.0` is a listen address; connect to loopback instead.
-    let authority = authority.replacen("0.0.0.0", "127.0.0.1", 1);
-    let has_port = authority
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
-    let authority = if has_port {
-        authority
-    } else {
-        match (kind, scheme.as_str()) {
-            (ProviderKind::Ollama, "http") => format!("{authority}:11434"),
-            _ => authority,
-        }
-    };
-    let path = match (kind, path) {
-        (ProviderKind::Openai, "") => "/v1",
-        (_, p) => p,
-    };
-    Some(format!("{scheme}://{authority}{path}"))
+    .ok()
 }
 
 /// Masks a secret for display: only whether it is set and its length show.
@@ -633,5 +606,9 @@ api_key_env = "OLLM_TEST_LAB_KEY"
         check("http://h:8080/api/v1", Openai, Some("http://h:8080/api/v1"));
         check("", Ollama, None);
         check("ftp://h", Ollama, None);
+        // IPv6, which the CLI's own parser could not read (issue 8).
+        check("[::1]:11434", Ollama, Some("http://[::1]:11434"));
+        check("[::1]:8080", Openai, Some("http://[::1]:8080/v1"));
+        check("0.0.0.0", Ollama, Some("http://127.0.0.1:11434"));
     }
 }

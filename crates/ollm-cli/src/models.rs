@@ -181,6 +181,12 @@ pub(crate) async fn version(
 }
 
 /// `ollm pull MODEL`: a progress bar per layer on a terminal, plain lines otherwise.
+/// `done` of `total` as a whole percentage, rounded to the nearest (`total` > 0).
+fn percent(done: u64, total: u64) -> u64 {
+    let exact = u128::from(done) * 100 + u128::from(total) / 2;
+    u64::try_from(exact / u128::from(total)).unwrap_or(100)
+}
+
 pub(crate) async fn pull(
     p: &dyn ProviderAdapter,
     model: &str,
@@ -223,13 +229,15 @@ pub(crate) async fn pull(
                     bar.set_length(total);
                     bar.set_position(done);
                 } else {
+                    // A line per tenth at most, but the figure printed is the data's
+                    // own percentage, rounded (25%, not the tenth's 20%).
                     let decile = done * 10 / total;
                     if last_decile.get(digest) != Some(&decile) {
                         last_decile.insert(digest.to_owned(), decile);
                         writeln!(
                             out,
                             "pulling {short}: {:>3}% ({} / {})",
-                            decile * 10,
+                            percent(done, total),
                             human_bytes(done),
                             human_bytes(total)
                         )?;

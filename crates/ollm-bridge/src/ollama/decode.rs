@@ -4,7 +4,7 @@
 //! in its [`LineSplitter`] (the body is never re-copied per line, nor copied at all but for cut lines); it parses
 //! each line once, straight into the borrowed [`ChatLine`]; text is copied only into the
 //! event that carries it. Feed it chunks cut anywhere (mid-line, mid-character) with
-//! [`ChatDecoder::push`], then call [`ChatDecoder::finish`] at the end of the body. It
+//! [`NdjsonDecoder::push`], then call [`NdjsonDecoder::finish`] at the end of the body. It
 //! closes every stream with exactly one `Finish` or `Error` event and emits nothing after.
 
 use std::time::Duration;
@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 use super::truncation::{TruncationCheck, truncation_warning};
 use super::wire::{ChatLine, WireToolCallIn};
 use crate::lines::DEFAULT_MAX_LINE;
+use crate::shell::{Decoder, partial};
 use crate::{BridgeError, LineSplitter};
 
 /// How much of a malformed line an error keeps.
@@ -45,11 +46,12 @@ struct Seen {
     calls: usize,
     ended: bool,
     prompt_eval_count: Option<u32>,
+    truncation_warned: bool,
 }
 
 /// The incremental decoder of one `/api/chat` stream.
 #[derive(Debug)]
-pub struct ChatDecoder {
+pub struct NdjsonDecoder {
     lines: LineSplitter,
     max_line: usize,
     ids: IdMint,
@@ -57,16 +59,16 @@ pub struct ChatDecoder {
     check: Option<TruncationCheck>,
 }
 
-impl Default for ChatDecoder {
+impl Default for NdjsonDecoder {
     fn default() -> Self {
         Self::new(None)
     }
 }
 
-impl ChatDecoder {
+impl NdjsonDecoder {
     /// A decoder; with `check`, the final line is judged for silent truncation.
     pub fn new(check: Option<TruncationCheck>) -> Self {
-        ChatDecoder {
+        NdjsonDecoder {
             lines: LineSplitter::default(),
             max_line: DEFAULT_MAX_LINE,
             ids: IdMint {
@@ -91,21 +93,27 @@ impl ChatDecoder {
         self
     }
 
-    /// Whether the stream has ended (a `Finish` or `Error` was emitted).
-    pub fn is_ended(&self) -> bool {
-        self.seen.ended
-    }
-
     /// The final line's `prompt_eval_count`, once seen.
     pub fn prompt_eval_count(&self) -> Option<u32> {
         self.seen.prompt_eval_count
+    }
+
+    /// Whether the final line was judged a silent truncation (a warning was emitted).
+    pub fn warned_truncation(&self) -> bool {
+        self.seen.truncation_warned
+    }
+}
+
+impl Decoder for NdjsonDecoder {
+    fn is_ended(&self) -> bool {
+        self.seen.ended
     }
 
     /// Decodes a chunk, appending events to `out`. Ignored once the stream has ended.
     ///
     /// Complete lines are decoded straight from `chunk`; only a line cut by the chunk's end
     /// goes through the [`LineSplitter`]'s buffer, so the body is not copied.
-    pub fn push(&mut self, chunk: &[u8], out: &mut Vec<ProviderEvent>) {
+    fn push(&mut self, chunk: &[u8], out: &mut Vec<ProviderEvent>) {
         if self.seen.ended {
             return;
         }
@@ -157,7 +165,7 @@ impl ChatDecoder {
 
     /// The body ended: decodes a last line without newline, then, if no final line came,
     /// ends the stream with an `IncompleteStream` error.
-    pub fn finish(&mut self, out: &mut Vec<ProviderEvent>) {
+    fn finish(&mut self, out: &mut Vec<ProviderEvent>) {
         if self.seen.ended {
             return;
         }
@@ -167,25 +175,28 @@ impl ChatDecoder {
             }
         }
         if !self.seen.ended {
-            let err = incomplete(&self.seen, None);
+            let err = incomplete(&self.seen);
             end_with(&mut self.seen, err, out);
         }
     }
 
-    /// The body broke (a network error) with `cause`: ends the stream. Before any event
-    /// this is a connection error; after some, an `IncompleteStream` error that says the
-    /// text already delivered is partial.
-    pub fn fail(&mut self, cause: BridgeError, out: &mut Vec<ProviderEvent>) {
+    /// The body broke (a network error, an idle timeout) with `error`: ends the stream.
+    /// After some output the error says the text already delivered is partial.
+    fn fail(&mut self, error: ProviderError, out: &mut Vec<ProviderEvent>) {
         if self.seen.ended {
             return;
         }
         let started = self.seen.text_chars > 0 || self.seen.calls > 0;
-        let err = if started {
-            incomplete(&self.seen, Some(&cause.to_string()))
+        let error = if started {
+            let delivered = format!(
+                "the {} characters of text and {} tool calls",
+                self.seen.text_chars, self.seen.calls
+            );
+            partial(error, &delivered)
         } else {
-            cause.into()
+            error
         };
-        end_with(&mut self.seen, err, out);
+        end_with(&mut self.seen, error, out);
     }
 }
 
@@ -194,11 +205,11 @@ fn end_with(seen: &mut Seen, error: ProviderError, out: &mut Vec<ProviderEvent>)
     out.push(ProviderEvent::Error { error });
 }
 
-fn incomplete(seen: &Seen, cause: Option<&str>) -> ProviderError {
-    let cause = cause.map_or(String::new(), |c| format!(" ({c})"));
+/// The body ended before the final line.
+fn incomplete(seen: &Seen) -> ProviderError {
     ProviderError::from(BridgeError::Incomplete {
         message: format!(
-            "Ollama's reply stopped before its final line{cause}; the {} characters of text \
+            "Ollama's reply stopped before its final line; the {} characters of text \
              and {} tool calls already delivered are partial",
             seen.text_chars, seen.calls
         ),
@@ -270,6 +281,7 @@ fn decode_line(
         });
         if let (Some(check), Some(read)) = (check, parsed.prompt_eval_count) {
             if let Some(warning) = truncation_warning(&check, read) {
+                seen.truncation_warned = true;
                 out.push(ProviderEvent::Warning { warning });
             }
         }
@@ -342,7 +354,7 @@ mod tests {
     use super::*;
 
     fn decode(body: &str, check: Option<TruncationCheck>) -> Vec<ProviderEvent> {
-        let mut d = ChatDecoder::new(check).with_id_prefix("m");
+        let mut d = NdjsonDecoder::new(check).with_id_prefix("m");
         let mut out = Vec::new();
         d.push(body.as_bytes(), &mut out);
         d.finish(&mut out);
@@ -502,8 +514,8 @@ mod tests {
             ProviderEvent::ToolCall { call } => call.id.clone(),
             other => panic!("{other:?}"),
         };
-        let mut a = ChatDecoder::default();
-        let mut b = ChatDecoder::default();
+        let mut a = NdjsonDecoder::default();
+        let mut b = NdjsonDecoder::default();
         let (mut ea, mut eb) = (Vec::new(), Vec::new());
         a.push(body.as_bytes(), &mut ea);
         b.push(body.as_bytes(), &mut eb);
@@ -555,13 +567,13 @@ mod tests {
             "{decoded:?}"
         );
         // A line over the cap.
-        let mut d = ChatDecoder::default().with_max_line(64);
+        let mut d = NdjsonDecoder::default().with_max_line(64);
         let mut out = Vec::new();
         d.push(&[b'x'; 100], &mut out);
         assert_eq!(kind(&out), Some(ProviderErrorKind::Protocol));
         assert!(d.is_ended());
         // ... also when the whole line, newline included, is in one chunk.
-        let mut d = ChatDecoder::default().with_max_line(64);
+        let mut d = NdjsonDecoder::default().with_max_line(64);
         let mut out = Vec::new();
         let mut long = vec![b' '; 100];
         long.push(b'\n');
@@ -574,6 +586,7 @@ mod tests {
         let check = TruncationCheck {
             num_ctx: Some(2048),
             estimated_prompt_tokens: 5000,
+            fresh: true,
         };
         let events = decode(
             r#"{"message":{"content":"ok"},"done":true,"done_reason":"stop","prompt_eval_count":2048,"eval_count":1}"#,

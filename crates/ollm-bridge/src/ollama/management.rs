@@ -139,7 +139,7 @@ pub(super) fn pull_step(line: &[u8]) -> Result<Option<PullProgress>, ProviderErr
         })
     })?;
     if let Some(error) = parsed.error {
-        return Err(ProviderError::new(ProviderErrorKind::Server, error).with_retryable(false));
+        return Err(pull_error(error));
     }
     Ok(Some(PullProgress {
         status: parsed.status.unwrap_or_default(),
@@ -147,6 +147,22 @@ pub(super) fn pull_step(line: &[u8]) -> Result<Option<PullProgress>, ProviderErr
         total: parsed.total,
         completed: parsed.completed,
     }))
+}
+
+/// The error of a pull's error line. A name the registry does not have comes as a 200
+/// stream ending in `{"error":"pull model manifest: file does not exist"}` (older servers:
+/// `... not found`): that is `ModelNotFound`, with a hint to check the name.
+fn pull_error(message: String) -> ProviderError {
+    let missing = message.contains("file does not exist") || message.contains("not found");
+    if !missing {
+        return ProviderError::new(ProviderErrorKind::Server, message).with_retryable(false);
+    }
+    ProviderError::new(ProviderErrorKind::ModelNotFound, message)
+        .with_retryable(false)
+        .with_hint(
+            "check the model name and tag: `ollm list` shows the models already here, \
+             https://ollama.com/library the ones Ollama can pull",
+        )
 }
 
 /// `/api/pull`, streamed: progress steps until `success`; an error line, a broken body or
@@ -185,7 +201,7 @@ pub(super) fn pull(t: Transport, model: String, max_line: usize) -> PullStream {
                     false
                 }
                 Some(Err(e)) => {
-                    yield Err(ProviderError::from(e));
+                    yield Err(provider_error(e, None));
                     return;
                 }
                 None => true,
@@ -266,8 +282,11 @@ mod tests {
         assert_eq!((step.total, step.completed), (Some(10), Some(4)));
         let err =
             pull_step(br#"{"error":"pull model manifest: file does not exist"}"#).unwrap_err();
-        assert_eq!(err.kind, ProviderErrorKind::Server);
+        assert_eq!(err.kind, ProviderErrorKind::ModelNotFound);
         assert_eq!(err.message, "pull model manifest: file does not exist");
+        assert!(err.hint.is_some());
+        let err = pull_step(br#"{"error":"max retries exceeded: EOF"}"#).unwrap_err();
+        assert_eq!(err.kind, ProviderErrorKind::Server);
         assert_eq!(pull_step(b"  ").unwrap(), None);
         assert_eq!(
             pull_step(b"{nope").unwrap_err().kind,

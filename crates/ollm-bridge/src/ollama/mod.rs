@@ -2,10 +2,11 @@
 //! management), the default provider of ollm.
 //!
 //! Pure translators do the work, each with table tests: [`request`] builds the chat body,
-//! [`decode`] turns bytes into events however they are split, [`host`] reads
-//! `OLLAMA_HOST`, [`truncation`] judges the final token count and calibrates estimates.
-//! [`OllamaProvider`] is the thin I/O shell around them on the shared
-//! [`crate::Transport`] (timeouts, retries, proxy rules).
+//! [`decode`]'s [`NdjsonDecoder`] turns bytes into events however they are split, [`host`]
+//! reads `OLLAMA_HOST` ([`parse_host`]), [`truncation`] judges the final token count and
+//! calibrates estimates. [`OllamaProvider`] plans the request (`num_ctx`) and hands it to
+//! the bridge's one adapter shell (send, retry before output, decode, map errors with
+//! Ollama's hints) on the shared [`crate::Transport`].
 //!
 //! # `num_ctx`
 //! Ollama's own default context window is small (2048-4096 depending on the version) and
@@ -17,10 +18,14 @@
 //! server does not report a length, the cap itself.
 //!
 //! # Capabilities
-//! `/api/show` is asked once per model (cached) before the first chat with it: `think` is
-//! sent only to models reporting `thinking`. Tools are sent as asked: the runtime reads
-//! [`ollm_core::ProviderAdapter::show_model`] to choose native tools or its ReAct fallback,
-//! and a server refusing them anyway answers a typed `ToolsUnsupported` error.
+//! `think` and tools are sent exactly as the request carries them: the runtime reads
+//! [`ollm_core::ProviderAdapter::show_model`] and decides (with its warning), so there is
+//! one gate, not two. A server refusing them anyway answers a typed `ThinkingUnsupported`
+//! or `ToolsUnsupported` error, whether as a 400 or as an error line inside the stream.
+//!
+//! `/api/show` is cached per model (for `num_ctx`). A model the server does not have is
+//! remembered until the next chat with it takes the answer, so the runtime's `show_model`
+//! and the chat that follows ask the server once, not twice; `pull` and `rm` forget both.
 
 pub mod decode;
 pub mod host;
@@ -34,20 +39,18 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::StreamExt;
 use ollm_core::{ProviderAdapter, ProviderStream, PullStream};
 use ollm_types::{
     ModelInfo, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest, RunningModel,
-    WarningKind,
 };
 use reqwest::Method;
 
 use crate::lines::DEFAULT_MAX_LINE;
-use crate::retrying::{Attempts, Step};
+use crate::shell::{self, Hints};
 use crate::{BridgeError, HttpConfig, RequestSpec, Transport};
 
-pub use decode::ChatDecoder;
-pub use host::{DEFAULT_BASE_URL, base_url_from_host};
+pub use decode::NdjsonDecoder;
+pub use host::{DEFAULT_BASE_URL, parse_host};
 pub use request::{ChatPlan, chat_body};
 pub use truncation::{Calibration, TruncationCheck, truncation_warning};
 
@@ -57,7 +60,7 @@ pub const DEFAULT_NUM_CTX_CAP: u32 = 8192;
 /// How to reach and use an Ollama server.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OllamaConfig {
-    /// `scheme://host:port`, see [`base_url_from_host`].
+    /// `scheme://host:port`, see [`parse_host`].
     pub base_url: String,
     /// Keep-alive sent with requests that set none (`"5m"`, `"0"`, ...); `None` leaves the
     /// server's default.
@@ -87,15 +90,15 @@ impl Default for OllamaConfig {
 
 impl OllamaConfig {
     /// The defaults, with the address from an `OLLAMA_HOST` value (`None`: the default).
-    pub fn from_host(ollama_host: Option<&str>) -> Self {
-        OllamaConfig {
-            base_url: base_url_from_host(ollama_host.unwrap_or("")),
+    pub fn from_host(ollama_host: Option<&str>) -> Result<Self, BridgeError> {
+        Ok(OllamaConfig {
+            base_url: parse_host(ollama_host.unwrap_or(""))?,
             ..Self::default()
-        }
+        })
     }
 
     /// The defaults, with the address from the `OLLAMA_HOST` environment variable.
-    pub fn from_env() -> Self {
+    pub fn from_env() -> Result<Self, BridgeError> {
         Self::from_host(std::env::var("OLLAMA_HOST").ok().as_deref())
     }
 }
@@ -106,6 +109,8 @@ struct Inner {
     transport: Transport,
     config: OllamaConfig,
     shows: Mutex<HashMap<String, ModelInfo>>,
+    /// Models `/api/show` said are missing, until a chat takes the answer.
+    missing: Mutex<HashMap<String, ProviderError>>,
     calibration: Calibration,
 }
 
@@ -125,6 +130,7 @@ impl OllamaProvider {
                 transport,
                 config,
                 shows: Mutex::new(HashMap::new()),
+                missing: Mutex::new(HashMap::new()),
                 calibration: Calibration::default(),
             }),
         })
@@ -141,48 +147,63 @@ impl OllamaProvider {
     }
 }
 
-/// Maps a transport error to the neutral error, refining what Ollama's statuses and texts
-/// say: a connection failure hints `ollama serve`, 404 on a model is `ModelNotFound` with
-/// the `ollama pull` hint, 400 "does not support tools/thinking" are capability errors.
+/// Maps a transport error to the neutral error with Ollama's hints (see [`refine`]); a
+/// connection failure hints `ollama serve`.
 fn provider_error(err: BridgeError, model: Option<&str>) -> ProviderError {
-    let refined = match &err {
-        BridgeError::Connect { .. } => Some((ProviderErrorKind::Connection, None)),
-        BridgeError::Http {
-            status: 404,
-            message,
-            ..
-        } if model.is_some() || message.contains("not found") => Some((
-            ProviderErrorKind::ModelNotFound,
-            model.map(|m| format!("ollama pull {m}")),
-        )),
-        BridgeError::Http {
-            status: 400,
-            message,
-            ..
-        } if message.contains("does not support tools") => {
-            Some((ProviderErrorKind::ToolsUnsupported, None))
-        }
-        BridgeError::Http {
-            status: 400,
-            message,
-            ..
-        } if message.contains("does not support thinking") => {
-            Some((ProviderErrorKind::ThinkingUnsupported, None))
-        }
-        _ => None,
-    };
     let connect = matches!(err, BridgeError::Connect { .. });
-    let mut out = ProviderError::from(err);
-    if let Some((kind, hint)) = refined {
-        out.kind = kind;
-        if let Some(hint) = hint {
-            out.hint = Some(hint);
-        }
-    }
+    let mut out = refine(ProviderError::from(err), model);
     if connect {
+        out.kind = ProviderErrorKind::Connection;
         out.hint = Some("is Ollama running? start it with: ollama serve".to_owned());
     }
     out
+}
+
+/// Refines what Ollama's statuses and texts say, whether they came as an HTTP error or as
+/// an error line inside a 200 stream: a missing model is `ModelNotFound` with the `ollama
+/// pull` hint; "does not support tools/thinking" are capability errors.
+fn refine(mut error: ProviderError, model: Option<&str>) -> ProviderError {
+    let in_stream = error.status.is_none() && error.kind == ProviderErrorKind::Server;
+    let said = |text: &str| error.message.contains(text);
+    let missing = match error.status {
+        Some(404) => model.is_some() || said("not found"),
+        _ => in_stream && said("not found") && said("model"),
+    };
+    let refused = error.status == Some(400) || in_stream;
+    let kind = if missing {
+        Some(ProviderErrorKind::ModelNotFound)
+    } else if refused && said("does not support tools") {
+        Some(ProviderErrorKind::ToolsUnsupported)
+    } else if refused && said("does not support thinking") {
+        Some(ProviderErrorKind::ThinkingUnsupported)
+    } else {
+        None
+    };
+    if let Some(kind) = kind {
+        error.kind = kind;
+        error.retryable = false;
+    }
+    if missing {
+        if let Some(model) = model {
+            error.hint = Some(format!("ollama pull {model}"));
+        }
+    }
+    error
+}
+
+/// Ollama's hints for one chat with `model`.
+struct ChatHints {
+    model: String,
+}
+
+impl Hints for ChatHints {
+    fn transport(&self, error: BridgeError) -> ProviderError {
+        provider_error(error, Some(&self.model))
+    }
+
+    fn in_stream(&self, error: ProviderError) -> ProviderError {
+        refine(error, Some(&self.model))
+    }
 }
 
 impl Inner {
@@ -193,29 +214,51 @@ impl Inner {
         }
         let info = management::show(&self.transport, model)
             .await
-            .map_err(|e| provider_error(e, Some(model)))?;
-        if let Ok(mut shows) = self.shows.lock() {
-            shows.insert(model.to_owned(), info.clone());
+            .map_err(|e| provider_error(e, Some(model)));
+        match &info {
+            Ok(info) => {
+                if let Ok(mut shows) = self.shows.lock() {
+                    shows.insert(model.to_owned(), info.clone());
+                }
+            }
+            Err(e) if e.kind == ProviderErrorKind::ModelNotFound => {
+                if let Ok(mut missing) = self.missing.lock() {
+                    missing.insert(model.to_owned(), e.clone());
+                }
+            }
+            Err(_) => {}
         }
-        Ok(info)
+        info
+    }
+
+    /// The show for a chat: a missing model just reported by `show_model` is taken from
+    /// the memory (and forgotten) instead of being asked again.
+    async fn show_for_chat(&self, model: &str) -> Result<ModelInfo, ProviderError> {
+        let known_missing = self.missing.lock().ok().and_then(|mut m| m.remove(model));
+        match known_missing {
+            Some(error) => Err(error),
+            None => self.show(model).await,
+        }
     }
 
     fn forget(&self, model: &str) {
         if let Ok(mut shows) = self.shows.lock() {
             shows.remove(model);
         }
+        if let Ok(mut missing) = self.missing.lock() {
+            missing.remove(model);
+        }
     }
 
-    /// The plan for a chat with `model`: `num_ctx` and whether it can think.
+    /// The plan for a chat with `model`: the `num_ctx` to send.
     async fn plan(&self, req: &ProviderRequest) -> Result<ChatPlan, ProviderError> {
         let keep_alive = self.config.keep_alive.clone();
-        match self.show(&req.model).await {
+        match self.show_for_chat(&req.model).await {
             Ok(info) => Ok(ChatPlan {
                 num_ctx: Some(self.config.num_ctx.unwrap_or_else(|| {
                     info.context_length
                         .map_or(self.config.num_ctx_cap, |c| c.min(self.config.num_ctx_cap))
                 })),
-                can_think: info.has(&ollm_types::Capability::Thinking),
                 keep_alive,
             }),
             // Unreachable or unknown model: the chat would fail the same way.
@@ -230,7 +273,6 @@ impl Inner {
             // A server that cannot `show` (old, or a proxy): chat without the extras.
             Err(_) => Ok(ChatPlan {
                 num_ctx: Some(self.config.num_ctx.unwrap_or(self.config.num_ctx_cap)),
-                can_think: false,
                 keep_alive,
             }),
         }
@@ -259,46 +301,24 @@ fn chat_stream(inner: Arc<Inner>, req: ProviderRequest) -> ProviderStream {
         let check = TruncationCheck {
             num_ctx,
             estimated_prompt_tokens: inner.calibration.estimate(&req.model, chars),
+            fresh: truncation::is_calibration_sample(&req),
         };
         let spec = RequestSpec { method: Method::POST, path: "/api/chat".into(), body: Some(body) };
-        let mut attempts = Attempts::new(&inner.transport, spec);
-        let response = loop {
-            match attempts.next().await {
-                Step::Retrying(warning) => yield ProviderEvent::Warning { warning },
-                Step::Response(response) => break response,
-                Step::Failed(e) => {
-                    yield ProviderEvent::Error { error: provider_error(e, Some(&req.model)) };
-                    return;
-                }
+        let decoder = NdjsonDecoder::new(Some(check)).with_max_line(inner.config.max_line);
+        let hints = ChatHints { model: req.model.clone() };
+        let learner = Arc::clone(&inner);
+        let sample = check.fresh;
+        let model = req.model.clone();
+        let learn = move |decoder: &NdjsonDecoder| {
+            let Some(read) = decoder.prompt_eval_count() else { return };
+            let at_cap = num_ctx.is_some_and(|n| read >= n - (n / 32).max(16).min(n));
+            if !decoder.warned_truncation() && !at_cap && sample {
+                learner.calibration.observe(&model, chars, read);
             }
         };
-        drop(attempts);
-        let mut decoder = ChatDecoder::new(Some(check)).with_max_line(inner.config.max_line);
-        let mut chunks = inner.transport.body_chunks(response);
-        let mut events = Vec::new();
-        let mut truncated = false;
-        loop {
-            match chunks.next().await {
-                Some(Ok(chunk)) => decoder.push(&chunk, &mut events),
-                Some(Err(e)) => decoder.fail(e, &mut events),
-                None => decoder.finish(&mut events),
-            }
-            for event in events.drain(..) {
-                if let ProviderEvent::Warning { warning } = &event {
-                    truncated |= warning.kind == WarningKind::PromptTruncated;
-                }
-                yield event;
-            }
-            if decoder.is_ended() {
-                break;
-            }
-        }
-        drop(chunks);
-        if let Some(read) = decoder.prompt_eval_count() {
-            let at_cap = num_ctx.is_some_and(|n| read >= n - (n / 32).max(16).min(n));
-            if !truncated && !at_cap && truncation::is_calibration_sample(&req) {
-                inner.calibration.observe(&req.model, chars, read);
-            }
+        let mut events = shell::exchange(inner.transport.clone(), spec, decoder, hints, learn);
+        while let Some(event) = futures::StreamExt::next(&mut events).await {
+            yield event;
         }
     })
 }

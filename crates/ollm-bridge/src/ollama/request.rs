@@ -1,8 +1,8 @@
 //! `ProviderRequest` -> the body of `POST /api/chat`: a pure function with table tests.
 //!
-//! What the I/O shell decided beforehand (the `num_ctx` to send, whether the model can
-//! think, the default keep-alive) comes in as [`ChatPlan`], so this module never asks the
-//! server anything.
+//! What the I/O shell decided beforehand (the `num_ctx` to send, the default keep-alive)
+//! comes in as [`ChatPlan`], so this module never asks the server anything. `think` is
+//! sent exactly as the request carries it: the runtime decided it (and warned) already.
 
 use std::borrow::Cow;
 
@@ -19,8 +19,6 @@ use super::wire::{
 pub struct ChatPlan {
     /// The context window to ask for (`options.num_ctx`).
     pub num_ctx: Option<u32>,
-    /// Whether the model reported the `thinking` capability; `think` is sent only then.
-    pub can_think: bool,
     /// Keep-alive used when the request has none.
     pub keep_alive: Option<String>,
 }
@@ -56,7 +54,7 @@ fn think_value(think: Think) -> WireThink {
 ///   tool results go as `role: "tool"` with `tool_name` and `tool_call_id`;
 /// - `tool_choice: none` sends no tools; `tool_choice: <name>` sends only that tool
 ///   (Ollama has no `tool_choice`);
-/// - `think` only when [`ChatPlan::can_think`];
+/// - `think` as the request carries it (the runtime decides it, never this adapter);
 /// - `format` from `response_format` (`"json"` or the schema).
 pub fn chat_body<'a>(req: &'a ProviderRequest, plan: &'a ChatPlan) -> ChatRequest<'a> {
     let mut messages = Vec::with_capacity(req.messages.len() + 1);
@@ -147,11 +145,7 @@ pub fn chat_body<'a>(req: &'a ProviderRequest, plan: &'a ChatPlan) -> ChatReques
         },
         stream: true,
         keep_alive: req.keep_alive.as_deref().or(plan.keep_alive.as_deref()),
-        think: if plan.can_think {
-            req.think.map(think_value)
-        } else {
-            None
-        },
+        think: req.think.map(think_value),
     }
 }
 
@@ -249,7 +243,6 @@ mod tests {
         req.response_format = Some(ResponseFormat::Json);
         let plan = ChatPlan {
             num_ctx: Some(8192),
-            can_think: true,
             keep_alive: Some("10m".into()),
         };
         check(
@@ -288,7 +281,7 @@ mod tests {
     }
 
     #[test]
-    fn think_is_dropped_for_models_that_cannot_think() {
+    fn think_is_sent_as_the_request_carries_it() {
         let mut req = ProviderRequest::new("m", vec![Message::user("x")]);
         req.think = Some(Think::On);
         req.keep_alive = Some("0".into());
@@ -304,13 +297,10 @@ mod tests {
             &req,
             &plan,
             json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "x"}],
-                "format": {"type": "object"}, "keep_alive": "0"}),
+                "format": {"type": "object"}, "keep_alive": "0", "think": true}),
         );
-        let plan = ChatPlan {
-            can_think: true,
-            ..ChatPlan::default()
-        };
+        req.think = None;
         let body = serde_json::to_value(chat_body(&req, &plan)).unwrap();
-        assert_eq!(body["think"], json!(true));
+        assert_eq!(body.get("think"), None);
     }
 }

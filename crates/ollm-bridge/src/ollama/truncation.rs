@@ -15,10 +15,19 @@
 //! - **`E > N * 1.25`**: the estimate exceeds the window by more than any
 //!   estimate error we measured, and the server cannot have read more than `N`.
 //!
-//! It does **not** warn merely because `P` is well below `E`: Ollama reuses its prompt
-//! cache across turns, and a cached prefix can make `P` small on a prompt that was read
-//! whole, so "P much smaller than E" alone is not evidence. Without a `num_ctx` sent, the
-//! server's window is unknown and no warning is given.
+//! or, on a **fresh** request (the first of a conversation, see [`is_calibration_sample`]),
+//!
+//! - **`P < N` and `2 P < E`**: the server read less than half the prompt although the
+//!   window sent was not full. No earlier turn of this conversation can be in the prompt
+//!   cache, so the server's own window was smaller than `num_ctx` (a server-side limit,
+//!   a proxy dropping options) and it cut the front. This is the plain case of issue 16:
+//!   a fresh client, one prompt, no calibration history.
+//!
+//! On a later turn it does **not** warn merely because `P` is well below `E`: Ollama reuses
+//! its prompt cache across turns, and a cached prefix can make `P` small on a prompt that
+//! was read whole. Without a `num_ctx` sent, the server's window is unknown and no warning
+//! is given. The warning says what to do: raise the window (`num_ctx`; ollm's
+//! `context_length` option, `--context-length` on the command line) or send less.
 //!
 //! # Calibration
 //! `ceil(chars / 4)` is a rough tokenizer. On a prompt-cache hit Ollama's `P` counts only
@@ -43,6 +52,9 @@ pub struct TruncationCheck {
     pub num_ctx: Option<u32>,
     /// The estimated prompt size in tokens.
     pub estimated_prompt_tokens: u32,
+    /// Whether the request is the first of its conversation, so no earlier turn can be in
+    /// the server's prompt cache ([`is_calibration_sample`]).
+    pub fresh: bool,
 }
 
 /// The warning for a reply whose server read `prompt_eval_count` tokens, if the rule in the
@@ -54,14 +66,22 @@ pub fn truncation_warning(sent: &TruncationCheck, prompt_eval_count: u32) -> Opt
     let slack = (n / 32).max(16);
     let filled = p >= n.saturating_sub(slack);
     let far_over = u64::from(e) * 4 > u64::from(n) * 5;
-    (e > n && p <= n && (filled || far_over)).then(|| {
+    let over_window = e > n && p <= n && (filled || far_over);
+    let cut_short = sent.fresh && p < n && u64::from(p) * 2 < u64::from(e);
+    (over_window || cut_short).then(|| {
+        let window = if over_window {
+            format!("more than the context window of {n} sent as num_ctx")
+        } else {
+            format!("so the server's window is smaller than the num_ctx of {n} sent")
+        };
         Warning::new(
             WarningKind::PromptTruncated,
             format!(
-                "the server read {p} prompt tokens but the prompt is about {e} tokens, more \
-                 than the context window of {n} sent as num_ctx: Ollama silently dropped the \
-                 start of the prompt (system prompt and tool definitions first); raise \
-                 num_ctx or shorten the conversation"
+                "the server read {p} prompt tokens but the prompt is about {e} tokens, \
+                 {window}: Ollama silently dropped the start of the prompt (system prompt \
+                 and tool definitions first); give the model a larger context window \
+                 (num_ctx: the context_length option, --context-length on the command \
+                 line, or the server's OLLAMA_CONTEXT_LENGTH) or send a shorter prompt"
             ),
         )
     })
@@ -124,16 +144,43 @@ mod tests {
     use super::*;
 
     fn check(num_ctx: Option<u32>, estimate: u32, read: u32, warns: bool) {
+        check_turn(false, num_ctx, estimate, read, warns);
+    }
+
+    fn check_turn(fresh: bool, num_ctx: Option<u32>, estimate: u32, read: u32, warns: bool) {
         let sent = TruncationCheck {
             num_ctx,
             estimated_prompt_tokens: estimate,
+            fresh,
         };
         let got = truncation_warning(&sent, read);
         assert_eq!(
             got.as_ref().map(|w| w.kind),
             warns.then_some(WarningKind::PromptTruncated),
-            "num_ctx={num_ctx:?} estimate={estimate} read={read}"
+            "fresh={fresh} num_ctx={num_ctx:?} estimate={estimate} read={read}"
         );
+        if let Some(w) = got {
+            assert!(w.message.contains("--context-length"), "{}", w.message);
+        }
+    }
+
+    #[test]
+    fn a_fresh_request_read_short_is_truncated() {
+        for (num_ctx, estimate, read, warns) in [
+            // Issue 16: a server stopping at 64 tokens on prompts of ~330 and ~2,200,
+            // with a window of 8192 sent.
+            (Some(8192), 330, 64, true),
+            (Some(8192), 2200, 64, true),
+            // Read about what was estimated (chars / 4 errs either way): no warning.
+            (Some(8192), 330, 300, false),
+            (Some(8192), 330, 170, false),
+            // No num_ctx: the window is unknown.
+            (None, 2200, 64, false),
+        ] {
+            check_turn(true, num_ctx, estimate, read, warns);
+        }
+        // The same counts on a later turn are the prompt cache, not a truncation.
+        check_turn(false, Some(8192), 2200, 64, false);
     }
 
     #[test]

@@ -2,14 +2,18 @@
 //!
 //! Servers stream a call as fragments keyed by `index`, but not all the same way: Ollama's
 //! `/v1` sends `index: 0` for every call of a parallel batch, continuation chunks usually
-//! carry no `id`, several calls may come in one chunk, and calls may come together with the
-//! `finish_reason`. The rule that is right on all of them:
+//! carry no `id`, fragments of parallel calls may alternate between their indices (the
+//! OpenAI stream format allows it), several calls may come in one chunk, and calls may come
+//! together with the `finish_reason`. The rule that is right on all of them:
 //!
-//! - a fragment with a new `index`, or with an `id` different from the open call's, starts
-//!   a new call (and closes the open one);
-//! - any other fragment (no `id`, or the same one) extends the open call;
+//! - a fragment with no `id` (or the `id` of the call open there) continues the call open
+//!   at its `index`; without an `index`, the call opened last;
+//! - a fragment at an `index` no open call has starts a new call, and so does a fragment
+//!   whose `id` differs from the one of the call open at its `index` (that call is then
+//!   complete);
 //! - a call without an `id` gets a minted one;
-//! - the arguments are parsed when the call is complete.
+//! - the arguments are parsed when the reply is complete, and the calls are emitted in the
+//!   order they started.
 //!
 //! # Unparseable arguments
 //! A call whose arguments are not a JSON object is not dropped and does not end the reply:
@@ -34,12 +38,15 @@ struct Slot {
     arguments: String,
     /// Arguments sent as a JSON object rather than a string.
     object: Option<Map<String, Value>>,
+    /// A later call took its `index` (a new `id` there): nothing continues it any more.
+    superseded: bool,
 }
 
 /// Assembles streamed tool-call fragments into complete [`ToolCall`]s.
 #[derive(Debug)]
 pub struct ToolCallAssembler {
-    open: Option<Slot>,
+    /// The calls of this reply, in the order they started.
+    slots: Vec<Slot>,
     /// Prefix of minted ids.
     id_prefix: String,
     minted: u32,
@@ -51,7 +58,7 @@ impl ToolCallAssembler {
     /// without one.
     pub fn new(id_prefix: impl Into<String>) -> Self {
         ToolCallAssembler {
-            open: None,
+            slots: Vec::new(),
             id_prefix: id_prefix.into(),
             minted: 0,
             emitted: 0,
@@ -63,24 +70,11 @@ impl ToolCallAssembler {
         self.emitted
     }
 
-    /// Takes one fragment; a call it closes is pushed to `out`.
-    pub(crate) fn push(&mut self, delta: &ToolCallDelta<'_>, out: &mut Vec<ProviderEvent>) {
+    /// Takes one fragment (see the module docs for which call it belongs to).
+    pub(crate) fn push(&mut self, delta: &ToolCallDelta<'_>) {
         let id = delta.id.as_deref().filter(|id| !id.is_empty());
-        let starts_new = match &self.open {
-            None => true,
-            Some(open) => {
-                let new_index = matches!((delta.index, open.index), (Some(a), Some(b)) if a != b);
-                let new_id = matches!((id, open.id.as_deref()), (Some(a), Some(b)) if a != b);
-                new_index || new_id
-            }
-        };
-        if starts_new {
-            self.close(out);
-        }
-        let slot = self.open.get_or_insert_with(Slot::default);
-        if slot.index.is_none() {
-            slot.index = delta.index;
-        }
+        let at = self.slot_for(delta.index, id);
+        let slot = &mut self.slots[at];
         if slot.id.is_none() {
             slot.id = id.map(str::to_owned);
         }
@@ -101,11 +95,41 @@ impl ToolCallAssembler {
         }
     }
 
-    /// Closes the open call, if any, pushing it to `out`.
-    pub fn close(&mut self, out: &mut Vec<ProviderEvent>) {
-        let Some(slot) = self.open.take() else {
-            return;
+    /// The position of the call a fragment at `index` with `id` belongs to, starting a
+    /// new call where the rules say so.
+    fn slot_for(&mut self, index: Option<u32>, id: Option<&str>) -> usize {
+        let open = |s: &Slot| !s.superseded;
+        let found = match index {
+            Some(i) => self
+                .slots
+                .iter()
+                .rposition(|s| open(s) && s.index == Some(i)),
+            None => self.slots.iter().rposition(open),
         };
+        if let Some(at) = found {
+            match (id, self.slots[at].id.as_deref()) {
+                (Some(new), Some(old)) if new != old => self.slots[at].superseded = true,
+                _ => return at,
+            }
+        }
+        self.slots.push(Slot {
+            index,
+            ..Slot::default()
+        });
+        self.slots.len() - 1
+    }
+
+    /// The reply is complete: pushes every call to `out`, in the order they started.
+    pub fn close(&mut self, out: &mut Vec<ProviderEvent>) {
+        for slot in std::mem::take(&mut self.slots) {
+            let call = self.finish_call(slot, out);
+            self.emitted += 1;
+            out.push(ProviderEvent::ToolCall { call });
+        }
+    }
+
+    /// A complete call: its id (minted if none came) and its parsed arguments.
+    fn finish_call(&mut self, slot: Slot, out: &mut Vec<ProviderEvent>) -> ToolCall {
         let id = match slot.id {
             Some(id) => id,
             None => {
@@ -138,14 +162,11 @@ impl ToolCallAssembler {
                 }
             },
         };
-        self.emitted += 1;
-        out.push(ProviderEvent::ToolCall {
-            call: ToolCall {
-                id,
-                name: slot.name,
-                arguments,
-            },
-        });
+        ToolCall {
+            id,
+            name: slot.name,
+            arguments,
+        }
     }
 }
 
@@ -164,6 +185,7 @@ fn parse_arguments(text: &str) -> Result<Map<String, Value>, String> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
@@ -177,7 +199,7 @@ mod tests {
         for text in &texts {
             let deltas: Vec<ToolCallDelta<'_>> = serde_json::from_str(text).unwrap();
             for d in &deltas {
-                asm.push(d, &mut out);
+                asm.push(d);
             }
         }
         asm.close(&mut out);
@@ -250,6 +272,90 @@ mod tests {
             &[call("a", "now", json!({}))],
         );
         check(&[], &[]);
+    }
+
+    #[test]
+    fn interleaved_fragments_continue_the_call_open_at_their_index() {
+        // Issue 16: two calls opened, then argument fragments alternating between them.
+        check(
+            &[
+                json!([{"index":0,"id":"call_a","function":{"name":"read","arguments":""}}]),
+                json!([{"index":1,"id":"call_b","function":{"name":"list","arguments":""}}]),
+                json!([{"index":0,"function":{"arguments":"{\"pa"}}]),
+                json!([{"index":1,"function":{"arguments":"{\"di"}}]),
+                json!([{"index":0,"function":{"arguments":"th\":\"a\"}"}}]),
+                json!([{"index":1,"function":{"arguments":"r\":\".\"}"}}]),
+            ],
+            &[
+                call("call_a", "read", json!({"path":"a"})),
+                call("call_b", "list", json!({"dir":"."})),
+            ],
+        );
+        // Both rules together: an Ollama-style batch at index 0 (new id, new call), then a
+        // vLLM-style call at index 1 whose id-less fragments interleave with index 0's.
+        check(
+            &[
+                json!([{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]),
+                json!([{"index":0,"id":"b","function":{"name":"g","arguments":"{\"x\""}}]),
+                json!([{"index":1,"id":"c","function":{"name":"h","arguments":"{\"y\""}}]),
+                json!([{"index":0,"function":{"arguments":":1}"}}]),
+                json!([{"index":1,"function":{"arguments":":2}"}}]),
+            ],
+            &[
+                call("a", "f", json!({})),
+                call("b", "g", json!({"x":1})),
+                call("c", "h", json!({"y":2})),
+            ],
+        );
+    }
+
+    proptest! {
+        /// However the fragments of N parallel calls interleave (each call's own fragments
+        /// in order, only its first carrying the id and name), the N calls come out whole,
+        /// in the order they started.
+        #[test]
+        fn any_interleaving_of_parallel_calls_assembles_each_call(
+            (args, order) in proptest::collection::vec(
+                proptest::collection::vec(0u32..1000, 1..5), 1..6,
+            ).prop_flat_map(|args| {
+                let slots: Vec<usize> = args
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(k, v)| std::iter::repeat_n(k, v.len() + 1))
+                    .collect();
+                (Just(args), Just(slots).prop_shuffle())
+            })
+        ) {
+            let mut sent = vec![0usize; args.len()];
+            let mut chunks = Vec::new();
+            let mut started = Vec::new();
+            for &k in &order {
+                let n = sent[k];
+                sent[k] += 1;
+                let fragment = if n == 0 {
+                    started.push(k);
+                    json!([{"index":k,"id":format!("id{k}"),
+                        "function":{"name":format!("f{k}"),"arguments":"{"}}])
+                } else {
+                    let last = n == args[k].len();
+                    let arg = format!("\"a{}\":{}{}", n - 1, args[k][n - 1], if last { "}" } else { "," });
+                    json!([{"index":k,"function":{"arguments":arg}}])
+                };
+                chunks.push(fragment);
+            }
+            let expected: Vec<ProviderEvent> = started
+                .iter()
+                .map(|&k| {
+                    let map: Map<String, Value> = args[k]
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| (format!("a{i}"), json!(v)))
+                        .collect();
+                    call(&format!("id{k}"), &format!("f{k}"), Value::Object(map))
+                })
+                .collect();
+            prop_assert_eq!(assemble(&chunks), expected);
+        }
     }
 
     #[test]

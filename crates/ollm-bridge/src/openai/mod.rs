@@ -2,14 +2,15 @@
 //! `llama-server`, vLLM, LM Studio and Ollama's `/v1` serve it.
 //!
 //! The translation is pure and lives in private submodules: `request` builds the body,
-//! [`SseDecoder`] splits the byte stream into events, [`ThinkSplitter`] moves `<think>`
+//! [`SseFramer`] splits the byte stream into events, [`ThinkSplitter`] moves `<think>`
 //! text to reasoning, [`ToolCallAssembler`] puts streamed tool calls together, and
-//! [`StreamDecoder`] stacks them into [`ProviderEvent`]s; `tokenize` probes the server's
+//! [`SseDecoder`] stacks them into [`ProviderEvent`]s; `tokenize` probes the server's
 //! tokenizer once per provider. [`OpenAiProvider`] is the thin shell that sends the request through
-//! the shared [`Transport`] and feeds the body to a [`StreamDecoder`]. Dropping its stream
+//! the shared [`Transport`] and feeds the body to a [`SseDecoder`]. Dropping its stream
 //! drops the connection, which makes the server stop generating.
 
 mod assemble;
+mod props;
 mod request;
 mod sse;
 mod stream;
@@ -21,18 +22,38 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::StreamExt;
 use ollm_core::{ProviderAdapter, ProviderStream};
 use ollm_types::{ModelInfo, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest};
 use reqwest::Method;
 
 pub use assemble::{INVALID_ARGUMENTS_KEY, ToolCallAssembler};
-pub use sse::{SseDecoder, SseEvent};
-pub use stream::{StreamDecoder, decode_all};
+pub use sse::{SseEvent, SseFramer};
+pub use stream::{SseDecoder, decode_all};
 pub use think::{Side, ThinkSplitter};
 
-use crate::retrying::{Attempts, Step};
+use crate::host::{Defaults, parse};
+use crate::shell::{self, Hints};
 use crate::{BridgeError, HttpConfig, RequestSpec, Secret, Transport};
+
+/// The base URL for an OpenAI-compatible server's address as people write it
+/// (`127.0.0.1:8080`, `http://host:port`, `[::1]:8080`, `https://host/api/v1`, ...): `http`
+/// when no scheme is given, `/v1` when no path is given; `0.0.0.0` and `::` become
+/// loopback. A value that is no address is an `InvalidUrl` error.
+pub fn parse_host(value: &str) -> Result<String, BridgeError> {
+    if value.trim().is_empty() {
+        return Err(BridgeError::InvalidUrl {
+            url: value.to_owned(),
+            message: "no address given".to_owned(),
+        });
+    }
+    parse(
+        value,
+        Defaults {
+            port: None,
+            path: "/v1",
+        },
+    )
+}
 
 /// How to reach an OpenAI-compatible server.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -67,20 +88,24 @@ pub struct OpenAiProvider {
 #[derive(Debug)]
 struct Inner {
     api: Transport,
+    /// The server root (without `/v1`), where llama.cpp serves `/props`.
+    root: Transport,
     tokenizer: tokenize::Tokenizer,
     api_key_env: Option<String>,
 }
 
 impl OpenAiProvider {
-    /// A provider for the server `config` names. The API key is read from its environment
-    /// variable now; a variable that is unset means no key.
+    /// A provider for the server `config` names. Without a key in `config.http`, the key
+    /// is read from `config.api_key_env` now; a variable that is unset means no key.
     pub fn new(config: OpenAiConfig) -> Result<Self, BridgeError> {
         let mut http = config.http;
         http.headers.extend(config.headers);
-        if let Some(var) = &config.api_key_env {
-            if let Ok(key) = std::env::var(var) {
-                if !key.is_empty() {
-                    http.api_key = Some(Secret::new(key));
+        if http.api_key.is_none() {
+            if let Some(var) = &config.api_key_env {
+                if let Ok(key) = std::env::var(var) {
+                    if !key.is_empty() {
+                        http.api_key = Some(Secret::new(key));
+                    }
                 }
             }
         }
@@ -90,7 +115,8 @@ impl OpenAiProvider {
         Ok(OpenAiProvider {
             inner: Arc::new(Inner {
                 api,
-                tokenizer: tokenize::Tokenizer::new(root),
+                tokenizer: tokenize::Tokenizer::new(root.clone()),
+                root,
                 api_key_env: config.api_key_env,
             }),
         })
@@ -151,6 +177,18 @@ impl Inner {
     }
 }
 
+/// This adapter's hints for one chat with `model`.
+struct ChatHints {
+    inner: Arc<Inner>,
+    model: String,
+}
+
+impl Hints for ChatHints {
+    fn transport(&self, error: BridgeError) -> ProviderError {
+        self.inner.error(error, Some(&self.model))
+    }
+}
+
 #[async_trait]
 impl ProviderAdapter for OpenAiProvider {
     fn name(&self) -> &str {
@@ -158,62 +196,29 @@ impl ProviderAdapter for OpenAiProvider {
     }
 
     fn chat(&self, request: ProviderRequest) -> ProviderStream {
-        let inner = Arc::clone(&self.inner);
-        Box::pin(async_stream::stream! {
-            let body = match serde_json::to_vec(&request::chat_request(&request)) {
-                Ok(body) => body,
-                Err(e) => {
-                    let error = ProviderError::new(ProviderErrorKind::Other, e.to_string());
-                    yield ProviderEvent::Error { error };
-                    return;
-                }
-            };
-            let spec = RequestSpec {
-                method: Method::POST,
-                path: "/chat/completions".into(),
-                body: Some(Bytes::from(body)),
-            };
-            let mut attempts = Attempts::new(&inner.api, spec);
-            let response = loop {
-                match attempts.next().await {
-                    Step::Retrying(warning) => yield ProviderEvent::Warning { warning },
-                    Step::Response(response) => break response,
-                    Step::Failed(error) => {
-                        yield ProviderEvent::Error { error: inner.error(error, Some(&request.model)) };
-                        return;
-                    }
-                }
-            };
-            drop(attempts);
-            let mut chunks = inner.api.body_chunks(response);
-            let mut decoder = StreamDecoder::new();
-            let mut out = Vec::new();
-            while let Some(chunk) = chunks.next().await {
-                match chunk {
-                    Ok(bytes) => decoder.push(&bytes, &mut out),
-                    // After output, the decoder makes it a typed IncompleteStream that
-                    // marks the text partial; before, it is the transport's error.
-                    Err(error) if decoder.has_output() => decoder.fail(error, &mut out),
-                    Err(error) => {
-                        for event in out.drain(..) {
-                            yield event;
-                        }
-                        yield ProviderEvent::Error { error: inner.error(error, Some(&request.model)) };
-                        return;
-                    }
-                }
-                for event in out.drain(..) {
-                    yield event;
-                }
-                if decoder.is_done() {
-                    return;
-                }
+        let body = match serde_json::to_vec(&request::chat_request(&request)) {
+            Ok(body) => body,
+            Err(e) => {
+                let error = ProviderError::new(ProviderErrorKind::Other, e.to_string());
+                return Box::pin(futures::stream::iter([ProviderEvent::Error { error }]));
             }
-            decoder.finish(&mut out);
-            for event in out.drain(..) {
-                yield event;
-            }
-        })
+        };
+        let spec = RequestSpec {
+            method: Method::POST,
+            path: "/chat/completions".into(),
+            body: Some(Bytes::from(body)),
+        };
+        let hints = ChatHints {
+            inner: Arc::clone(&self.inner),
+            model: request.model,
+        };
+        shell::exchange(
+            self.inner.api.clone(),
+            spec,
+            SseDecoder::new(),
+            hints,
+            |_| {},
+        )
     }
 
     async fn count_tokens(&self, model: &str, text: &str) -> Result<Option<usize>, ProviderError> {
@@ -222,6 +227,37 @@ impl ProviderAdapter for OpenAiProvider {
             .count(model, text)
             .await
             .map_err(|e| self.inner.error(e, Some(model)))
+    }
+
+    /// llama.cpp's `/props`: the window per slot, the template's capabilities and the
+    /// modalities. Other servers have no such endpoint: `Unsupported`, saying so.
+    async fn show_model(&self, model: &str) -> Result<ModelInfo, ProviderError> {
+        let base = self.inner.api.base_url();
+        match self
+            .inner
+            .root
+            .fetch_json::<props::Props>(RequestSpec::get("/props"))
+            .await
+        {
+            Ok(found) => Ok(props::model_info(model, found)),
+            Err(BridgeError::Http { status: 404, .. } | BridgeError::Decode { .. }) => {
+                Err(props::refusal("show", base))
+            }
+            Err(e) => Err(self.inner.error(e, None)),
+        }
+    }
+
+    fn pull_model(&self, _model: &str) -> ollm_core::PullStream {
+        let error = props::refusal("pull", self.inner.api.base_url());
+        Box::pin(futures::stream::iter([Err(error)]))
+    }
+
+    async fn delete_model(&self, _model: &str) -> Result<(), ProviderError> {
+        Err(props::refusal("rm", self.inner.api.base_url()))
+    }
+
+    async fn running_models(&self) -> Result<Vec<ollm_types::RunningModel>, ProviderError> {
+        Err(props::refusal("ps", self.inner.api.base_url()))
     }
 
     async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
@@ -251,6 +287,22 @@ impl ProviderAdapter for OpenAiProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_forms() {
+        let check = |raw: &str, want: Option<&str>| {
+            assert_eq!(parse_host(raw).ok().as_deref(), want, "{raw:?}");
+        };
+        check("h:8080", Some("http://h:8080/v1"));
+        check("127.0.0.1:8080", Some("http://127.0.0.1:8080/v1"));
+        check("0.0.0.0:8080", Some("http://127.0.0.1:8080/v1"));
+        check("[::1]:8080", Some("http://[::1]:8080/v1"));
+        check("http://h:8080/api/v1", Some("http://h:8080/api/v1"));
+        check("https://api.example/v1/", Some("https://api.example/v1"));
+        check("https://api.example", Some("https://api.example/v1"));
+        check("", None);
+        check("ftp://h", None);
+    }
 
     #[test]
     fn server_root_drops_v1() {

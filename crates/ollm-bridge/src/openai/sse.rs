@@ -21,10 +21,10 @@ pub struct SseEvent<'a> {
 
 /// Decodes a byte stream into [`SseEvent`]s.
 ///
-/// Push a chunk with [`SseDecoder::push`], then call [`SseDecoder::next_event`] until it
-/// returns `Ok(None)`; at the end of the body call [`SseDecoder::finish`] and drain again.
+/// Push a chunk with [`SseFramer::push`], then call [`SseFramer::next_event`] until it
+/// returns `Ok(None)`; at the end of the body call [`SseFramer::finish`] and drain again.
 #[derive(Debug, Default)]
-pub struct SseDecoder {
+pub struct SseFramer {
     lines: LineSplitter,
     event: String,
     has_event: bool,
@@ -35,12 +35,12 @@ pub struct SseDecoder {
     finished: bool,
 }
 
-impl SseDecoder {
+impl SseFramer {
     /// A decoder whose lines are capped by `lines`.
     pub fn new(lines: LineSplitter) -> Self {
-        SseDecoder {
+        SseFramer {
             lines,
-            ..SseDecoder::default()
+            ..SseFramer::default()
         }
     }
 
@@ -50,13 +50,13 @@ impl SseDecoder {
     }
 
     /// Marks the end of the body: a last unterminated line and a pending event are
-    /// decoded by the following [`SseDecoder::next_event`] calls.
+    /// decoded by the following [`SseFramer::next_event`] calls.
     pub fn finish(&mut self) {
         self.finished = true;
     }
 
     /// The next complete event, `Ok(None)` when more bytes are needed (or, after
-    /// [`SseDecoder::finish`], when the body is exhausted).
+    /// [`SseFramer::finish`], when the body is exhausted).
     pub fn next_event(&mut self) -> Result<Option<SseEvent<'_>>, BridgeError> {
         if self.dispatched {
             self.dispatched = false;
@@ -150,9 +150,9 @@ mod tests {
     }
 
     fn decode(chunks: &[&[u8]]) -> Result<Vec<Owned>, BridgeError> {
-        let mut decoder = SseDecoder::default();
+        let mut decoder = SseFramer::default();
         let mut out = Vec::new();
-        let mut drain = |d: &mut SseDecoder| -> Result<(), BridgeError> {
+        let mut drain = |d: &mut SseFramer| -> Result<(), BridgeError> {
             while let Some(e) = d.next_event()? {
                 out.push(Owned {
                     event: e.event.map(str::to_owned),
@@ -207,7 +207,7 @@ mod tests {
 
     #[test]
     fn an_endless_line_is_refused() {
-        let mut d = SseDecoder::new(LineSplitter::new(8));
+        let mut d = SseFramer::new(LineSplitter::new(8));
         d.push(b"data: 0123456789");
         assert_eq!(
             d.next_event().map(|e| e.map(|e| e.data.to_owned())),

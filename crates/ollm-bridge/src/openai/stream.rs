@@ -1,6 +1,6 @@
 //! Bytes of a streamed chat completion to [`ProviderEvent`]s (pure).
 //!
-//! [`StreamDecoder`] stacks the SSE decoder, the chunk parser, the `<think>` splitter and
+//! [`SseDecoder`] stacks the SSE decoder, the chunk parser, the `<think>` splitter and
 //! the tool-call assembler. It keeps the stream contract of [`ProviderEvent`]: whatever
 //! the bytes, the events end with exactly one `Finish` or `Error`, and nothing follows.
 //!
@@ -18,15 +18,16 @@ use ollm_types::{FinishReason, ProviderError, ProviderErrorKind, ProviderEvent, 
 use serde_json::Value;
 
 use super::assemble::ToolCallAssembler;
-use super::sse::SseDecoder;
+use super::sse::SseFramer;
 use super::think::{Side, ThinkSplitter};
 use super::wire::{self, Chunk};
+use crate::shell::{Decoder, partial};
 use crate::{BridgeError, LineSplitter};
 
 /// Decodes one streamed reply.
 #[derive(Debug)]
-pub struct StreamDecoder {
-    sse: SseDecoder,
+pub struct SseDecoder {
+    sse: SseFramer,
     reply: Reply,
 }
 
@@ -43,13 +44,13 @@ struct Reply {
     started: bool,
 }
 
-impl Default for StreamDecoder {
+impl Default for SseDecoder {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl StreamDecoder {
+impl SseDecoder {
     /// A decoder minting random ids for calls without one.
     pub fn new() -> Self {
         Self::with_id_prefix(format!("call_{:012x}", fastrand::u64(..) >> 16))
@@ -62,8 +63,8 @@ impl StreamDecoder {
 
     /// A decoder with its own line cap.
     pub fn with_lines(prefix: impl Into<String>, lines: LineSplitter) -> Self {
-        StreamDecoder {
-            sse: SseDecoder::new(lines),
+        SseDecoder {
+            sse: SseFramer::new(lines),
             reply: Reply {
                 think: ThinkSplitter::new(),
                 calls: ToolCallAssembler::new(prefix),
@@ -75,13 +76,18 @@ impl StreamDecoder {
         }
     }
 
-    /// Whether the final event was produced.
-    pub fn is_done(&self) -> bool {
+    /// Whether any output (text, reasoning or a tool call) has arrived.
+    pub fn has_output(&self) -> bool {
+        self.reply.started
+    }
+}
+
+impl Decoder for SseDecoder {
+    fn is_ended(&self) -> bool {
         self.reply.done
     }
 
-    /// Decodes a chunk of the body, appending events to `out`.
-    pub fn push(&mut self, bytes: &[u8], out: &mut Vec<ProviderEvent>) {
+    fn push(&mut self, bytes: &[u8], out: &mut Vec<ProviderEvent>) {
         if self.reply.done {
             return;
         }
@@ -89,8 +95,7 @@ impl StreamDecoder {
         self.drain(out);
     }
 
-    /// The body ended: decodes what is left and closes the reply.
-    pub fn finish(&mut self, out: &mut Vec<ProviderEvent>) {
+    fn finish(&mut self, out: &mut Vec<ProviderEvent>) {
         if self.reply.done {
             return;
         }
@@ -112,32 +117,22 @@ impl StreamDecoder {
         }
     }
 
-    /// The body broke (a network error or an idle timeout) with `cause`: ends the reply.
-    /// Before any output this is `cause` itself; after some, an `IncompleteStream` error
-    /// that says the output already delivered is partial.
-    pub fn fail(&mut self, cause: BridgeError, out: &mut Vec<ProviderEvent>) {
+    /// The body broke (a network error or an idle timeout) with `error`: ends the reply,
+    /// saying the output already delivered is partial when there was some.
+    fn fail(&mut self, error: ProviderError, out: &mut Vec<ProviderEvent>) {
         if self.reply.done {
             return;
         }
         let error = if self.reply.started {
-            BridgeError::Incomplete {
-                message: format!(
-                    "the reply stopped before its end ({cause}); the text and tool calls \
-                     already delivered are partial"
-                ),
-            }
-            .into()
+            partial(error, "the text and tool calls")
         } else {
-            cause.into()
+            error
         };
         self.reply.fail(out, error);
     }
+}
 
-    /// Whether any output (text, reasoning or a tool call) has arrived.
-    pub fn has_output(&self) -> bool {
-        self.reply.started
-    }
-
+impl SseDecoder {
     fn drain(&mut self, out: &mut Vec<ProviderEvent>) {
         while !self.reply.done {
             let event = match self.sse.next_event() {
@@ -199,7 +194,7 @@ impl Reply {
                         .push(content, |side, text| out.push(piece(side, text)));
                 }
                 for call in delta.tool_calls.iter().flatten() {
-                    self.calls.push(call, out);
+                    self.calls.push(call);
                 }
             }
             if let Some(reason) = &choice.finish_reason {
@@ -282,7 +277,7 @@ fn stream_error(error: &Value) -> ProviderError {
 }
 
 /// Decodes a whole body at once (for tests, fixtures and benchmarks).
-pub fn decode_all(decoder: &mut StreamDecoder, body: &[u8]) -> Vec<ProviderEvent> {
+pub fn decode_all(decoder: &mut SseDecoder, body: &[u8]) -> Vec<ProviderEvent> {
     let mut out = Vec::new();
     decoder.push(body, &mut out);
     decoder.finish(&mut out);
@@ -298,7 +293,7 @@ mod tests {
     use super::*;
 
     fn decode(chunks: &[&[u8]]) -> Vec<ProviderEvent> {
-        let mut d = StreamDecoder::with_id_prefix("m");
+        let mut d = SseDecoder::with_id_prefix("m");
         let mut out = Vec::new();
         for c in chunks {
             d.push(c, &mut out);
@@ -446,7 +441,7 @@ mod tests {
     }
 
     #[test]
-    fn a_broken_body_after_output_is_an_incomplete_stream() {
+    fn a_broken_body_after_output_is_partial_and_an_idle_timeout_stays_a_timeout() {
         let idle = || BridgeError::Timeout {
             phase: crate::TimeoutPhase::Idle,
             after: Duration::from_secs(1),
@@ -460,23 +455,24 @@ mod tests {
                 sse(&[json!({"choices":[{"delta":{"role":"assistant"}}]})]),
                 ProviderErrorKind::Timeout,
             ),
-            (sse(&[content("Hel")]), ProviderErrorKind::IncompleteStream),
+            // Issue 16: after partial text an idle timeout is still a timeout (exit 3).
+            (sse(&[content("Hel")]), ProviderErrorKind::Timeout),
             (
                 sse(&[json!({"choices":[{"delta":{"reasoning_content":"r"}}]})]),
-                ProviderErrorKind::IncompleteStream,
+                ProviderErrorKind::Timeout,
             ),
-            (sse(&[call]), ProviderErrorKind::IncompleteStream),
+            (sse(&[call]), ProviderErrorKind::Timeout),
         ];
         for (body, kind) in cases {
-            let mut d = StreamDecoder::with_id_prefix("m");
+            let mut d = SseDecoder::with_id_prefix("m");
             let mut out = Vec::new();
             d.push(body.as_bytes(), &mut out);
-            d.fail(idle(), &mut out);
+            d.fail(idle().into(), &mut out);
             assert_eq!(kind_of(&out), Some(kind), "body: {body} -> {out:?}");
-            assert!(d.is_done());
+            assert!(d.is_ended());
             // Nothing follows the error.
             d.finish(&mut out);
-            d.fail(idle(), &mut out);
+            d.fail(idle().into(), &mut out);
             assert_eq!(kind_of(&out), Some(kind));
             assert_eq!(
                 out.iter()

@@ -149,7 +149,7 @@ async fn minted_ids_are_unique() {
 }
 
 #[tokio::test]
-async fn think_is_sent_only_to_models_that_can_think() {
+async fn think_is_sent_as_given_and_a_refusal_is_typed() {
     let mock = MockOllama::start().await.unwrap();
     mock.script("/api/chat", fixture("thinking"));
     let p = provider(&mock);
@@ -161,14 +161,39 @@ async fn think_is_sent_only_to_models_that_can_think() {
             .iter()
             .any(|e| matches!(e, ProviderEvent::ThinkingDelta { .. }))
     );
+    // The runtime decides `think` (issue 8): the adapter sends it even to a model that
+    // reports no thinking, and the server's refusal comes back typed.
     req.model = "gemma:2b".into();
     let events = collect(p.chat(req)).await;
-    assert_eq!(finish(&events), Some(FinishReason::Stop), "{events:?}");
+    assert_eq!(
+        error(&events).map(|e| e.kind),
+        Some(ProviderErrorKind::ThinkingUnsupported),
+        "{events:?}"
+    );
     let chats = mock.requests_to("/api/chat");
     assert_eq!(chats[0].body["think"], true);
-    assert!(chats[1].body.get("think").is_none());
+    assert_eq!(chats[1].body["think"], true);
     // gemma:2b has an 8192 context, no cap needed; /api/show asked once per model.
     assert_eq!(chats[1].body["options"]["num_ctx"], 8192);
+    assert_eq!(mock.requests_to("/api/show").len(), 2);
+}
+
+#[tokio::test]
+async fn a_missing_model_is_asked_about_once() {
+    // Issue 16: the runtime's show_model and the chat that follows made two identical
+    // /api/show requests for a model the server does not have.
+    let mock = MockOllama::start().await.unwrap();
+    let p = provider(&mock);
+    let shown = p.show_model("llama9").await.unwrap_err();
+    assert_eq!(shown.kind, ProviderErrorKind::ModelNotFound);
+    let e = error(&collect(p.chat(ask("llama9", "x"))).await)
+        .unwrap()
+        .clone();
+    assert_eq!(e.kind, ProviderErrorKind::ModelNotFound);
+    assert_eq!(e.hint.as_deref(), Some("ollama pull llama9"));
+    assert_eq!(mock.requests_to("/api/show").len(), 1);
+    // The answer is used once: a later chat asks again (the model may have been pulled).
+    collect(p.chat(ask("llama9", "x"))).await;
     assert_eq!(mock.requests_to("/api/show").len(), 2);
 }
 
@@ -212,6 +237,28 @@ async fn errors_are_typed_with_hints() {
         "an error was encountered while running the model: unexpected EOF"
     );
 
+    // Issue 8's drift: an error line in the body gets the same mapping and hint as an
+    // HTTP error (a model unloaded between show and chat, a capability refused).
+    mock.script(
+        "/api/chat",
+        Reply::ndjson(&[json!({"error": "model 'qwen3:8b' not found"})]),
+    );
+    let err = error(&collect(p.chat(ask("qwen3:8b", "x"))).await)
+        .unwrap()
+        .clone();
+    assert_eq!(err.kind, ProviderErrorKind::ModelNotFound);
+    assert_eq!(err.hint.as_deref(), Some("ollama pull qwen3:8b"));
+    mock.script(
+        "/api/chat",
+        Reply::ndjson(&[
+            json!({"error": "registry.ollama.ai/library/qwen3:8b does not support tools"}),
+        ]),
+    );
+    let err = error(&collect(p.chat(ask("qwen3:8b", "x"))).await)
+        .unwrap()
+        .clone();
+    assert_eq!(err.kind, ProviderErrorKind::ToolsUnsupported);
+
     // The body ends without done, or the connection breaks mid-stream.
     mock.script("/api/chat", fixture("text_stream").truncate_after(2));
     let e = collect(p.chat(ask("qwen3:8b", "x"))).await;
@@ -245,7 +292,7 @@ async fn connection_refused_hints_ollama_serve() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     drop(listener);
-    let mut config = OllamaConfig::from_host(Some(&addr.to_string()));
+    let mut config = OllamaConfig::from_host(Some(&addr.to_string())).unwrap();
     config.http.retry.max_retries = 0;
     let p = OllamaProvider::new(config).unwrap();
     let events = collect(p.chat(ask("qwen3:8b", "x"))).await;
@@ -331,11 +378,11 @@ async fn a_stalled_stream_hits_the_idle_timeout() {
     );
     let p = provider_with(&mock, |c| c.http.idle_timeout = Duration::from_millis(200));
     let events = collect(p.chat(ask("qwen3:8b", "x"))).await;
-    // Text had come, so the stream is marked incomplete (the cause is the timeout).
-    assert_eq!(
-        error(&events).unwrap().kind,
-        ProviderErrorKind::IncompleteStream
-    );
+    // Issue 16: even after text, an idle timeout is a timeout (exit 3); the message says
+    // the text already delivered is partial.
+    let stalled = error(&events).unwrap();
+    assert_eq!(stalled.kind, ProviderErrorKind::Timeout);
+    assert!(stalled.message.contains("partial"), "{stalled:?}");
     // Before any text the same stall is the idle timeout itself.
     mock.script(
         "/api/chat",
@@ -363,6 +410,34 @@ async fn silent_truncation_is_reported_and_a_fitting_prompt_is_not() {
     mock.script("/api/chat", fixture("truncated_prompt"));
     let events = collect(p.chat(ask("qwen3:8b", &"x".repeat(20_000)))).await;
     assert_eq!(warnings(&events), vec![WarningKind::PromptTruncated]);
+}
+
+#[tokio::test]
+async fn a_fresh_prompt_read_short_warns_and_says_what_to_do() {
+    // Issue 16: a fresh client, one prompt, no calibration history; the server reads 64
+    // tokens of a ~330-token prompt although a window of 8192 was sent.
+    let mock = MockOllama::start().await.unwrap();
+    mock.script(
+        "/api/chat",
+        Reply::ndjson(&[
+            json!({"message": {"role": "assistant", "content": "Arr"}, "done": false}),
+            json!({"message": {"role": "assistant", "content": ""}, "done": true,
+                "done_reason": "stop", "prompt_eval_count": 64, "eval_count": 1}),
+        ]),
+    );
+    let p = provider(&mock);
+    let events = collect(p.chat(ask("qwen3:8b", &"Tell me about ships. ".repeat(60)))).await;
+    assert_eq!(warnings(&events), vec![WarningKind::PromptTruncated]);
+    let said = events.iter().find_map(|e| match e {
+        ProviderEvent::Warning { warning } => Some(warning.message.clone()),
+        _ => None,
+    });
+    let said = said.unwrap();
+    assert!(
+        said.contains("num_ctx") && said.contains("--context-length"),
+        "{said}"
+    );
+    assert_eq!(finish(&events), Some(FinishReason::Stop));
 }
 
 /// Calibration: after a few conversations, `count_tokens` tracks the server's counts,

@@ -1,7 +1,8 @@
 //! The recorded streams under `test-utils/fixtures/ollama/`, decoded whole and however
 //! their bytes are split.
 
-use ollm_bridge::ollama::ChatDecoder;
+use ollm_bridge::Decoder;
+use ollm_bridge::ollama::NdjsonDecoder;
 use ollm_types::{FinishReason, ProviderErrorKind, ProviderEvent};
 use proptest::prelude::*;
 use test_utils::fixtures;
@@ -39,7 +40,7 @@ fn read(case: &str) -> Vec<u8> {
 }
 
 fn decode_chunks(chunks: &[&[u8]]) -> Vec<ProviderEvent> {
-    let mut decoder = ChatDecoder::default().with_id_prefix("minted_");
+    let mut decoder = NdjsonDecoder::default().with_id_prefix("minted_");
     let mut out = Vec::new();
     for chunk in chunks {
         decoder.push(chunk, &mut out);

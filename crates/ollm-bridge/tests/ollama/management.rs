@@ -55,9 +55,14 @@ async fn pull_streams_progress_and_fails_on_an_error_line() {
     mock.script("/api/pull", Reply::from_file(&path).unwrap().split_every(5));
     let steps: Vec<_> = p.pull_model("nope").collect().await;
     assert_eq!(steps.len(), 2);
+    // Issue 16: a name the registry lacks is "model not found" (exit 4) with a hint.
     let err = steps[1].as_ref().unwrap_err();
-    assert_eq!(err.kind, ProviderErrorKind::Server);
+    assert_eq!(err.kind, ProviderErrorKind::ModelNotFound);
     assert_eq!(err.message, "pull model manifest: file does not exist");
+    assert!(
+        err.hint.as_deref().is_some_and(|h| h.contains("ollm list")),
+        "{err:?}"
+    );
 
     mock.script(
         "/api/pull",

@@ -17,7 +17,7 @@ fn provider(mock: &MockOllama) -> OllamaProvider {
 }
 
 fn provider_with(mock: &MockOllama, tweak: impl FnOnce(&mut OllamaConfig)) -> OllamaProvider {
-    let mut config = OllamaConfig::from_host(Some(&mock.host_port()));
+    let mut config = OllamaConfig::from_host(Some(&mock.host_port())).unwrap();
     config.http = HttpConfig {
         retry: RetryPolicy {
             max_retries: 2,

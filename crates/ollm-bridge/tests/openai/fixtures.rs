@@ -2,7 +2,8 @@
 //! `test-utils/fixtures/openai/`), each with the events it must decode to, whatever the
 //! byte split. Each fixture's name says the quirk it pins.
 
-use ollm_bridge::openai::StreamDecoder;
+use ollm_bridge::Decoder;
+use ollm_bridge::openai::SseDecoder;
 use ollm_types::ProviderEvent;
 
 /// Warning and error texts are for people; compare everything else.
@@ -25,7 +26,7 @@ fn normalised(events: Vec<ProviderEvent>) -> Vec<ProviderEvent> {
 }
 
 fn decode_split(body: &[u8], split: usize) -> Vec<ProviderEvent> {
-    let mut decoder = StreamDecoder::with_id_prefix("m");
+    let mut decoder = SseDecoder::with_id_prefix("m");
     let mut out = Vec::new();
     for piece in body.chunks(split.max(1)) {
         decoder.push(piece, &mut out);

@@ -199,11 +199,10 @@ async fn errors_map_to_kinds() {
             vec![Reply::sse().content("a").reply()],
             ProviderErrorKind::IncompleteStream,
         ),
-        // A stall after output: the partial answer is an incomplete stream, not a
-        // connection problem; before any output it is the idle timeout.
+        // A stall is the idle timeout (exit 3), after output too (issue 16).
         (
             vec![Reply::sse().content("a").stall().reply()],
-            ProviderErrorKind::IncompleteStream,
+            ProviderErrorKind::Timeout,
         ),
         (
             vec![Reply::sse().stall().reply()],

@@ -57,14 +57,18 @@ fn done(reason: &str) -> Value {
         "prompt_eval_count": 12, "eval_count": 4})
 }
 
-/// A reply whose message calls `name` with `arguments`.
+/// A reply whose message calls `name` with `arguments`. The prompt carried the tools'
+/// schemas, so the server read far more than 12 tokens: a count that low on the first
+/// request of a conversation is a silent truncation, and the adapter says so (issue 16).
 pub(crate) fn tool_call(name: &str, arguments: Value) -> Reply {
+    let mut last = done("stop");
+    last["prompt_eval_count"] = json!(2000);
     Reply::ndjson(&[
         json!({"model": "qwen3:8b", "created_at": "2025-05-01T12:00:00Z",
             "message": {"role": "assistant", "content": "",
                 "tool_calls": [{"function": {"name": name, "arguments": arguments}}]},
             "done": false}),
-        done("stop"),
+        last,
     ])
 }
 
@@ -316,12 +320,43 @@ mod models {
             ]),
         );
         let out = o.run(&["--host", &s.mock.url(), "pull", "nosuch:1b"]);
-        assert_ne!(code(&out), 0);
+        // Issue 16: model not found (exit 4), with a hint to check the name.
+        assert_eq!(code(&out), 4, "{}", stderr(&out));
         assert!(
             stderr(&out).contains("pull model manifest: file does not exist"),
             "{}",
             stderr(&out)
         );
+        assert!(stderr(&out).contains("ollm list"), "{}", stderr(&out));
+    }
+
+    #[test]
+    fn piped_pull_progress_prints_the_datas_percentages() {
+        // Issue 16: 25% and 75% were printed as 20% and 70%.
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let digest = "sha256:0123456789abcdef";
+        let step = |done: u64| {
+            json!({"status": "pulling 0123456789ab", "digest": digest,
+            "total": 400, "completed": done})
+        };
+        s.mock.script(
+            "/api/pull",
+            Reply::ndjson(&[
+                json!({"status": "pulling manifest"}),
+                step(100),
+                step(300),
+                step(400),
+                json!({"status": "success"}),
+            ]),
+        );
+        let out = o.run(&["--host", &s.mock.url(), "pull", "tinyllama:1b"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let all = format!("{}{}", stdout(&out), stderr(&out));
+        for want in [" 25% (", " 75% (", "100% ("] {
+            assert!(all.contains(want), "{want:?} in {all}");
+        }
+        assert!(!all.contains(" 20% (") && !all.contains(" 70% ("), "{all}");
     }
 
     #[test]
@@ -686,7 +721,8 @@ mod more_output {
         assert_eq!(events[1]["is_error"], false);
         assert_eq!(events[2]["turn"], 1);
         assert_eq!(events[4]["turn"], 2);
-        assert_eq!(events[5]["usage"]["prompt_tokens"], 24);
+        // The sum of both turns: 2000 (the tool-call turn) + 12.
+        assert_eq!(events[5]["usage"]["prompt_tokens"], 2012);
     }
 
     fn thinking_reply() -> Reply {
@@ -735,6 +771,105 @@ mod more_output {
         let out = o.run(&["--host", &s.mock.url(), "run", "qwen3:8b", "hi"]);
         assert_eq!(code(&out), 3, "{}", stderr(&out));
         assert!(stderr(&out).contains("1s"), "{}", stderr(&out));
+    }
+
+    #[test]
+    fn a_stall_after_partial_text_is_a_timeout_with_exit_3() {
+        // Issue 16: `Hello` then nothing: the text is kept, and the error is a timeout
+        // (exit 3), not an incomplete stream (exit 1), on both adapters.
+        let s = Ollama::start();
+        let o = Ollm::new();
+        o.write_config("[providers.ollama]\nkind = \"ollama\"\nidle_timeout_secs = 1\n");
+        s.mock.script(
+            "/api/chat",
+            Reply::ndjson(
+                &[json!({"message": {"role": "assistant", "content": "Hello"},
+                "done": false})],
+            )
+            .then_stall(),
+        );
+        let out = o.run(&["--host", &s.mock.url(), "run", "qwen3:8b", "hi"]);
+        assert_eq!(code(&out), 3, "{}", stderr(&out));
+        assert!(stdout(&out).contains("Hello"), "{}", stdout(&out));
+
+        let s = OpenAi::start();
+        let o = Ollm::new();
+        o.write_config("[providers.openai]\nkind = \"openai\"\nidle_timeout_secs = 1\n");
+        s.mock
+            .push_reply(mock_openai::Reply::sse().content("Hello").stall().reply());
+        let url = s.mock.base_url();
+        let out = o.run(&[
+            "--provider",
+            "openai",
+            "--host",
+            &url,
+            "run",
+            "mock-model",
+            "hi",
+        ]);
+        assert_eq!(code(&out), 3, "{}", stderr(&out));
+        assert!(stdout(&out).contains("Hello"), "{}", stdout(&out));
+    }
+
+    #[test]
+    fn openai_interleaved_parallel_tool_calls_are_two_calls() {
+        // Issue 16: fragments alternating between index 0 and 1 (no ids after the first)
+        // became 12 calls; they are two, and the follow-up carries two results.
+        let s = OpenAi::start();
+        let o = Ollm::new();
+        std::fs::write(o.dir.path().join("a.txt"), "alpha\n").unwrap();
+        std::fs::write(o.dir.path().join("b.txt"), "beta\n").unwrap();
+        let frag = |index: u32, head: Option<(&str, &str)>, args: &str| {
+            let mut call = json!({"index": index, "function": {"arguments": args}});
+            if let Some((id, name)) = head {
+                call["id"] = json!(id);
+                call["type"] = json!("function");
+                call["function"]["name"] = json!(name);
+            }
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]})
+        };
+        let mut reply = mock_openai::Reply::sse()
+            .data(frag(0, Some(("call_a", "read_file")), ""))
+            .data(frag(1, Some(("call_b", "read_file")), ""));
+        for piece in ["{\"pa", "th\": ", "\"", "a.txt", "\"}"] {
+            reply = reply.data(frag(0, None, piece)).data(frag(
+                1,
+                None,
+                &piece.replace("a.txt", "b.txt"),
+            ));
+        }
+        s.mock.push_reply(reply.finish("tool_calls").done().reply());
+        s.mock.push_reply(
+            mock_openai::Reply::sse()
+                .content("ok")
+                .finish("stop")
+                .done()
+                .reply(),
+        );
+        let url = s.mock.base_url();
+        let out = o.run(&[
+            "--provider",
+            "openai",
+            "--host",
+            &url,
+            "run",
+            "mock-model",
+            "hi",
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let second = &s.mock.requests()[1]["messages"];
+        let tools: Vec<&Value> = second
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .collect();
+        assert_eq!(tools.len(), 2, "{second:#}");
+        assert_eq!(tools[0]["tool_call_id"], "call_a");
+        assert_eq!(tools[0]["content"], "alpha\n");
+        assert_eq!(tools[1]["tool_call_id"], "call_b");
+        assert_eq!(tools[1]["content"], "beta\n");
+        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
     }
 
     #[test]
@@ -1039,6 +1174,27 @@ mod openai_native {
     }
 
     #[test]
+    fn show_on_llama_server_reads_props() {
+        // Issue 16: the window per slot, the template's tool support and the modalities.
+        let s = OpenAi::start();
+        s.mock.set_props(json!({
+            "default_generation_settings": {"n_ctx": 4096},
+            "total_slots": 2,
+            "chat_template_caps": {"supports_tools": true, "supports_tool_calls": true},
+            "modalities": {"vision": true, "audio": false},
+            "chat_template": "{%- if tools %}<tool_call>{% endif %}"
+        }));
+        let o = Ollm::new();
+        let url = s.mock.base_url();
+        let out = o.run(&["--provider", "openai", "--host", &url, "show", "mock-model"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let text = stdout(&out);
+        for want in ["mock-model", "4096", "tools", "vision"] {
+            assert!(text.contains(want), "{want} in {text}");
+        }
+    }
+
+    #[test]
     fn ollama_only_commands_say_they_are_unsupported() {
         let s = OpenAi::start();
         let o = Ollm::new();
@@ -1055,6 +1211,12 @@ mod openai_native {
             assert_eq!(code(&out), 1, "{cmd:?}: {}", stderr(&out));
             assert!(
                 stderr(&out).contains("does not support"),
+                "{cmd:?}: {}",
+                stderr(&out)
+            );
+            // Issue 16: and what the server offers instead.
+            assert!(
+                stderr(&out).contains(&format!("{url}/models")),
                 "{cmd:?}: {}",
                 stderr(&out)
             );
