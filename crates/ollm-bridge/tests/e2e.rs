@@ -7,8 +7,8 @@
 //! token counts, structured output, cancellation, concurrency, errors); `constrained` and
 //! `runs` drive whole chat runs with tools through `ollm-core`, at temperature 0 with a
 //! fixed seed. Protocol is always asserted; answer facts only where the model reliably
-//! gets them (each test says which). `runs` is behind the `e2e-pending` feature until
-//! core handles this model's mistakes (see its module doc).
+//! gets them (each test says which). `constrained` and `runs` are behind the `e2e-pending`
+//! feature until core handles this model's mistakes (`cargo xtask e2e --pending`).
 #![cfg(feature = "e2e")]
 #![allow(
     clippy::unwrap_used,
@@ -18,6 +18,9 @@
 
 mod e2e {
     pub(crate) mod adapter;
+    // On Qwen2.5-Coder-0.5B the constrained reply picks the final answer with an invented
+    // time ("2023-04-15T14:30:00Z") instead of calling get_time: pending with `runs`.
+    #[cfg(feature = "e2e-pending")]
     pub(crate) mod constrained;
     // Fails on today's core (the model's fenced-JSON calls stay in the answer and it
     // repeats the same call until the turn limit; issue 9 items 5-6): run with
