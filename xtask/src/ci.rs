@@ -81,7 +81,7 @@ pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
         Box::new(|| unused_dependencies(root)),
     ));
     if options.e2e {
-        steps.push(("e2e".into(), Box::new(|| llama::e2e(root, &[]))));
+        steps.push(("e2e".into(), Box::new(|| llama::e2e(root, false, &[]))));
     }
 
     let total = steps.len();

