@@ -7,6 +7,7 @@
 //! - `e2e`: the end-to-end suite against a real `llama-server` (see [`llama`]).
 //! - `demo`: the README's main job: `ollm run` against a real `llama-server`.
 //! - `server`: start the real server and keep it running until Ctrl-C, for development.
+//! - `mcp-servers`: install the real MCP servers the `ollm-mcp` tests run (see [`mcp`]).
 //! - `bench`: `cargo bench -p ollm-bridge`, passing any further arguments through.
 //!
 //! Plain `std::process` and `anyhow`: the chores are sequences of commands, and a reader
@@ -20,6 +21,7 @@
 
 mod ci;
 mod llama;
+mod mcp;
 mod tidy;
 
 use std::env;
@@ -39,6 +41,7 @@ Tasks:
   e2e [-- ARGS]        run the end-to-end suite against a real llama-server
   demo [PROMPT]        run `ollm run` against a real llama-server (the main job)
   server               start llama-server and keep it running until Ctrl-C
+  mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
   bench [ARGS]         cargo bench -p ollm-bridge ARGS
 
 Environment:
@@ -96,6 +99,10 @@ fn run() -> Result<()> {
         "server" => {
             no_more_args(&task, &rest)?;
             llama::serve(&root)
+        }
+        "mcp-servers" => {
+            no_more_args(&task, &rest)?;
+            mcp::install(&root).map(drop)
         }
         "bench" => {
             let mut cmd = cargo();
