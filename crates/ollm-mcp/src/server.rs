@@ -233,9 +233,17 @@ impl McpServers {
                 live.peer.clone()
             };
             let Some(peer) = peer else { continue };
-            if let Ok(tools) = peer.list_all_tools().await {
-                server.live().tools = tools;
-                changed = true;
+            match peer.list_all_tools().await {
+                Ok(tools) => {
+                    server.live().tools = tools;
+                    changed = true;
+                }
+                // Keep the flag so the next refresh tries again.
+                Err(_) => server
+                    .live()
+                    .handler
+                    .tools_changed
+                    .store(true, Ordering::SeqCst),
             }
         }
         changed
