@@ -3,7 +3,7 @@
 //! 1. `cargo fmt --all -- --check`
 //! 2. `cargo clippy --workspace --all-targets -- -D warnings`
 //! 3. `cargo xtask tidy`
-//! 4. the tests: `cargo nextest run --workspace` when nextest is installed (plus
+//! 4. the tests (after `cargo xtask mcp-servers`, whose install they use): `cargo nextest run --workspace` when nextest is installed (plus
 //!    `cargo test --workspace --doc`, which nextest does not run), else `cargo test --workspace`
 //! 5. `RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps`
 //! 6. `cargo check -p <crate>` for each workspace member on its own, because a workspace
@@ -96,10 +96,12 @@ pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
 }
 
 fn tests(root: &Path) -> Result<()> {
+    let mcp_servers = crate::mcp::install(root)?;
     if has_nextest(root) {
         run_cmd(
             cargo()
                 .current_dir(root)
+                .env(crate::mcp::ENV, &mcp_servers)
                 .args(["nextest", "run", "--workspace"]),
         )?;
         run_cmd(
@@ -109,7 +111,12 @@ fn tests(root: &Path) -> Result<()> {
         )
     } else {
         println!("cargo-nextest is not installed; using cargo test");
-        run_cmd(cargo().current_dir(root).args(["test", "--workspace"]))
+        run_cmd(
+            cargo()
+                .current_dir(root)
+                .env(crate::mcp::ENV, &mcp_servers)
+                .args(["test", "--workspace"]),
+        )
     }
 }
 

@@ -461,7 +461,7 @@ fn server_command(binary: &Path) -> Command {
 }
 
 /// The cache directory for the venv, the model and the server logs.
-fn cache_dir() -> Result<PathBuf> {
+pub(crate) fn cache_dir() -> Result<PathBuf> {
     if let Some(dir) = env::var_os("OLLM_CACHE_DIR") {
         return Ok(PathBuf::from(dir));
     }

@@ -7,6 +7,7 @@
 //! - `e2e`: the end-to-end suite against a real `llama-server` (see [`llama`]).
 //! - `demo`: the README's main job: `ollm run` against a real `llama-server`.
 //! - `server`: start the real server and keep it running until Ctrl-C, for development.
+//! - `mcp-servers`: install the real MCP servers the `ollm-mcp` tests run (see [`mcp`]).
 //! - `bench`: `cargo bench -p ollm-bridge`, passing any further arguments through.
 //!
 //! Plain `std::process` and `anyhow`: the chores are sequences of commands, and a reader
@@ -21,6 +22,7 @@
 mod ci;
 mod cycles;
 mod llama;
+mod mcp;
 mod tidy;
 
 use std::env;
@@ -43,6 +45,7 @@ Tasks:
                        (--pending: also the tests today's core fails)
   demo [PROMPT]        run `ollm run` against a real llama-server (the main job)
   server               start llama-server and keep it running until Ctrl-C
+  mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
   bench [ARGS]         cargo bench -p ollm-bridge ARGS
 
 Environment:
@@ -104,6 +107,10 @@ fn run() -> Result<()> {
         "server" => {
             no_more_args(&task, &rest)?;
             llama::serve()
+        }
+        "mcp-servers" => {
+            no_more_args(&task, &rest)?;
+            mcp::install(&root).map(drop)
         }
         "bench" => {
             let mut cmd = cargo();

@@ -76,6 +76,12 @@ pub(crate) enum Command {
         #[command(subcommand)]
         action: SessionsAction,
     },
+    /// MCP servers from `[mcp_servers.NAME]` in the config file.
+    Mcp {
+        /// What to do.
+        #[command(subcommand)]
+        action: crate::mcp::McpAction,
+    },
     /// Print a shell completion script.
     Completions {
         /// The shell.

@@ -67,6 +67,8 @@ pub(crate) struct FileConfig {
     pub(crate) providers: BTreeMap<String, ProviderEntry>,
     /// Built-in tool settings.
     pub(crate) tools: ToolsEntry,
+    /// MCP servers, by name (see `mcp.rs`).
+    pub(crate) mcp_servers: BTreeMap<String, crate::mcp::McpServerEntry>,
 }
 
 /// One `[providers.NAME]` table.

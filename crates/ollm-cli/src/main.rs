@@ -13,6 +13,7 @@ mod args;
 mod chat;
 mod config;
 mod exit;
+mod mcp;
 mod models;
 mod providers;
 mod render;
@@ -93,6 +94,10 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
         return Ok(());
     }
     let file = config::load_file(&path)?;
+    let mcp_servers = file
+        .as_ref()
+        .map(|f| f.mcp_servers.clone())
+        .unwrap_or_default();
     let settings = config::settle(&cli.global, &env, path, file)?;
     match &cli.command {
         Command::Config {
@@ -158,6 +163,9 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
                 None => chat::interactive(&rt, plan, &settings, &parts),
             }
         }
+        Command::Mcp {
+            action: mcp::McpAction::List,
+        } => rt.block_on(mcp::list(&mcp_servers, &settings.data_dir, &mut out)),
         Command::Completions { .. }
         | Command::Man
         | Command::Config { .. }
