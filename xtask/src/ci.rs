@@ -10,7 +10,12 @@
 //!    build unifies features and can hide a crate that forgot to ask for one
 //! 7. `cargo machete`: no crate declares a dependency it does not use (`.ci/run` installs
 //!    it; a developer without it is told how to get it and the step is skipped)
-//! 8. `cargo xtask e2e` (skipped with `--no-e2e`)
+//! 8. the downstream examples: `cargo tree` shows no HTTP stack under the one built on
+//!    `ollm-types` and `ollm-core` only, which is then run; the Ollama agent is built, and
+//!    run when `OLLAMA_HOST` is set (see [`examples`])
+//! 9. `cargo xtask release --dry-run`: the next patch release rehearsed in a clone of
+//!    `HEAD`, packaging every publishable crate offline, no commit, no tag (see [`release`])
+//! 10. `cargo xtask e2e` (skipped with `--no-e2e`)
 //!
 //! Each step prints a header and its time; the first failure stops the run with a
 //! non-zero exit.
@@ -21,7 +26,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{cargo, llama, run_cmd, secs, section, tidy};
+use crate::{cargo, examples, llama, release, run_cmd, secs, section, tidy};
 
 /// What `ci` runs beyond the fixed steps.
 pub(crate) struct Options {
@@ -79,6 +84,11 @@ pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
     steps.push((
         "unused dependencies".into(),
         Box::new(|| unused_dependencies(root)),
+    ));
+    steps.push(("examples".into(), Box::new(|| examples::check(root))));
+    steps.push((
+        "release dry run".into(),
+        Box::new(|| release::dry_run(root, None)),
     ));
     if options.e2e {
         steps.push(("e2e".into(), Box::new(|| llama::e2e(root, &[]))));

@@ -8,6 +8,8 @@
 //! - `demo`: the README's main job: `ollm run` against a real `llama-server`.
 //! - `server`: start the real server and keep it running until Ctrl-C, for development.
 //! - `bench`: `cargo bench -p ollm-bridge`, passing any further arguments through.
+//! - `dist`: the release tarball of the CLI (see [`dist`]).
+//! - `release`: bump, date the changelog, package, commit and tag (see [`release`]).
 //!
 //! Plain `std::process` and `anyhow`: the chores are sequences of commands, and a reader
 //! should not have to learn a shell DSL to follow them.
@@ -19,7 +21,10 @@
 )]
 
 mod ci;
+mod dist;
+mod examples;
 mod llama;
+mod release;
 mod tidy;
 
 use std::env;
@@ -40,6 +45,12 @@ Tasks:
   demo [PROMPT]        run `ollm run` against a real llama-server (the main job)
   server               start llama-server and keep it running until Ctrl-C
   bench [ARGS]         cargo bench -p ollm-bridge ARGS
+  dist                 release binary, completions, man page, README, licences: a tarball
+                       and its SHA-256 in target/dist/
+  release X.Y.Z [--no-tag]
+                       bump every crate, date the changelog, package, commit and tag
+  release --dry-run [X.Y.Z]
+                       the same in a throwaway clone of HEAD: no commit, no tag
 
 Environment:
   OLLM_CACHE_DIR       where the server and model are cached (default ~/.cache/ollm)
@@ -104,6 +115,11 @@ fn run() -> Result<()> {
                 .args(&rest);
             run_cmd(&mut cmd)
         }
+        "dist" => {
+            no_more_args(&task, &rest)?;
+            dist::run(&root).map(drop)
+        }
+        "release" => release::run(&root, &release::parse_args(&rest)?),
         "help" | "-h" | "--help" => {
             print!("{HELP}");
             Ok(())
