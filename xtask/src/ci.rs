@@ -7,7 +7,8 @@
 //!    `cargo test --workspace --doc`, which nextest does not run), else `cargo test --workspace`
 //! 5. `RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps`
 //! 6. `cargo check -p <crate>` for each workspace member on its own, because a workspace
-//!    build unifies features and can hide a crate that forgot to ask for one
+//!    build unifies features and can hide a crate that forgot to ask for one (the
+//!    examples are built on their own in step 8 instead)
 //! 7. `cargo machete`: no crate declares a dependency it does not use (`.ci/run` installs
 //!    it; a developer without it is told how to get it and the step is skipped)
 //! 8. the downstream examples: `cargo tree` shows no HTTP stack under the one built on
@@ -76,7 +77,9 @@ pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
             }),
         ),
     ];
-    for krate in workspace_members(root)? {
+    // The examples are built on their own by the `examples` step below.
+    let members = workspace_members(root)?;
+    for krate in members.into_iter().filter(|k| !k.starts_with("example-")) {
         let name = format!("check -p {krate}");
         let step = move || run_cmd(cargo().current_dir(root).args(["check", "-p", &krate]));
         steps.push((name, Box::new(step)));
