@@ -7,8 +7,8 @@
 //!   resolved graph from `cargo metadata` (all features, all targets), so a dependency
 //!   pulled in behind a feature or a platform still counts, and it prints the chain that
 //!   leads to a banned crate.
-//! - **Module docs.** Every `.rs` file under `crates/`, `test-utils/` and `xtask/` starts
-//!   with a `//!` comment (blank lines before it are allowed, nothing else).
+//! - **Module docs.** Every `.rs` file under `crates/`, `examples/`, `test-utils/` and
+//!   `xtask/` starts with a `//!` comment (blank lines before it are allowed, nothing else).
 //! - **Crate READMEs.** Every workspace member has a `README.md` next to its manifest.
 //!
 //! All problems are collected and reported together; the task fails if there is any.
@@ -34,7 +34,7 @@ const BANS: &[(&str, &[&str])] = &[
 ];
 
 /// The folders whose `.rs` files must open with a `//!` module doc.
-const DOC_ROOTS: &[&str] = &["crates", "test-utils", "xtask"];
+const DOC_ROOTS: &[&str] = &["crates", "examples", "test-utils", "xtask"];
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     section("tidy");
