@@ -9,7 +9,8 @@
 //!    crate (`version = "..."` next to its `path`; crates.io needs it, the path is stripped
 //!    when packaging); then `Cargo.lock` is refreshed;
 //! 3. `CHANGELOG.md`'s `## [Unreleased]` section moves under `## [X.Y.Z] - YYYY-MM-DD`
-//!    (today, UTC), leaving an empty `Unreleased` above it; an empty section is refused;
+//!    (today, UTC), leaving an empty `Unreleased` above it; an empty section is refused
+//!    (the dry run accepts it, so CI stays green between a release and the next entry);
 //! 4. every publishable crate (`publish` not `false`) is packaged, in dependency order;
 //! 5. one commit `Release X.Y.Z`, and the annotated tag `vX.Y.Z` unless `--no-tag`.
 //!
@@ -196,7 +197,15 @@ fn prepare_in(
     }
     let changelog = dir.join("CHANGELOG.md");
     let text = fs::read_to_string(&changelog).context("reading CHANGELOG.md")?;
-    fs::write(&changelog, release_changelog(&text, version, &today())?)?;
+    // Right after a release the section is empty; the rehearsal must not turn CI red then.
+    let entries = match packaging {
+        Packaging::Verify => Entries::Required,
+        Packaging::Rehearse => Entries::MayBeEmpty,
+    };
+    fs::write(
+        &changelog,
+        release_changelog(&text, version, &today(), entries)?,
+    )?;
 
     let order = publish_order(&members)?;
     let mut update = cargo();
@@ -382,8 +391,17 @@ fn find_version_key(line: &str) -> Option<usize> {
     None
 }
 
+/// Whether a release needs changelog entries.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Entries {
+    /// A real release: an empty `Unreleased` section means there is nothing to release.
+    Required,
+    /// The rehearsal: an empty section is moved as it is.
+    MayBeEmpty,
+}
+
 /// `text` (a Keep a Changelog file) with its `Unreleased` entries under `version`.
-fn release_changelog(text: &str, version: &str, date: &str) -> Result<String> {
+fn release_changelog(text: &str, version: &str, date: &str, entries: Entries) -> Result<String> {
     const UNRELEASED: &str = "## [Unreleased]";
     let Some(start) = text.find(&format!("{UNRELEASED}\n")) else {
         bail!("CHANGELOG.md has no `{UNRELEASED}` heading");
@@ -400,13 +418,18 @@ fn release_changelog(text: &str, version: &str, date: &str) -> Result<String> {
             .map_or(text.len(), |i| body_start + i + 1)
     };
     let body = text[body_start..body_end].trim();
-    if body.is_empty() {
+    if body.is_empty() && entries == Entries::Required {
         bail!("CHANGELOG.md's Unreleased section is empty: nothing to release");
     }
     let rest = &text[body_end..];
     let gap = if rest.is_empty() { "" } else { "\n" };
+    let body = if body.is_empty() {
+        String::new()
+    } else {
+        format!("\n{body}\n")
+    };
     Ok(format!(
-        "{}{UNRELEASED}\n\n## [{version}] - {date}\n\n{body}\n{gap}{rest}",
+        "{}{UNRELEASED}\n\n## [{version}] - {date}\n{body}{gap}{rest}",
         &text[..start]
     ))
 }

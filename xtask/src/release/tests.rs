@@ -51,7 +51,11 @@ fn leaves_inherited_versions_path_only_deps_and_comments_alone() {
 }
 
 fn check_changelog(before: &str, expected: Result<&str, &str>) {
-    let got = release_changelog(before, "0.2.0", "2026-11-22").map_err(|e| e.to_string());
+    check_changelog_with(before, Entries::Required, expected);
+}
+
+fn check_changelog_with(before: &str, entries: Entries, expected: Result<&str, &str>) {
+    let got = release_changelog(before, "0.2.0", "2026-11-22", entries).map_err(|e| e.to_string());
     match expected {
         Ok(text) => assert_eq!(got.as_deref(), Ok(text)),
         Err(part) => {
@@ -73,6 +77,20 @@ fn the_unreleased_entries_move_under_the_version() {
     check_changelog(
         "# Changelog\n\n## [Unreleased]\n### Fixed\n- b\n",
         Ok("# Changelog\n\n## [Unreleased]\n\n## [0.2.0] - 2026-11-22\n\n### Fixed\n- b\n"),
+    );
+}
+
+#[test]
+fn the_rehearsal_moves_an_empty_section_too() {
+    check_changelog_with(
+        "## [Unreleased]\n\n## [0.1.0] - 2026-01-01\n- old\n",
+        Entries::MayBeEmpty,
+        Ok("## [Unreleased]\n\n## [0.2.0] - 2026-11-22\n\n## [0.1.0] - 2026-01-01\n- old\n"),
+    );
+    check_changelog_with(
+        "## [Unreleased]\n- old\n## [0.2.0] - x\n",
+        Entries::MayBeEmpty,
+        Err("already has"),
     );
 }
 
