@@ -7,10 +7,16 @@
 //!    `cargo test --workspace --doc`, which nextest does not run), else `cargo test --workspace`
 //! 5. `RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps`
 //! 6. `cargo check -p <crate>` for each workspace member on its own, because a workspace
-//!    build unifies features and can hide a crate that forgot to ask for one
+//!    build unifies features and can hide a crate that forgot to ask for one (the
+//!    examples are built on their own in step 8 instead)
 //! 7. `cargo machete`: no crate declares a dependency it does not use (`.ci/run` installs
 //!    it; a developer without it is told how to get it and the step is skipped)
-//! 8. `cargo xtask e2e` (skipped with `--no-e2e`)
+//! 8. the downstream examples: `cargo tree` shows no HTTP stack under the one built on
+//!    `ollm-types` and `ollm-core` only, which is then run; the Ollama agent is built, and
+//!    run when `OLLAMA_HOST` is set (see [`examples`])
+//! 9. `cargo xtask release --dry-run`: the next patch release rehearsed in a clone of
+//!    `HEAD`, packaging every publishable crate offline, no commit, no tag (see [`release`])
+//! 10. `cargo xtask e2e` (skipped with `--no-e2e`)
 //!
 //! Each step prints a header and its time; the first failure stops the run with a
 //! non-zero exit.
@@ -21,7 +27,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{cargo, llama, run_cmd, secs, section, tidy};
+use crate::{cargo, examples, llama, release, run_cmd, secs, section, tidy};
 
 /// What `ci` runs beyond the fixed steps.
 pub(crate) struct Options {
@@ -71,7 +77,9 @@ pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
             }),
         ),
     ];
-    for krate in workspace_members(root)? {
+    // The examples are built on their own by the `examples` step below.
+    let members = workspace_members(root)?;
+    for krate in members.into_iter().filter(|k| !k.starts_with("example-")) {
         let name = format!("check -p {krate}");
         let step = move || run_cmd(cargo().current_dir(root).args(["check", "-p", &krate]));
         steps.push((name, Box::new(step)));
@@ -79,6 +87,11 @@ pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
     steps.push((
         "unused dependencies".into(),
         Box::new(|| unused_dependencies(root)),
+    ));
+    steps.push(("examples".into(), Box::new(|| examples::check(root))));
+    steps.push((
+        "release dry run".into(),
+        Box::new(|| release::dry_run(root, None)),
     ));
     if options.e2e {
         steps.push(("e2e".into(), Box::new(|| llama::e2e(root, false, &[]))));

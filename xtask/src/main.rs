@@ -9,6 +9,8 @@
 //! - `server`: start the real server and keep it running until Ctrl-C, for development.
 //! - `mcp-servers`: install the real MCP servers the `ollm-mcp` tests run (see [`mcp`]).
 //! - `bench`: `cargo bench -p ollm-bridge`, passing any further arguments through.
+//! - `dist`: the release tarball of the CLI (see [`dist`]).
+//! - `release`: bump, date the changelog, package, commit and tag (see [`release`]).
 //!
 //! Plain `std::process` and `anyhow`: the chores are sequences of commands, and a reader
 //! should not have to learn a shell DSL to follow them.
@@ -21,8 +23,11 @@
 
 mod ci;
 mod cycles;
+mod dist;
+mod examples;
 mod llama;
 mod mcp;
+mod release;
 mod tidy;
 
 use std::env;
@@ -47,6 +52,12 @@ Tasks:
   server               start llama-server and keep it running until Ctrl-C
   mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
   bench [ARGS]         cargo bench -p ollm-bridge ARGS
+  dist                 release binary, completions, man page, README, licences: a tarball
+                       and its SHA-256 in target/dist/
+  release X.Y.Z [--no-tag]
+                       bump every crate, date the changelog, package, commit and tag
+  release --dry-run [X.Y.Z]
+                       the same in a throwaway clone of HEAD: no commit, no tag
 
 Environment:
   OLLM_CACHE_DIR       where the server and model are cached (default ~/.cache/ollm)
@@ -119,6 +130,11 @@ fn run() -> Result<()> {
                 .args(&rest);
             run_cmd(&mut cmd)
         }
+        "dist" => {
+            no_more_args(&task, &rest)?;
+            dist::run(&root).map(drop)
+        }
+        "release" => release::run(&root, &release::parse_args(&rest)?),
         "help" | "-h" | "--help" => {
             print!("{HELP}");
             Ok(())

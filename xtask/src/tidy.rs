@@ -13,8 +13,8 @@
 //!   (test tools) are free.
 //! - **No module cycles.** No two modules of one crate import each other through
 //!   `use crate::`, directly or around a loop (see [`crate::cycles`] for what counts).
-//! - **Module docs.** Every `.rs` file under `crates/`, `test-utils/` and `xtask/` starts
-//!   with a `//!` comment (blank lines before it are allowed, nothing else).
+//! - **Module docs.** Every `.rs` file under `crates/`, `examples/`, `test-utils/` and
+//!   `xtask/` starts with a `//!` comment (blank lines before it are allowed, nothing else).
 //! - **Crate READMEs.** Every workspace member has a `README.md` next to its manifest.
 //!
 //! All problems are collected and reported together; the task fails if there is any.
@@ -43,7 +43,7 @@ const BANS: &[(&str, &[&str])] = &[
 const TYPES_ALLOWED: &[&str] = &["serde", "serde_json", "thiserror"];
 
 /// The folders whose `.rs` files must open with a `//!` module doc.
-const DOC_ROOTS: &[&str] = &["crates", "test-utils", "xtask"];
+const DOC_ROOTS: &[&str] = &["crates", "examples", "test-utils", "xtask"];
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     section("tidy");

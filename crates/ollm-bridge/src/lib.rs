@@ -1,6 +1,31 @@
 //! ollm's adapters: each turns a [`ollm_types::ProviderRequest`] into one server's wire
 //! format and that server's bytes back into [`ollm_types::ProviderEvent`]s.
 //!
+//! ```no_run
+//! use std::sync::Arc;
+//!
+//! use futures::StreamExt;
+//! use ollm_bridge::{OllamaConfig, OllamaProvider};
+//! use ollm_core::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ToolRegistry};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! // The server at `OLLAMA_HOST` (127.0.0.1:11434 when unset).
+//! let provider = OllamaProvider::new(OllamaConfig::from_env()?)?;
+//! let client = ChatClient::new(Arc::new(provider), ToolRegistry::new(), ChatConfig::for_model("qwen3"));
+//! let mut run = client.chat("Why is the sky blue?", ChatOptions::default());
+//! while let Some(event) = run.next().await {
+//!     if let ChatEvent::TextDelta { text } = event {
+//!         print!("{text}");
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `OpenAiProvider` with an `OpenAiConfig` does the same for llama-server, vLLM and other
+//! OpenAI-compatible servers; `examples/ollama-agent` in the repository adds the built-in
+//! tools of `ollm-tools`.
+//!
 //! Each adapter is a set of pure translators (request to wire body, bytes to events) with
 //! table tests, behind one adapter shell every adapter shares: send, retry before output,
 //! decode with the adapter's [`Decoder`] ([`ollama::NdjsonDecoder`],

@@ -1,5 +1,45 @@
 //! The ollm runtime: everything between a program and a model server that is not HTTP.
 //!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use futures::StreamExt;
+//! use ollm_core::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ProviderAdapter};
+//! use ollm_core::{ProviderStream, ToolRegistry};
+//! use ollm_types::{FinishReason, ProviderEvent, ProviderRequest};
+//!
+//! /// A backend is one trait: this one echoes the last message back.
+//! struct Echo;
+//!
+//! impl ProviderAdapter for Echo {
+//!     fn name(&self) -> &str {
+//!         "echo"
+//!     }
+//!
+//!     fn chat(&self, request: ProviderRequest) -> ProviderStream {
+//!         let text = request.messages.last().map(|m| m.text()).unwrap_or_default();
+//!         Box::pin(futures::stream::iter([
+//!             ProviderEvent::TextDelta { text },
+//!             ProviderEvent::Finish { reason: FinishReason::Stop },
+//!         ]))
+//!     }
+//! }
+//!
+//! let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+//! let client = ChatClient::new(Arc::new(Echo), ToolRegistry::new(), ChatConfig::for_model("any"));
+//! let events: Vec<ChatEvent> =
+//!     runtime.block_on(client.chat("hello", ChatOptions::default()).collect());
+//!
+//! assert_eq!(events[0], ChatEvent::TextDelta { text: "hello".into() });
+//! assert!(matches!(events.last(), Some(ChatEvent::Finish { reason: FinishReason::Stop, .. })));
+//! assert_eq!(client.history().messages().len(), 2); // the prompt and the answer
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A tool is a [`TypedTool`] whose arguments are a struct (schemars derives the schema the
+//! model sees); `examples/custom-provider` in the repository shows a model calling one.
+//!
+//! # Modules
 //! - [`provider`]: the [`ProviderAdapter`] trait every backend implements, and the
 //!   [`ProviderRegistry`] that names them.
 //! - [`tool`]: the [`Tool`] trait, typed tools whose schema schemars derives, and the

@@ -1,5 +1,42 @@
 //! Built-in tools for ollm and the rules they run under.
 //!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use ollm_tools::{Answer, Approver, Mode, Prompter, Request, ToolConfig, Workspace};
+//! use ollm_types::ToolCall;
+//! use serde_json::json;
+//!
+//! /// The front end's part: asking the user and showing warnings (here: nobody to ask).
+//! struct Nobody;
+//!
+//! #[async_trait::async_trait]
+//! impl Prompter for Nobody {
+//!     async fn ask(&self, _request: &Request) -> Answer {
+//!         Answer::Deny
+//!     }
+//!     fn warn(&self, _message: &str) {}
+//! }
+//!
+//! let folder = tempfile::tempdir()?;
+//! std::fs::write(folder.path().join("notes.txt"), "port = 8080\n")?;
+//! let workspace = Workspace::new(folder.path())?;
+//! let config = ToolConfig { audit_log: folder.path().join("audit.log"), ..ToolConfig::default() };
+//! let approver = Arc::new(Approver::new(Mode::Headless, &[], Arc::new(Nobody)));
+//! let tools = ollm_tools::builtin(&workspace, &config, &approver)?;
+//!
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! let read = ToolCall::new("1", "read_file", json!({ "path": "notes.txt" }))?;
+//! assert!(runtime.block_on(tools.execute(&read)).content.contains("port = 8080"));
+//!
+//! // Outside the folder is refused, whatever the model asks.
+//! let escape = ToolCall::new("2", "read_file", json!({ "path": "../../etc/passwd" }))?;
+//! assert!(runtime.block_on(tools.execute(&escape)).is_error);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Hand the registry to a `ChatClient` (see `ollm-core`) and the model can call these tools.
+//!
 //! - [`workspace`]: every path a tool touches is resolved inside one working directory;
 //!   `..` is refused outright, symlinks are followed only when they stay inside, and no
 //!   write ever lands in a `.git` file or folder.

@@ -1,5 +1,32 @@
 //! The provider-neutral vocabulary of ollm.
 //!
+//! ```
+//! use ollm_types::{Message, ProviderRequest, Role, ToolCall, ToolSchema};
+//! use serde_json::json;
+//!
+//! // A conversation in which the model called a tool and got its result back.
+//! let call = ToolCall::new("call-1", "read_file", json!({ "path": "Cargo.toml" }))?;
+//! let messages = vec![
+//!     Message::user("What is the crate called?"),
+//!     Message::assistant_with_calls("", vec![call.clone()]),
+//!     Message::tool_result(&call.id, &call.name, "[package]\nname = \"demo\""),
+//! ];
+//! let mut request = ProviderRequest::new("qwen3", messages);
+//! request.tools.push(ToolSchema::new(
+//!     "read_file",
+//!     "Reads a file",
+//!     json!({ "type": "object", "properties": { "path": { "type": "string" } } }),
+//! ));
+//!
+//! // Plain data: it round-trips through JSON; arguments that are not an object are refused.
+//! let saved = serde_json::to_string(&request)?;
+//! let back: ProviderRequest = serde_json::from_str(&saved)?;
+//! assert_eq!(back, request);
+//! assert_eq!(back.messages[2].role(), Role::Tool);
+//! assert!(ToolCall::new("call-2", "read_file", json!("not an object")).is_err());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Everything here is plain data: it can be built, compared, cloned and serialised with
 //! serde, and it knows nothing about how it travels. There is no async runtime and no HTTP
 //! in this crate, so that a program that only wants to build or store conversations pays
