@@ -144,6 +144,7 @@ fn finish_str(r: FinishReason) -> &'static str {
         FinishReason::Cancelled => "cancelled",
         FinishReason::MaxTurns => "max_turns",
         FinishReason::Error => "error",
+        FinishReason::Repetition => "repetition",
         _ => "other",
     }
 }
@@ -225,6 +226,11 @@ pub(crate) fn event_json(event: &ChatEvent) -> Value {
             json!({"type": "warning", "warning": warning_json(warning)})
         }
         ChatEvent::Error { error } => json!({"type": "error", "error": error_json(error)}),
+        ChatEvent::StrategyChosen { strategy, reason } => json!({
+            "type": "strategy_chosen",
+            "strategy": strategy.map(|s| s.to_string()),
+            "reason": reason,
+        }),
         ChatEvent::Finish { reason, usage, .. } => json!({
             "type": "finish",
             "finish_reason": finish_str(*reason),
@@ -482,6 +488,9 @@ impl Sink for TextSink<'_> {
                     ),
                     FinishReason::Length => self.status_line(
                         &self.paint(YELLOW, "warning: the answer was cut at the token limit"),
+                    ),
+                    FinishReason::Repetition => self.status_line(
+                        &self.paint(YELLOW, "warning: stopped: the model kept repeating itself"),
                     ),
                     _ => Ok(()),
                 }
