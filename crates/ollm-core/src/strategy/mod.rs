@@ -21,12 +21,21 @@
 //! possible call markup while it streams go in `native` (its own `TextFilter`); keeping
 //! recovered call text out of the answer goes in `native::record`; choosing a strategy
 //! from more server facts goes in `Strategy::resolve` (called from `chat/settle.rs`).
-//! Guards that hold for every strategy (such as refusing the same call over and over)
-//! belong to the loop, in `chat/turn.rs` before `chat/calls.rs` runs the calls.
+//! Guards that hold for every strategy (refusing the same call over and over, stopping
+//! a looping reply) belong to the loop: `chat/guard.rs` and `chat/runaway.rs`.
 //!
-//! [`ToolMode::Auto`] picks native when the model reports tool support *or the provider
-//! cannot say* (no capabilities, or `show_model` failed), and ReAct only when the server
-//! positively reports capabilities without `tools`.
+//! # Decisions
+//! - [`ToolMode::Auto`], in order: ReAct when the server refused native tools for the
+//!   model before; the [`AutoRules`] text-call rule (off by default) when the model's
+//!   native replies keep writing calls as text; native when the model reports tool
+//!   support *or the provider cannot say* (no capabilities, or `show_model` failed);
+//!   ReAct when the server positively reports capabilities without `tools`. Each choice
+//!   comes with its [`Reason`], which the run announces.
+//! - The tool choice is applied in `prepare` and `interpret` only: native sends it as
+//!   the request's `tool_choice`; ReAct and constrained narrow what they offer (`none`:
+//!   nothing; a name: that tool; `required`/a name: no answer branch, an instruction) and
+//!   answer an answer with a correction when a call is due. When a call is due is the
+//!   loop's business (`chat/settle.rs`: until the run's first call).
 
 mod common;
 mod constrained;
