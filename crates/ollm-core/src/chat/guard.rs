@@ -177,15 +177,16 @@ mod tests {
         let a_reordered = call("list_dir", json!({"depth": 1, "path": "."}));
         let b = call("list_dir", json!({"path": "src"}));
         let other_tool = call("read_file", json!({"path": ".", "depth": 1}));
-        check(&[a.clone()], &[], &[Source::Run]);
-        check(&[a_reordered.clone()], &[a.clone()], &[Source::Earlier]);
+        let one = std::slice::from_ref;
+        check(one(&a), &[], &[Source::Run]);
+        check(one(&a_reordered), one(&a), &[Source::Earlier]);
         check(
-            &[b.clone(), other_tool.clone()],
-            &[a.clone()],
+            &[b.clone(), other_tool],
+            one(&a),
             &[Source::Run, Source::Run],
         );
         check(
-            &[a.clone(), b.clone(), a_reordered],
+            &[a, b, a_reordered],
             &[],
             &[Source::Run, Source::Run, Source::Twin(0)],
         );
