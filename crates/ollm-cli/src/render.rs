@@ -842,6 +842,30 @@ mod tests {
     }
 
     #[test]
+    fn strategy_and_repetition_lines_are_pinned() {
+        let chosen = ChatEvent::StrategyChosen {
+            strategy: Some(ollm_core::ToolMode::React),
+            reason: "auto: why".into(),
+        };
+        let expected =
+            json!({"type": "strategy_chosen", "strategy": "react", "reason": "auto: why"});
+        assert_eq!(event_json(&chosen), expected);
+        let none = ChatEvent::StrategyChosen {
+            strategy: None,
+            reason: "no tools".into(),
+        };
+        assert_eq!(event_json(&none)["strategy"], Value::Null);
+        let finish = ChatEvent::Finish {
+            reason: FinishReason::Repetition,
+            usage: Usage::default(),
+            added: Vec::new(),
+        };
+        assert_eq!(event_json(&finish)["finish_reason"], "repetition");
+        let warning = Warning::new(WarningKind::TokenLimit, "cut");
+        assert_eq!(warning_json(&warning)["kind"], "token_limit");
+    }
+
+    #[test]
     fn errors_carry_kind_and_hint() {
         let e = ProviderError::new(ProviderErrorKind::ModelNotFound, "model 'x' not found")
             .with_status(404)
