@@ -1120,6 +1120,34 @@ mod tool_choice_and_guards {
     }
 
     #[test]
+    fn ollama_gets_the_named_tool_only_and_the_cap_as_num_predict() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        s.mock.script("/api/chat", answer(&["ok"]));
+        let url = s.mock.url();
+        let args = [
+            "--host",
+            url.as_str(),
+            "run",
+            "qwen3:8b",
+            "--tool-choice",
+            "list_dir",
+            "hi",
+        ];
+        let out = o.run(&args);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let body = s.mock.requests_to("/api/chat")[0].body.clone();
+        let names: Vec<&str> = body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["list_dir"], "{body}");
+        assert_eq!(body["options"]["num_predict"], 4096, "{body}");
+    }
+
+    #[test]
     fn a_tool_choice_naming_no_offered_tool_is_refused() {
         let (out, body) = run_openai(&["--tool-choice", "launch_code"], "ok");
         assert_ne!(code(&out), 0);
