@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ollm_core::ToolMode;
-use ollm_types::Think;
+use ollm_types::{Think, ToolChoice};
 
 /// Chat with local models, with tools, from the terminal.
 #[derive(Debug, Parser)]
@@ -142,6 +142,17 @@ pub(crate) struct RunArgs {
     /// How tools reach the model (`auto`, `native`, `react`, `constrained`).
     #[arg(long, value_name = "MODE")]
     pub(crate) tool_mode: Option<ToolMode>,
+    /// Whether the model must call a tool: `auto`, `none`, `required`, or a tool's name
+    /// (`required` and a name bind only until the first call).
+    #[arg(long, value_name = "CHOICE")]
+    pub(crate) tool_choice: Option<ToolChoice>,
+    /// The most tokens one reply may generate (default 4096); a reply cut there ends as
+    /// `length`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_tokens: Option<u32>,
+    /// Explain the run on stderr: which tool strategy it uses and why.
+    #[arg(long, short = 'v')]
+    pub(crate) verbose: bool,
     /// The most model round trips per prompt.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_turns: Option<u32>,
@@ -205,6 +216,38 @@ mod tests {
         );
         assert_eq!(run_of(&["ollm", "run", "m", "--think=max"]), None);
         assert_eq!(run_of(&["ollm", "run", "m", "--tool-mode", "magic"]), None);
+    }
+
+    #[test]
+    fn tool_choice_max_tokens_and_verbose_parse() {
+        let run_of = |argv: &[&str]| match Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(Command::Run(run)) => Some((run.tool_choice, run.max_tokens, run.verbose)),
+            _ => None,
+        };
+        let check = |argv: &[&str], expected: Option<(Option<ToolChoice>, Option<u32>, bool)>| {
+            assert_eq!(run_of(argv), expected, "{argv:?}");
+        };
+        check(&["ollm", "run", "m"], Some((None, None, false)));
+        let required = Some(ToolChoice::Required);
+        check(
+            &["ollm", "run", "m", "--tool-choice", "REQUIRED", "-v"],
+            Some((required, None, true)),
+        );
+        let named = Some(ToolChoice::Tool("read_file".into()));
+        check(
+            &[
+                "ollm",
+                "run",
+                "m",
+                "--tool-choice",
+                "read_file",
+                "--max-tokens",
+                "64",
+            ],
+            Some((named, Some(64), false)),
+        );
+        check(&["ollm", "run", "m", "--tool-choice", ""], None);
+        check(&["ollm", "run", "m", "--max-tokens", "0"], None);
     }
 
     #[test]

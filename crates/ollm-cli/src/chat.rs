@@ -214,12 +214,7 @@ fn answer(text: &str, state: &mut State, settings: &Settings, rt: &tokio::runtim
         no_tools: state.plan.no_tools,
         ..ChatOptions::default()
     };
-    let mut sink = render::sink(
-        state.plan.format,
-        state.plan.style,
-        Box::new(std::io::stdout()),
-        Box::new(std::io::stderr()),
-    );
+    let mut sink = run::plan_sink(&state.plan);
     let model = state.plan.chat.model.clone();
     let outcome = rt.block_on(run::generate(
         &state.client,

@@ -144,6 +144,7 @@ fn finish_str(r: FinishReason) -> &'static str {
         FinishReason::Cancelled => "cancelled",
         FinishReason::MaxTurns => "max_turns",
         FinishReason::Error => "error",
+        FinishReason::Repetition => "repetition",
         _ => "other",
     }
 }
@@ -225,6 +226,11 @@ pub(crate) fn event_json(event: &ChatEvent) -> Value {
             json!({"type": "warning", "warning": warning_json(warning)})
         }
         ChatEvent::Error { error } => json!({"type": "error", "error": error_json(error)}),
+        ChatEvent::StrategyChosen { strategy, reason } => json!({
+            "type": "strategy_chosen",
+            "strategy": strategy.map(|s| s.to_string()),
+            "reason": reason,
+        }),
         ChatEvent::Finish { reason, usage, .. } => json!({
             "type": "finish",
             "finish_reason": finish_str(*reason),
@@ -482,6 +488,9 @@ impl Sink for TextSink<'_> {
                     ),
                     FinishReason::Length => self.status_line(
                         &self.paint(YELLOW, "warning: the answer was cut at the token limit"),
+                    ),
+                    FinishReason::Repetition => self.status_line(
+                        &self.paint(YELLOW, "warning: stopped: the model kept repeating itself"),
                     ),
                     _ => Ok(()),
                 }
@@ -830,6 +839,30 @@ mod tests {
                 json!({"type": "finish", "finish_reason": "stop", "usage": finish_usage}),
             ]
         );
+    }
+
+    #[test]
+    fn strategy_and_repetition_lines_are_pinned() {
+        let chosen = ChatEvent::StrategyChosen {
+            strategy: Some(ollm_core::ToolMode::React),
+            reason: "auto: why".into(),
+        };
+        let expected =
+            json!({"type": "strategy_chosen", "strategy": "react", "reason": "auto: why"});
+        assert_eq!(event_json(&chosen), expected);
+        let none = ChatEvent::StrategyChosen {
+            strategy: None,
+            reason: "no tools".into(),
+        };
+        assert_eq!(event_json(&none)["strategy"], Value::Null);
+        let finish = ChatEvent::Finish {
+            reason: FinishReason::Repetition,
+            usage: Usage::default(),
+            added: Vec::new(),
+        };
+        assert_eq!(event_json(&finish)["finish_reason"], "repetition");
+        let warning = Warning::new(WarningKind::TokenLimit, "cut");
+        assert_eq!(warning_json(&warning)["kind"], "token_limit");
     }
 
     #[test]

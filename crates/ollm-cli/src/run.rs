@@ -1,7 +1,7 @@
 //! `ollm run`: settling its arguments, building the chat client, and driving one
 //! generation with Ctrl-C cancellation. The interactive loop lives in [`crate::chat`].
 
-use std::io::{IsTerminal, Read};
+use std::io::{IsTerminal, Read, Write};
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
@@ -34,6 +34,8 @@ pub(crate) struct RunPlan {
     pub(crate) session: Option<String>,
     /// How tool calls are approved.
     pub(crate) approval: Mode,
+    /// Explain the run on stderr (`--verbose`).
+    pub(crate) verbose: bool,
 }
 
 /// What the terminal looks like, for settling.
@@ -116,6 +118,12 @@ pub(crate) fn settle(
     if let Some(m) = args.tool_mode {
         chat.tool_mode = m;
     }
+    if let Some(choice) = &args.tool_choice {
+        chat.tool_choice = choice.clone();
+    }
+    if let Some(n) = args.max_tokens {
+        chat.max_tokens = Some(n);
+    }
     if let Some(ctx) = settings.provider.context_length {
         chat.options.context_length = Some(ctx);
         chat.context_limits
@@ -134,6 +142,7 @@ pub(crate) fn settle(
         chat,
         session: args.session.clone(),
         approval,
+        verbose: args.verbose,
     })
 }
 
@@ -300,12 +309,7 @@ pub(crate) async fn one_shot(
         no_tools: plan.no_tools,
         ..ChatOptions::default()
     };
-    let mut sink = render::sink(
-        plan.format,
-        plan.style,
-        Box::new(std::io::stdout()),
-        Box::new(std::io::stderr()),
-    );
+    let mut sink = plan_sink(plan);
     let model = &plan.chat.model;
     let outcome = generate(&client, prompt, options, sink.as_mut(), model).await?;
     drop(sink);
@@ -313,6 +317,59 @@ pub(crate) async fn one_shot(
         save_turn(s, settings, model, history.is_empty(), &outcome.messages);
     }
     status_of(&outcome.summary)
+}
+
+/// The sink a plan's runs are shown in: its format on stdout and stderr, with the
+/// `--verbose` lines on stderr.
+pub(crate) fn plan_sink(plan: &RunPlan) -> Box<dyn Sink> {
+    let inner = render::sink(
+        plan.format,
+        plan.style,
+        Box::new(std::io::stdout()),
+        Box::new(std::io::stderr()),
+    );
+    if plan.verbose {
+        Box::new(Verbose {
+            inner,
+            err: Box::new(std::io::stderr()),
+        })
+    } else {
+        inner
+    }
+}
+
+/// A sink that also explains the run on `err` (`--verbose`): which tool strategy it
+/// uses and why. Never on stdout, so a `json` or piped answer stays clean.
+pub(crate) struct Verbose {
+    /// The sink shown to.
+    pub(crate) inner: Box<dyn Sink>,
+    /// Where the explanations go.
+    pub(crate) err: Box<dyn std::io::Write>,
+}
+
+/// The `--verbose` line for `event`, if it has one.
+pub(crate) fn verbose_line(event: &ChatEvent) -> Option<String> {
+    match event {
+        ChatEvent::StrategyChosen { strategy, reason } => {
+            let name = strategy.map_or("none".to_owned(), |s| s.to_string());
+            Some(format!("ollm: tool strategy: {name} ({reason})"))
+        }
+        _ => None,
+    }
+}
+
+impl Sink for Verbose {
+    fn event(&mut self, event: &ChatEvent) -> std::io::Result<()> {
+        if let Some(line) = verbose_line(event) {
+            writeln!(self.err, "{line}")?;
+            self.err.flush()?;
+        }
+        self.inner.event(event)
+    }
+
+    fn end(&mut self, summary: &Summary, model: &str) -> std::io::Result<()> {
+        self.inner.end(summary, model)
+    }
 }
 
 /// Loads a session's messages, telling the user about any damage.
@@ -451,6 +508,13 @@ mod tests {
         assert_eq!(p.chat.model, "qwen3");
         assert_eq!(p.chat.max_turns, 3);
         assert_eq!(p.chat.tool_mode, ToolMode::React);
+        assert_eq!(p.chat.max_tokens, Some(ollm_core::DEFAULT_MAX_TOKENS));
+        assert!(!p.verbose);
+        let words = ["m", "--tool-choice", "none", "--max-tokens", "9", "-v", "x"];
+        let q = settle(&args(&words), &s, TTY, None).unwrap();
+        assert_eq!(q.chat.tool_choice, ollm_types::ToolChoice::None);
+        assert_eq!(q.chat.max_tokens, Some(9));
+        assert!(q.verbose);
         assert_eq!(p.chat.think, Some(Think::Low));
         assert_eq!(p.chat.system.as_deref(), Some("be brief"));
     }
@@ -471,6 +535,42 @@ mod tests {
             }
         });
         head.chain(tail)
+    }
+
+    #[test]
+    fn verbose_explains_the_strategy_on_its_own_stream() {
+        let err = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Shared {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut sink = Verbose {
+            inner: quiet_sink(),
+            err: Box::new(Shared(err.clone())),
+        };
+        let chosen = ChatEvent::StrategyChosen {
+            strategy: Some(ToolMode::React),
+            reason: "auto: because".into(),
+        };
+        sink.event(&chosen).unwrap();
+        sink.event(&ChatEvent::TextDelta { text: "hi".into() })
+            .unwrap();
+        let none = ChatEvent::StrategyChosen {
+            strategy: None,
+            reason: "no tools".into(),
+        };
+        sink.event(&none).unwrap();
+        let written = String::from_utf8(err.lock().unwrap().clone()).unwrap();
+        assert_eq!(
+            written,
+            "ollm: tool strategy: react (auto: because)\nollm: tool strategy: none (no tools)\n"
+        );
     }
 
     fn quiet_sink() -> Box<dyn Sink> {

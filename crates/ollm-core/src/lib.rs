@@ -83,10 +83,10 @@ pub mod strategy;
 pub mod tokens;
 pub mod tool;
 
-pub use chat::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatRun};
+pub use chat::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatRun, DEFAULT_MAX_TOKENS};
 pub use error::CoreError;
 pub use history::{History, HistoryStats};
 pub use provider::{ProviderAdapter, ProviderRegistry, ProviderStream, PullStream};
-pub use strategy::ToolMode;
+pub use strategy::{AutoRules, Learned, ToolMode};
 pub use tokens::ContextLimits;
 pub use tool::{Tool, ToolError, ToolOutcome, ToolRegistry, TypedTool};

@@ -15,6 +15,8 @@ mod support;
 mod constrained;
 #[path = "all/edges.rs"]
 mod edges;
+#[path = "all/guards.rs"]
+mod guards;
 #[path = "all/loop_invariants.rs"]
 mod loop_invariants;
 #[path = "all/providers.rs"]

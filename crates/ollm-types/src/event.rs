@@ -114,6 +114,10 @@ pub enum FinishReason {
     MaxTurns,
     /// The run ended on an error (chat runs only).
     Error,
+    /// The model repeated itself and the run was stopped (chat runs only): it asked for
+    /// the same tool call a third time, or its reply kept repeating the same text. A
+    /// `Warning` of kind [`WarningKind::Repetition`] says which.
+    Repetition,
 }
 
 /// A warning that does not end the reply.
@@ -148,6 +152,11 @@ pub enum WarningKind {
     Retrying,
     /// The model's output had to be repaired or part of it was not understood.
     MalformedOutput,
+    /// The model repeated itself: a tool call it already made was not run again, or a
+    /// reply that kept repeating the same text was stopped.
+    Repetition,
+    /// A reply was cut at the generation cap (`max_tokens`).
+    TokenLimit,
     /// Anything else.
     Other,
 }

@@ -100,3 +100,78 @@ pub enum ToolChoice {
     /// This tool, by name.
     Tool(String),
 }
+
+impl std::fmt::Display for ToolChoice {
+    /// `auto`, `none`, `required`, or the tool's name.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ToolChoice::Auto => "auto",
+            ToolChoice::None => "none",
+            ToolChoice::Required => "required",
+            ToolChoice::Tool(name) => name,
+        })
+    }
+}
+
+impl std::str::FromStr for ToolChoice {
+    type Err = TypesError;
+
+    /// Reads `auto`, `none` or `required` (in any case); any other non-empty word names a
+    /// tool. Whether that tool exists is for the caller to check against what it offers.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "" => {
+                return Err(TypesError::EmptyName {
+                    what: "a tool choice",
+                });
+            }
+            "auto" => ToolChoice::Auto,
+            "none" => ToolChoice::None,
+            "required" => ToolChoice::Required,
+            _ => ToolChoice::Tool(s.to_owned()),
+        })
+    }
+}
+
+impl ToolChoice {
+    /// Whether the choice obliges the model to call a tool (`required` or a named tool).
+    pub fn requires_call(&self) -> bool {
+        matches!(self, ToolChoice::Required | ToolChoice::Tool(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(input: &str, expected: Result<ToolChoice, TypesError>) {
+        assert_eq!(input.parse::<ToolChoice>(), expected, "{input:?}");
+    }
+
+    #[test]
+    fn tool_choices_parse() {
+        check("auto", Ok(ToolChoice::Auto));
+        check("NONE", Ok(ToolChoice::None));
+        check("Required", Ok(ToolChoice::Required));
+        check("read_file", Ok(ToolChoice::Tool("read_file".into())));
+        check(
+            " ",
+            Err(TypesError::EmptyName {
+                what: "a tool choice",
+            }),
+        );
+    }
+
+    #[test]
+    fn tool_choice_names_round_trip() {
+        for choice in [
+            ToolChoice::Auto,
+            ToolChoice::None,
+            ToolChoice::Required,
+            ToolChoice::Tool("list_dir".into()),
+        ] {
+            assert_eq!(choice.to_string().parse::<ToolChoice>(), Ok(choice));
+        }
+    }
+}

@@ -536,11 +536,14 @@ mod cancel {
 
     #[test]
     fn sigint_in_stream_json_ends_with_a_cancelled_finish() {
-        let (code, seen) = interrupt(&["--output-format", "stream-json", "hi"], "}\n");
+        // Wait for the first text line (the strategy line comes before it).
+        let (code, seen) = interrupt(&["--output-format", "stream-json", "hi"], "first words");
         assert_eq!(code, Some(130));
         let events: Vec<Value> = seen
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            // The strategy line is pinned by its own test.
+            .filter(|e: &Value| e["type"] != "strategy_chosen")
             .collect();
         assert_eq!(events[0]["type"], "text_delta", "{seen}");
         let last = events.last().unwrap();
@@ -670,6 +673,8 @@ mod more_output {
         let events: Vec<Value> = stdout(&out)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
+            // The strategy line is pinned by its own test.
+            .filter(|e: &Value| e["type"] != "strategy_chosen")
             .collect();
         assert_eq!(events.len(), 2, "{events:?}");
         assert_eq!(events[0]["type"], "error");
@@ -701,6 +706,8 @@ mod more_output {
         let events: Vec<Value> = stdout(&out)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
+            // The strategy line is pinned by its own test.
+            .filter(|e: &Value| e["type"] != "strategy_chosen")
             .collect();
         let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
         assert_eq!(
@@ -1152,6 +1159,8 @@ mod openai_native {
         let events: Vec<Value> = stdout(&out)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
+            // The strategy line is pinned by its own test.
+            .filter(|e: &Value| e["type"] != "strategy_chosen")
             .collect();
         assert_eq!(events[0]["type"], "tool_call_started");
         assert_eq!(events[0]["arguments"], json!({"path": "notes.txt"}));
@@ -1223,5 +1232,106 @@ mod openai_native {
         }
         let out = o.run(&["--provider", "openai", "--host", &url, "version"]);
         assert_eq!(code(&out), 0, "{}", stderr(&out));
+    }
+}
+
+mod tool_choice_and_guards {
+    //! `--tool-choice`, `--max-tokens` and `--verbose` reach the wire and the terminal.
+    use super::*;
+
+    /// Runs one prompt against a mock OpenAI-compatible server that answers `text`,
+    /// with `flags`; the output and the first request's body.
+    fn run_openai(flags: &[&str], text: &str) -> (Output, Value) {
+        let s = OpenAi::start();
+        let o = Ollm::new();
+        s.mock.push_reply(
+            mock_openai::Reply::sse()
+                .content(text)
+                .finish("stop")
+                .done()
+                .reply(),
+        );
+        let url = s.mock.base_url();
+        let mut args = vec!["--provider", "openai", "--host", url.as_str(), "run"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["mock-model", "hi"]);
+        let out = o.run(&args);
+        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+        let first = s.mock.requests().first().cloned().unwrap_or(Value::Null);
+        (out, first)
+    }
+
+    #[test]
+    fn tool_choice_and_max_tokens_reach_the_wire() {
+        let (out, body) = run_openai(&["--tool-choice", "required", "--max-tokens", "64"], "ok");
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(body["tool_choice"], "required");
+        assert_eq!(body["max_tokens"], 64);
+        let (_, body) = run_openai(&["--tool-choice", "read_file"], "ok");
+        let named = json!({"type": "function", "function": {"name": "read_file"}});
+        assert_eq!(body["tool_choice"], named);
+        // The default cap is always sent.
+        assert_eq!(body["max_tokens"], 4096);
+        // `none` under ReAct offers no tools at all.
+        let (_, body) = run_openai(&["--tool-mode", "react", "--tool-choice", "none"], "ok");
+        assert!(body.get("tools").is_none(), "{body}");
+        assert!(
+            !body["messages"].to_string().contains("Action Input"),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn ollama_gets_the_named_tool_only_and_the_cap_as_num_predict() {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        s.mock.script("/api/chat", answer(&["ok"]));
+        let url = s.mock.url();
+        let args = [
+            "--host",
+            url.as_str(),
+            "run",
+            "qwen3:8b",
+            "--tool-choice",
+            "list_dir",
+            "hi",
+        ];
+        let out = o.run(&args);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let body = s.mock.requests_to("/api/chat")[0].body.clone();
+        let names: Vec<&str> = body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["list_dir"], "{body}");
+        assert_eq!(body["options"]["num_predict"], 4096, "{body}");
+    }
+
+    #[test]
+    fn a_tool_choice_naming_no_offered_tool_is_refused() {
+        let (out, body) = run_openai(&["--tool-choice", "launch_code"], "ok");
+        assert_ne!(code(&out), 0);
+        assert_eq!(body, Value::Null, "nothing was sent");
+        assert!(stderr(&out).contains("launch_code"), "{}", stderr(&out));
+    }
+
+    #[test]
+    fn verbose_explains_the_strategy_on_stderr_only() {
+        let (out, _) = run_openai(&["-v"], "the answer");
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(stdout(&out), "the answer\n");
+        assert!(
+            stderr(&out).contains("ollm: tool strategy: native (auto:"),
+            "{}",
+            stderr(&out)
+        );
+        let (out, _) = run_openai(&[], "the answer");
+        assert!(!stderr(&out).contains("tool strategy"), "{}", stderr(&out));
+        let (out, _) = run_openai(&["--output-format", "stream-json"], "x");
+        let first: Value = serde_json::from_str(stdout(&out).lines().next().unwrap()).unwrap();
+        assert_eq!(first["type"], "strategy_chosen");
+        assert_eq!(first["strategy"], "native");
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! # Decisions
 //! - On cancel, running tools are aborted and no tool starts; a call without a result is
-//!   answered by [`CANCELLED_RESULT`] (and an event says so), so calls and results stay
+//!   answered by [`super::CANCELLED_RESULT`] (and an event says so), so calls and results stay
 //!   1:1.
 //! - A tool that panics or is stopped is answered by an error result naming it.
 
@@ -15,8 +15,8 @@ use ollm_types::ToolCall;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::ChatEvent;
 use super::run::Sink;
-use super::{CANCELLED_RESULT, ChatEvent};
 use crate::ToolRegistry;
 use crate::tool::ToolOutcome;
 
@@ -100,12 +100,13 @@ async fn abort(mut set: JoinSet<ToolOutcome>) {
     }
 }
 
-/// One result per call: the real one where the tool finished, [`CANCELLED_RESULT`]
-/// (announced with a `ToolResult` event) where it did not.
-pub(super) fn answer_cancelled(
+/// One result per call: the real one where the tool finished, `placeholder` (such as
+/// [`super::CANCELLED_RESULT`], announced with a `ToolResult` event) where it did not.
+pub(super) fn answer_unfinished(
     calls: &[ToolCall],
     results: &[Option<ToolOutcome>],
     sink: &Sink,
+    placeholder: &str,
 ) -> Vec<ToolOutcome> {
     calls
         .iter()
@@ -116,11 +117,11 @@ pub(super) fn answer_cancelled(
                 sink.send(ChatEvent::ToolResult {
                     call_id: call.id.clone(),
                     name: call.name.clone(),
-                    content: CANCELLED_RESULT.to_owned(),
+                    content: placeholder.to_owned(),
                     is_error: true,
                 });
                 ToolOutcome {
-                    content: CANCELLED_RESULT.to_owned(),
+                    content: placeholder.to_owned(),
                     is_error: true,
                 }
             }

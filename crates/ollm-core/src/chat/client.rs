@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::run::{ChatRun, supervise};
 use super::{ChatConfig, ChatOptions};
+use crate::strategy::Learned;
 use crate::{History, ProviderAdapter, ToolRegistry};
 
 /// What a run shares with the client.
@@ -22,8 +23,8 @@ pub(super) struct Shared {
     pub(super) config: Mutex<ChatConfig>,
     pub(super) history: Mutex<History>,
     model_info: Mutex<HashMap<String, Option<ModelInfo>>>,
-    /// Models the server refused native tools for (Auto mode then uses ReAct).
-    pub(super) no_native_tools: Mutex<HashSet<String>>,
+    /// What runs learned about each model's tool calling (`Auto` goes by it).
+    pub(super) learned: Mutex<HashMap<String, Learned>>,
     /// Models the server refused `think` for.
     pub(super) no_think: Mutex<HashSet<String>>,
     pub(super) run_lock: tokio::sync::Mutex<()>,
@@ -75,7 +76,7 @@ impl ChatClient {
                 config: Mutex::new(config),
                 history: Mutex::new(history),
                 model_info: Mutex::new(HashMap::new()),
-                no_native_tools: Mutex::new(HashSet::new()),
+                learned: Mutex::new(HashMap::new()),
                 no_think: Mutex::new(HashSet::new()),
                 run_lock: tokio::sync::Mutex::new(()),
                 next_id: AtomicU64::new(1),
@@ -146,6 +147,20 @@ impl ChatClient {
     /// Forgets the messages but keeps the system prompt.
     pub fn clear_history(&self) {
         lock(&self.shared.history).clear();
+    }
+
+    /// What this client's runs learned about `model`'s tool calling.
+    pub fn learned(&self, model: &str) -> Learned {
+        lock(&self.shared.learned)
+            .get(model)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Sets what is known about `model`'s tool calling (for example as a program saved
+    /// it from an earlier session), which [`crate::ToolMode::Auto`] goes by.
+    pub fn remember(&self, model: impl Into<String>, learned: Learned) {
+        lock(&self.shared.learned).insert(model.into(), learned);
     }
 
     /// What the server reports about the configured model (asked once, then cached);

@@ -54,23 +54,53 @@
 //! - **Fallbacks**: when the server refuses native tools (`ToolsUnsupported`) in
 //!   [`ToolMode::Auto`], or refuses `think` (`ThinkingUnsupported`), before any output,
 //!   the turn is retried with ReAct or without `think`, with a warning, and the client
-//!   remembers it for that model.
+//!   remembers it for that model. The warning carries the server's hint, or names the
+//!   server flags native tools need (`--jinja` for llama-server,
+//!   `--enable-auto-tool-choice --tool-call-parser <name>` for vLLM).
+//! - **Choosing the strategy** is explained: a [`ChatEvent::StrategyChosen`] says which
+//!   strategy a run uses and why (asked for; the server reports tools, reports none, or
+//!   cannot say; refused before; native calls keep coming back as text). The client
+//!   learns per model ([`crate::strategy::Learned`]: refusals, native replies with
+//!   structured calls and with text calls), and [`AutoRules`] say how `Auto` weighs it.
+//! - **Tool choice** ([`ChatConfig::tool_choice`]): native sends it as the request's
+//!   `tool_choice`; ReAct and constrained offer no tools for `none`, only the named tool
+//!   for a name, and for `required` or a name ask for a call (constrained by dropping the
+//!   `final_answer` branch of its schema) and answer a first reply that answers instead
+//!   with a correction. `required` and a name bind a run's replies only until its first
+//!   call: afterwards the model must be able to answer, so later turns are `auto`. With
+//!   `none`, calls the model makes anyway meet an empty registry (`Unknown tool`). A
+//!   named tool that is not offered ends the run at once with a `BadRequest` error.
+//! - **Loop guard** (`guard.rs`): an identical call (same tool, same arguments as
+//!   canonical JSON) repeated within a run is not run again; it is answered with the
+//!   head of the earlier result and told to use it. The same call a third time ends the
+//!   run (`FinishReason::Repetition`, a `Repetition` warning) once that turn is recorded.
+//! - **Runaway guard**: every request carries a generation cap (`max_tokens`: the call's
+//!   [`ChatOptions::max_tokens`], else the sampling options', else
+//!   [`ChatConfig::max_tokens`], [`DEFAULT_MAX_TOKENS`] by default: about five minutes
+//!   at 13 tokens/s, room for a long answer or a thinking model's reasoning); a reply cut
+//!   there finishes as `length` with a `TokenLimit` warning. A reply whose text keeps
+//!   repeating itself (`runaway.rs`) is stopped (its stream dropped, which cancels the
+//!   request), recorded as far as it went, and ends the run with `Repetition` and a
+//!   warning; its calls, if any, are answered [`STOPPED_RESULT`].
 //! - Runs of one client are serialised: a second `chat` waits for the first to end.
 //! - A panic anywhere in a run (provider, tool, this loop) becomes an `Error` event and a
 //!   `Finish`; the client stays usable.
 
 mod calls;
 mod client;
+mod guard;
 mod run;
+mod runaway;
 mod settle;
 mod turn;
 
 use ollm_types::{
-    FinishReason, GenerationOptions, Message, ProviderError, Think, ToolCall, Usage, Warning,
+    FinishReason, GenerationOptions, Message, ProviderError, Think, ToolCall, ToolChoice, Usage,
+    Warning,
 };
 use serde::{Deserialize, Serialize};
 
-use crate::strategy::ToolMode;
+use crate::strategy::{AutoRules, ToolMode};
 use crate::tokens::ContextLimits;
 
 pub use client::ChatClient;
@@ -78,6 +108,13 @@ pub use run::ChatRun;
 
 /// The result recorded for a call whose tool had not finished when the run was cancelled.
 pub const CANCELLED_RESULT: &str = "Error: cancelled before the tool finished";
+
+/// The result recorded for a call of a reply stopped because it kept repeating itself.
+pub const STOPPED_RESULT: &str = "Error: not run: the reply was stopped because it kept \
+     repeating itself";
+
+/// The generation cap per reply when none is configured, in tokens (see the Decisions).
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
 /// One event of a chat run, in the order things happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,6 +155,15 @@ pub enum ChatEvent {
         /// The turn's usage, where the server reported it.
         usage: Usage,
     },
+    /// How this run offers tools, and why; sent once at the start of a run that got as
+    /// far as settling its settings, and again if a fallback changes it.
+    StrategyChosen {
+        /// The strategy (`native`, `react` or `constrained`); `None` when no tools are
+        /// offered.
+        strategy: Option<ToolMode>,
+        /// Why, in words for people (`ollm run --verbose` prints it).
+        reason: String,
+    },
     /// Something the user should know.
     Warning {
         /// The warning.
@@ -153,6 +199,13 @@ pub struct ChatConfig {
     pub max_turns: u32,
     /// How tools reach the model.
     pub tool_mode: ToolMode,
+    /// Whether, and which, tool the model must call (see the Decisions).
+    pub tool_choice: ToolChoice,
+    /// How [`ToolMode::Auto`] weighs what earlier runs learned about a model.
+    pub auto: AutoRules,
+    /// The generation cap per reply, in tokens, when the sampling options set none
+    /// (default [`DEFAULT_MAX_TOKENS`]; `None`: the server's own limit).
+    pub max_tokens: Option<u32>,
     /// Sampling options.
     pub options: GenerationOptions,
     /// Whether to think.
@@ -168,6 +221,9 @@ impl Default for ChatConfig {
             system: None,
             max_turns: 10,
             tool_mode: ToolMode::default(),
+            tool_choice: ToolChoice::default(),
+            auto: AutoRules::default(),
+            max_tokens: Some(DEFAULT_MAX_TOKENS),
             options: GenerationOptions::default(),
             think: None,
             context_limits: ContextLimits::default(),
@@ -190,6 +246,11 @@ impl ChatConfig {
 pub struct ChatOptions {
     /// Tool mode for this call.
     pub tool_mode: Option<ToolMode>,
+    /// Tool choice for this call.
+    pub tool_choice: Option<ToolChoice>,
+    /// Generation cap per reply for this call, in tokens (wins over the sampling
+    /// options' `max_tokens`).
+    pub max_tokens: Option<u32>,
     /// Sampling options for this call.
     pub options: Option<GenerationOptions>,
     /// Thinking for this call.

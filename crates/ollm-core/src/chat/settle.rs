@@ -8,16 +8,25 @@
 //!   Adapters send what the request carries.
 //! - A model the server refused native tools for runs ReAct in `Auto` mode for the rest
 //!   of the client's life.
+//! - The strategy is announced with its reason ([`ChatEvent::StrategyChosen`]) before the
+//!   first request.
+//! - The generation cap: the call's `max_tokens`, else the sampling options', else the
+//!   client's (see the chat module's Decisions).
+//! - A tool choice naming a tool that is not offered is refused here, before anything is
+//!   sent (an error event of kind `BadRequest`), so a typo never runs unconstrained.
 
 use std::sync::Arc;
 
-use ollm_types::{Capability, GenerationOptions, ModelInfo, Think, WarningKind};
+use ollm_types::{
+    Capability, GenerationOptions, ModelInfo, ProviderErrorKind, Think, ToolChoice, ToolSchema,
+    WarningKind,
+};
 
 use super::client::{Shared, lock};
 use super::run::Sink;
-use super::{ChatConfig, ChatOptions};
+use super::{ChatConfig, ChatEvent, ChatOptions};
 use crate::ToolRegistry;
-use crate::strategy::{Strategy, ToolMode, capabilities_known};
+use crate::strategy::{Reason, Strategy, ToolMode, capabilities_known};
 use crate::tokens::ContextLimits;
 
 /// The settled inputs of one run.
@@ -27,61 +36,106 @@ pub(super) struct RunSettings {
     pub(super) auto: bool,
     pub(super) max_turns: u32,
     pub(super) strategy: Strategy,
+    /// The tool choice the run was asked for.
+    pub(super) choice: ToolChoice,
     pub(super) options: GenerationOptions,
     pub(super) think: Option<Think>,
     pub(super) limits: ContextLimits,
     pub(super) info: Option<ModelInfo>,
+    /// The tools that may run (none with tool choice `none`).
     pub(super) tools: Arc<ToolRegistry>,
+    /// The tools the strategy offers, as the tool choice narrows them.
+    pub(super) offered: Vec<ToolSchema>,
 }
 
 impl RunSettings {
-    /// Settles `config` with `options` for a model the server describes as `info`.
+    /// Settles `config` with `options` for a model the server describes as `info`, and
+    /// announces the strategy; `None` (an error event sent) when the settings cannot run.
     pub(super) fn settle(
         shared: &Shared,
         config: &ChatConfig,
         options: &ChatOptions,
         info: Option<ModelInfo>,
         sink: &Sink,
-    ) -> Self {
-        // With tools turned off for this run, calls a model makes anyway meet an empty
-        // registry: each is answered `Unknown tool` (1:1 kept) and nothing runs.
-        let tools = if options.no_tools {
+    ) -> Option<Self> {
+        let choice = options
+            .tool_choice
+            .clone()
+            .unwrap_or_else(|| config.tool_choice.clone());
+        // With tools turned off for this run (or `none` chosen), calls a model makes
+        // anyway meet an empty registry: each is answered `Unknown tool` (1:1 kept) and
+        // nothing runs.
+        let all = Arc::clone(&lock(&shared.tools));
+        if let ToolChoice::Tool(name) = &choice {
+            if !options.no_tools && !all.contains(name) {
+                let offered: Vec<String> = all.schemas().into_iter().map(|t| t.name).collect();
+                sink.error(
+                    ProviderErrorKind::BadRequest,
+                    format!(
+                        "the tool choice names {name:?}, which is not offered (offered: {})",
+                        offered.join(", ")
+                    ),
+                );
+                return None;
+            }
+        }
+        let has_tools = !options.no_tools && !all.is_empty();
+        let offered = if has_tools { all.schemas() } else { Vec::new() };
+        let tools = if options.no_tools || choice == ToolChoice::None {
             Arc::new(ToolRegistry::default())
         } else {
-            Arc::clone(&lock(&shared.tools))
+            all
         };
         let mode = options.tool_mode.unwrap_or(config.tool_mode);
-        let has_tools = !options.no_tools && !tools.is_empty();
-        RunSettings {
+        let (strategy, reason) = strategy(shared, config, mode, info.as_ref(), has_tools);
+        sink.send(ChatEvent::StrategyChosen {
+            strategy: strategy.mode(),
+            reason: reason.to_string(),
+        });
+        let mut generation = options.options.clone().unwrap_or(config.options.clone());
+        generation.max_tokens = options
+            .max_tokens
+            .or(generation.max_tokens)
+            .or(config.max_tokens);
+        Some(RunSettings {
             model: config.model.clone(),
             auto: mode == ToolMode::Auto,
             max_turns: options.max_turns.unwrap_or(config.max_turns),
-            strategy: strategy(shared, &config.model, mode, info.as_ref(), has_tools),
-            options: options.options.clone().unwrap_or(config.options.clone()),
+            strategy,
+            choice,
+            options: generation,
             think: think(shared, config, options, info.as_ref(), sink),
             limits: config.context_limits.clone(),
             info,
             tools,
+            offered,
+        })
+    }
+
+    /// The tool choice for the next reply: `required` and a named tool bind only until
+    /// the run's first call (see the chat module's Decisions).
+    pub(super) fn choice_for_turn(&self, called: bool) -> ToolChoice {
+        if called && self.choice.requires_call() {
+            ToolChoice::Auto
+        } else {
+            self.choice.clone()
         }
     }
 }
 
-/// The strategy for `mode`, remembering a server's refusal of native tools.
+/// The strategy for `mode` and why, going by what the client learned about the model.
 fn strategy(
     shared: &Shared,
-    model: &str,
+    config: &ChatConfig,
     mode: ToolMode,
     info: Option<&ModelInfo>,
     has_tools: bool,
-) -> Strategy {
-    let strategy = Strategy::resolve(mode, info, has_tools);
-    if mode == ToolMode::Auto
-        && strategy == Strategy::Native
-        && lock(&shared.no_native_tools).contains(model)
-    {
-        return Strategy::React;
-    }
-    strategy
+) -> (Strategy, Reason) {
+    let learned = lock(&shared.learned)
+        .get(&config.model)
+        .copied()
+        .unwrap_or_default();
+    Strategy::resolve(mode, info, has_tools, &learned, &config.auto)
 }
 
 /// Whether to send `think` (see the module docs).

@@ -13,17 +13,19 @@ use std::sync::Arc;
 use futures::{FutureExt, StreamExt};
 use ollm_types::{
     FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest,
-    ToolCall, Usage, WarningKind,
+    ToolCall, ToolChoice, Usage, WarningKind,
 };
 use tokio_util::sync::CancellationToken;
 
-use super::calls::{answer_cancelled, execute_all};
+use super::calls::{answer_unfinished, execute_all};
 use super::client::{Shared, lock, model_info};
+use super::guard::{CallMemory, REPEAT_LIMIT, Source};
 use super::run::Sink;
+use super::runaway::RepeatDetector;
 use super::settle::RunSettings;
-use super::{ChatEvent, ChatOptions};
+use super::{CANCELLED_RESULT, ChatEvent, ChatOptions, STOPPED_RESULT};
 use crate::CoreError;
-use crate::strategy::{Strategy, TextFilter, Turn, TurnOutcome};
+use crate::strategy::{Reason, Strategy, TextFilter, Turn, TurnOutcome};
 use crate::tokens::{Budget, budget, estimate_text, request_text, usage_percent};
 use crate::tool::ToolOutcome;
 
@@ -43,8 +45,8 @@ enum TurnFailure {
 
 /// What to do without.
 enum Fallback {
-    /// Native tools: use ReAct.
-    React,
+    /// Native tools: use ReAct. The server's hint, if it gave one.
+    React(Option<String>),
     /// `think`.
     NoThink,
 }
@@ -76,7 +78,10 @@ pub(super) async fn run_chat(
         _ = cancel.cancelled() => return sink.finish(FinishReason::Cancelled, Usage::default()),
         info = model_info(&shared, &config.model) => info,
     };
-    let mut settings = RunSettings::settle(&shared, &config, &options, info, &sink);
+    let Some(mut settings) = RunSettings::settle(&shared, &config, &options, info, &sink) else {
+        sink.unrecord(&shared, start_len);
+        return sink.finish(FinishReason::Error, Usage::default());
+    };
     let mut total = Usage::default();
     let (reason, recorded_turns) =
         run_turns(&shared, &mut settings, &cancel, &sink, &mut total).await;
@@ -97,8 +102,10 @@ async fn run_turns(
     total: &mut Usage,
 ) -> (FinishReason, u32) {
     let mut turn = 1;
+    let mut memory = CallMemory::default();
     while turn <= settings.max_turns {
-        match run_turn(shared, settings, turn, cancel, sink, total).await {
+        let step = Step { turn, cancel, sink };
+        match run_turn(shared, settings, &mut memory, step, total).await {
             Ok(TurnEnd::Continue) => turn += 1,
             Ok(TurnEnd::Finish(reason)) => return (reason, turn - 1),
             Err(TurnFailure::Fallback(fallback)) => fall_back(shared, settings, sink, fallback),
@@ -112,12 +119,21 @@ async fn run_turns(
 fn fall_back(shared: &Shared, settings: &mut RunSettings, sink: &Sink, fallback: Fallback) {
     let model = settings.model.clone();
     let message = match fallback {
-        Fallback::React => {
-            lock(&shared.no_native_tools).insert(model.clone());
+        Fallback::React(hint) => {
+            lock(&shared.learned)
+                .entry(model.clone())
+                .or_default()
+                .native_refused = true;
             settings.strategy = Strategy::React;
+            let reason = Reason::Refused(hint);
+            sink.send(ChatEvent::StrategyChosen {
+                strategy: settings.strategy.mode(),
+                reason: reason.to_string(),
+            });
             format!(
-                "{model} does not support native tool calls; describing the tools as ReAct \
-                 text instead"
+                "{model}: the server refused native tool calls; describing the tools as \
+                 ReAct text instead ({})",
+                hint_of(&reason)
             )
         }
         Fallback::NoThink => {
@@ -129,16 +145,33 @@ fn fall_back(shared: &Shared, settings: &mut RunSettings, sink: &Sink, fallback:
     sink.warn(WarningKind::Other, message);
 }
 
+/// The text of the fallback hint in `reason`.
+fn hint_of(reason: &Reason) -> String {
+    match reason {
+        Reason::Refused(Some(hint)) => hint.clone(),
+        _ => crate::strategy::SERVER_FLAGS_HINT.to_owned(),
+    }
+}
+
+/// Where a turn is in its run: its number, the run's cancel token and its sink.
+#[derive(Clone, Copy)]
+struct Step<'a> {
+    turn: u32,
+    cancel: &'a CancellationToken,
+    sink: &'a Sink,
+}
+
 /// One turn: build the request, check its size, stream the reply, then conclude.
 async fn run_turn(
     shared: &Shared,
     settings: &RunSettings,
-    turn: u32,
-    cancel: &CancellationToken,
-    sink: &Sink,
+    memory: &mut CallMemory,
+    step: Step<'_>,
     total: &mut Usage,
 ) -> Result<TurnEnd, TurnFailure> {
-    let request = build_request(shared, settings);
+    let Step { cancel, sink, .. } = step;
+    let choice = settings.choice_for_turn(memory.any());
+    let request = build_request(shared, settings, &choice);
     if !check_budget(shared, settings, &request, cancel, sink).await? {
         return Ok(TurnEnd::Finish(FinishReason::Cancelled));
     }
@@ -153,19 +186,32 @@ async fn run_turn(
         total,
     );
     match reply.await? {
+        Streamed::Done(reply) if reply.finish == Some(FinishReason::Repetition) => {
+            record_unfinished(shared, settings, sink, &reply, STOPPED_RESULT);
+            let usage = reply.usage;
+            sink.send(ChatEvent::TurnComplete {
+                turn: step.turn,
+                usage,
+            });
+            Ok(TurnEnd::Finish(FinishReason::Repetition))
+        }
         Streamed::Done(reply) => {
-            conclude(shared, settings, turn, reply, filter.as_mut(), cancel, sink).await
+            let read = Read {
+                reply,
+                choice: &choice,
+            };
+            conclude(shared, settings, memory, read, filter.as_mut(), step).await
         }
         Streamed::Cancelled(partial) => {
-            record_cancelled(shared, settings, sink, &partial.raw, &partial.calls, &[]);
+            record_unfinished(shared, settings, sink, &partial, CANCELLED_RESULT);
             Ok(TurnEnd::Finish(FinishReason::Cancelled))
         }
     }
 }
 
 /// The request for the next reply: the history, the options, `think` as settled, and
-/// the tools as the strategy offers them.
-fn build_request(shared: &Shared, settings: &RunSettings) -> ProviderRequest {
+/// the tools as the strategy offers them under `choice`.
+fn build_request(shared: &Shared, settings: &RunSettings, choice: &ToolChoice) -> ProviderRequest {
     let history = lock(&shared.history);
     let mut request = ProviderRequest::new(&settings.model, history.messages().to_vec());
     request.system = history.system_text();
@@ -173,7 +219,7 @@ fn build_request(shared: &Shared, settings: &RunSettings) -> ProviderRequest {
     request.think = settings.think;
     settings
         .strategy
-        .prepare(&mut request, &settings.tools.schemas());
+        .prepare(&mut request, &settings.offered, choice);
     request
 }
 
@@ -297,7 +343,7 @@ impl Reply {
             ProviderErrorKind::ToolsUnsupported
                 if settings.auto && settings.strategy == Strategy::Native =>
             {
-                Some(Fallback::React)
+                Some(Fallback::React(error.hint.clone()))
             }
             ProviderErrorKind::ThinkingUnsupported if settings.think.is_some() => {
                 Some(Fallback::NoThink)
@@ -327,6 +373,7 @@ async fn stream_reply(
     };
     let mut stream = std::panic::AssertUnwindSafe(stream).catch_unwind();
     let mut reply = Reply::default();
+    let mut detector = RepeatDetector::default();
     let flow = loop {
         let next = tokio::select! {
             biased;
@@ -337,6 +384,11 @@ async fn stream_reply(
             next = stream.next() => next,
         };
         let flow = match next {
+            Some(Ok(ProviderEvent::TextDelta { text })) if detector.push(&text).is_some() => {
+                reply.take(ProviderEvent::TextDelta { text }, filter, shared, sink);
+                stopped_repeating(&reply, sink);
+                Flow::Finished(FinishReason::Repetition)
+            }
             Some(Ok(event)) => reply.take(event, filter, shared, sink),
             Some(Err(_panic)) => Flow::Failed(ProviderError::new(
                 ProviderErrorKind::Other,
@@ -368,25 +420,54 @@ async fn stream_reply(
     }
 }
 
+/// Warns that the reply was stopped because it kept repeating itself; the caller drops
+/// the stream, which cancels the request.
+fn stopped_repeating(reply: &Reply, sink: &Sink) {
+    let tail: String = {
+        let chars: Vec<char> = reply.raw.chars().rev().take(60).collect();
+        chars.into_iter().rev().collect()
+    };
+    sink.warn(
+        WarningKind::Repetition,
+        format!(
+            "the reply kept repeating itself and was stopped after {} characters (it ended \
+             \"{}\")",
+            reply.raw.chars().count(),
+            tail.escape_debug()
+        ),
+    );
+}
+
+/// A finished reply and the tool choice it answered.
+struct Read<'a> {
+    reply: Reply,
+    choice: &'a ToolChoice,
+}
+
 /// Reads the finished reply, shows what is left to show, runs its calls and records the
 /// turn as the strategy says.
 async fn conclude(
     shared: &Shared,
     settings: &RunSettings,
-    turn: u32,
-    reply: Reply,
+    memory: &mut CallMemory,
+    read: Read<'_>,
     filter: &mut dyn TextFilter,
-    cancel: &CancellationToken,
-    sink: &Sink,
+    step: Step<'_>,
 ) -> Result<TurnEnd, TurnFailure> {
+    let Read { reply, choice } = read;
+    let sink = step.sink;
     let strategy = settings.strategy;
     let outcome = strategy.interpret(
         &reply.raw,
         reply.calls.clone(),
         &|name| settings.tools.contains(name),
         &mut || shared.mint_id(),
+        choice,
     );
     sink.shown(filter.finish(outcome.answer()));
+    if reply.finish == Some(FinishReason::Length) {
+        warn_cut(settings, sink);
+    }
     let raw = reply.raw.as_str();
     let end = match &outcome {
         TurnOutcome::Answer(answer) => {
@@ -409,57 +490,164 @@ async fn conclude(
             for call in calls.iter().filter(|c| !reply.calls.contains(c)) {
                 sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
             }
-            if !run_calls(shared, settings, raw, calls, cancel, sink).await {
-                return Ok(TurnEnd::Finish(FinishReason::Cancelled));
-            }
-            TurnEnd::Continue
+            learn(shared, settings, !reply.calls.is_empty());
+            let batch = Batch { raw, calls };
+            run_calls(shared, settings, memory, batch, step.cancel, sink).await
         }
     };
     let usage = reply.usage;
-    sink.send(ChatEvent::TurnComplete { turn, usage });
+    sink.send(ChatEvent::TurnComplete {
+        turn: step.turn,
+        usage,
+    });
     Ok(end)
 }
 
-/// Runs `calls` and records the turn with their results; `false` when the run was
-/// cancelled meanwhile (what it produced is recorded too).
+/// Warns that the reply was cut at the generation cap.
+fn warn_cut(settings: &RunSettings, sink: &Sink) {
+    let cap = match settings.options.max_tokens {
+        Some(n) => format!("the cap of {n} tokens per reply"),
+        None => "the server's token limit".to_owned(),
+    };
+    sink.warn(
+        WarningKind::TokenLimit,
+        format!("the reply was cut at {cap} (raise it with max_tokens, `ollm run --max-tokens`)"),
+    );
+}
+
+/// Remembers how a native reply's calls came: structured, or written as text.
+fn learn(shared: &Shared, settings: &RunSettings, structured: bool) {
+    if settings.strategy != Strategy::Native {
+        return;
+    }
+    let mut learned = lock(&shared.learned);
+    let entry = learned.entry(settings.model.clone()).or_default();
+    let count = if structured {
+        &mut entry.native_calls
+    } else {
+        &mut entry.text_calls
+    };
+    *count = count.saturating_add(1);
+}
+
+/// A reply's text and the calls read from it.
+struct Batch<'a> {
+    raw: &'a str,
+    calls: &'a [ToolCall],
+}
+
+/// Runs the calls of `batch` that are new to the run, answers the repeated ones from
+/// what their twins produced (see `guard.rs`) and records the turn. Ends the run when
+/// cancelled meanwhile (what was produced is recorded too) or when a call was asked for
+/// the [`REPEAT_LIMIT`]th time.
 async fn run_calls(
     shared: &Shared,
     settings: &RunSettings,
-    raw: &str,
-    calls: &[ToolCall],
+    memory: &mut CallMemory,
+    batch: Batch<'_>,
     cancel: &CancellationToken,
     sink: &Sink,
-) -> bool {
-    let (results, cancelled) = execute_all(&settings.tools, calls, cancel, sink).await;
+) -> TurnEnd {
+    let Batch { raw, calls } = batch;
+    let sources = memory.sort(calls);
+    let fresh: Vec<ToolCall> = calls
+        .iter()
+        .zip(&sources)
+        .filter(|(_, s)| **s == Source::Run)
+        .map(|(c, _)| c.clone())
+        .collect();
+    let (ran, cancelled) = execute_all(&settings.tools, &fresh, cancel, sink).await;
+    let mut ran = ran.into_iter();
+    let mut results: Vec<Option<ToolOutcome>> = Vec::with_capacity(calls.len());
+    for (call, source) in calls.iter().zip(&sources) {
+        let result = match source {
+            Source::Run => ran.next().flatten(),
+            Source::Earlier => memory.answer(call),
+            Source::Twin(j) => results[*j]
+                .as_ref()
+                .map(|r| super::guard::repeat_result(&call.name, &r.content)),
+        };
+        if *source != Source::Run && !cancelled {
+            if let Some(r) = &result {
+                announce(sink, call, r);
+            }
+        }
+        results.push(result);
+    }
     if cancelled {
-        record_cancelled(shared, settings, sink, raw, calls, &results);
-        return false;
+        let partial = (raw, calls);
+        record_calls_unfinished(shared, settings, sink, partial, &results, CANCELLED_RESULT);
+        return TurnEnd::Finish(FinishReason::Cancelled);
     }
     let results: Vec<ToolOutcome> = results
         .into_iter()
         .map(|r| r.unwrap_or_else(|| ToolOutcome::error("the tool did not run")))
         .collect();
-    let results = &results;
+    let stuck = memory.learn(calls, &results);
     let turn = Turn::Calls {
         raw,
         calls,
-        results,
+        results: &results,
     };
     sink.record(shared, settings.strategy.record(turn));
-    true
+    match stuck {
+        Some(i) => {
+            warn_stuck(sink, &calls[i]);
+            TurnEnd::Finish(FinishReason::Repetition)
+        }
+        None => TurnEnd::Continue,
+    }
 }
 
-/// Records what a cancelled turn produced (see the module docs of [`crate::chat`]),
-/// answering every call without a result.
-fn record_cancelled(
+/// Sends the `ToolResult` of a call answered without running.
+fn announce(sink: &Sink, call: &ToolCall, result: &ToolOutcome) {
+    sink.send(ChatEvent::ToolResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        content: result.content.clone(),
+        is_error: result.is_error,
+    });
+}
+
+/// Warns that the run ends because the model kept asking for `call`.
+fn warn_stuck(sink: &Sink, call: &ToolCall) {
+    let mut args = String::new();
+    super::guard::canonical(&call.arguments_value(), &mut args);
+    sink.warn(
+        WarningKind::Repetition,
+        format!(
+            "the model asked for the same call {REPEAT_LIMIT} times ({} {args}) instead of \
+             answering from its result; the run was stopped",
+            call.name
+        ),
+    );
+}
+
+/// Records what an unfinished reply produced (cancelled, or stopped for repeating
+/// itself; see the module docs of [`crate::chat`]), answering each of its calls with
+/// `placeholder`.
+fn record_unfinished(
     shared: &Shared,
     settings: &RunSettings,
     sink: &Sink,
-    raw: &str,
-    calls: &[ToolCall],
-    results: &[Option<ToolOutcome>],
+    reply: &Reply,
+    placeholder: &str,
 ) {
-    let results = answer_cancelled(calls, results, sink);
+    let partial = (reply.raw.as_str(), &reply.calls[..]);
+    record_calls_unfinished(shared, settings, sink, partial, &[], placeholder);
+}
+
+/// Records the text and calls of an unfinished turn, answering every call without a
+/// result with `placeholder`.
+fn record_calls_unfinished(
+    shared: &Shared,
+    settings: &RunSettings,
+    sink: &Sink,
+    (raw, calls): (&str, &[ToolCall]),
+    results: &[Option<ToolOutcome>],
+    placeholder: &str,
+) {
+    let results = answer_unfinished(calls, results, sink, placeholder);
     let turn = if calls.is_empty() {
         Turn::Cut { raw }
     } else {

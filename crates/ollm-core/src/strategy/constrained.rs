@@ -15,7 +15,7 @@
 //! have their definitions hoisted to the root of the output schema, where their
 //! `#/$defs/...` references resolve; on a name clash the first tool's definition wins.
 
-use ollm_types::{Message, ProviderRequest, ResponseFormat, ToolSchema};
+use ollm_types::{Message, ProviderRequest, ResponseFormat, ToolChoice, ToolSchema};
 use serde_json::{Map, Value, json};
 
 use super::common::{self, Shown, TextFilter, Turn};
@@ -23,17 +23,20 @@ use super::common::{self, Shown, TextFilter, Turn};
 /// The name the output schema is sent under.
 pub(crate) const SCHEMA_NAME: &str = "tool_call_or_final_answer";
 
-/// Offers `tools` as instructions in the system prompt and the output schema.
-pub(crate) fn prepare(request: &mut ProviderRequest, tools: &[ToolSchema]) {
-    common::append_system(&mut request.system, system_prompt(tools));
+/// Offers `tools` as instructions in the system prompt and the output schema; with
+/// `must_call` (tool choice `required` or a named tool) the schema has no `final_answer`
+/// branch, so a server that enforces it can only produce a call.
+pub(crate) fn prepare(request: &mut ProviderRequest, tools: &[ToolSchema], must_call: bool) {
+    common::append_system(&mut request.system, system_prompt(tools, must_call));
     request.response_format = Some(ResponseFormat::JsonSchema {
         name: SCHEMA_NAME.to_owned(),
-        schema: response_schema(tools),
+        schema: response_schema(tools, must_call),
     });
 }
 
-/// The output schema for `tools` (see the module docs).
-pub(crate) fn response_schema(tools: &[ToolSchema]) -> Value {
+/// The output schema for `tools` (see the module docs); without the answer's branch when
+/// `must_call`.
+pub(crate) fn response_schema(tools: &[ToolSchema], must_call: bool) -> Value {
     let mut defs = Map::new();
     let mut alternatives: Vec<Value> = tools
         .iter()
@@ -57,12 +60,14 @@ pub(crate) fn response_schema(tools: &[ToolSchema]) -> Value {
             })
         })
         .collect();
-    alternatives.push(json!({
-        "type": "object",
-        "properties": {"final_answer": {"type": "string"}},
-        "required": ["final_answer"],
-        "additionalProperties": false,
-    }));
+    if !must_call {
+        alternatives.push(json!({
+            "type": "object",
+            "properties": {"final_answer": {"type": "string"}},
+            "required": ["final_answer"],
+            "additionalProperties": false,
+        }));
+    }
     let mut schema = json!({ "oneOf": alternatives });
     if !defs.is_empty() {
         schema["$defs"] = Value::Object(defs);
@@ -71,12 +76,15 @@ pub(crate) fn response_schema(tools: &[ToolSchema]) -> Value {
 }
 
 /// The instructions that describe `tools` and the reply format to the model.
-pub(crate) fn system_prompt(tools: &[ToolSchema]) -> String {
-    let mut out = String::from(
+pub(crate) fn system_prompt(tools: &[ToolSchema], must_call: bool) -> String {
+    let mut out = String::from(if must_call {
+        "Reply with one JSON object only: call a tool now, replying \
+         {\"tool\": \"<name>\", \"arguments\": {...}}.\n\nTools:\n"
+    } else {
         "Reply with one JSON object only. To call a tool, reply \
          {\"tool\": \"<name>\", \"arguments\": {...}}. When you know the answer, reply \
-         {\"final_answer\": \"<your answer>\"}.\n\nTools:\n",
-    );
+         {\"final_answer\": \"<your answer>\"}.\n\nTools:\n"
+    });
     out.push_str(&common::tool_list(tools));
     out
 }
@@ -130,6 +138,19 @@ pub(crate) fn correction_message(error: &str) -> String {
     format!(
         "Your last reply could not be used ({error}). Reply with one JSON object: \
          {{\"tool\": \"<name>\", \"arguments\": {{...}}}} or {{\"final_answer\": \"...\"}}."
+    )
+}
+
+/// The user message sent when the model answered although the tool choice obliges a
+/// call (a server that does not enforce the schema).
+pub(crate) fn must_call_message(choice: &ToolChoice) -> String {
+    let which = match choice {
+        ToolChoice::Tool(name) => format!("\"{name}\""),
+        _ => "\"<name>\"".to_owned(),
+    };
+    format!(
+        "You must call a tool before answering. Reply with one JSON object: \
+         {{\"tool\": {which}, \"arguments\": {{...}}}}."
     )
 }
 
@@ -190,7 +211,7 @@ mod tests {
         #[test]
         fn constrained_schema_shape(names in names(), args in arb_args(), answer in ".{0,20}") {
             let tools: Vec<ToolSchema> = names.iter().map(|n| ToolSchema::new(n, "d", json!({"type": "object"}))).collect();
-            let schema = response_schema(&tools);
+            let schema = response_schema(&tools, false);
             let alts = schema["oneOf"].as_array().unwrap();
             prop_assert_eq!(alts.len(), tools.len() + 1);
             for (alt, tool) in alts.iter().zip(&tools) {
@@ -215,7 +236,7 @@ mod tests {
             prop_assert!(!validator.is_valid(&extra));
             // The request carries it, and no native tools.
             let mut req = ProviderRequest::new("m", Vec::new());
-            ToolStrategy::Constrained.prepare(&mut req, &tools);
+            ToolStrategy::Constrained.prepare(&mut req, &tools, &ollm_types::ToolChoice::Auto);
             prop_assert!(req.tools.is_empty());
             match &req.response_format {
                 Some(ResponseFormat::JsonSchema { name, schema: sent }) => {
@@ -248,7 +269,7 @@ mod tests {
             "required": ["inner"],
             "$defs": {"Inner": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}
         });
-        let schema = response_schema(&[ToolSchema::new("t", "d", params)]);
+        let schema = response_schema(&[ToolSchema::new("t", "d", params)], false);
         let v = jsonschema::validator_for(&schema).unwrap();
         assert!(v.is_valid(&json!({"tool": "t", "arguments": {"inner": {"x": 1}}})));
         assert!(!v.is_valid(&json!({"tool": "t", "arguments": {"inner": {"x": "no"}}})));

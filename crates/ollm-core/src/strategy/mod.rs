@@ -21,12 +21,21 @@
 //! possible call markup while it streams go in `native` (its own `TextFilter`); keeping
 //! recovered call text out of the answer goes in `native::record`; choosing a strategy
 //! from more server facts goes in `Strategy::resolve` (called from `chat/settle.rs`).
-//! Guards that hold for every strategy (such as refusing the same call over and over)
-//! belong to the loop, in `chat/turn.rs` before `chat/calls.rs` runs the calls.
+//! Guards that hold for every strategy (refusing the same call over and over, stopping
+//! a looping reply) belong to the loop: `chat/guard.rs` and `chat/runaway.rs`.
 //!
-//! [`ToolMode::Auto`] picks native when the model reports tool support *or the provider
-//! cannot say* (no capabilities, or `show_model` failed), and ReAct only when the server
-//! positively reports capabilities without `tools`.
+//! # Decisions
+//! - [`ToolMode::Auto`], in order: ReAct when the server refused native tools for the
+//!   model before; the [`AutoRules`] text-call rule (off by default) when the model's
+//!   native replies keep writing calls as text; native when the model reports tool
+//!   support *or the provider cannot say* (no capabilities, or `show_model` failed);
+//!   ReAct when the server positively reports capabilities without `tools`. Each choice
+//!   comes with its [`Reason`], which the run announces.
+//! - The tool choice is applied in `prepare` and `interpret` only: native sends it as
+//!   the request's `tool_choice`; ReAct and constrained narrow what they offer (`none`:
+//!   nothing; a name: that tool; `required`/a name: no answer branch, an instruction) and
+//!   answer an answer with a correction when a call is due. When a call is due is the
+//!   loop's business (`chat/settle.rs`: until the run's first call).
 
 mod common;
 mod constrained;
@@ -36,7 +45,9 @@ mod react;
 use std::fmt;
 use std::str::FromStr;
 
-use ollm_types::{Capability, Message, ModelInfo, ProviderRequest, ToolCall, ToolSchema};
+use ollm_types::{
+    Capability, Message, ModelInfo, ProviderRequest, ToolCall, ToolChoice, ToolSchema,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::CoreError;
@@ -116,34 +127,88 @@ pub(crate) fn capabilities_known(info: Option<&ModelInfo>) -> bool {
 
 impl Strategy {
     /// Settles `mode` for a model with `info` (`None` when `show_model` failed or is not
-    /// offered). `has_tools` is false when no tools are to be offered.
-    pub(crate) fn resolve(mode: ToolMode, info: Option<&ModelInfo>, has_tools: bool) -> Self {
+    /// offered), with the reason. `has_tools` is false when no tools are to be offered;
+    /// `learned` is what earlier runs of this client found out about the model, and
+    /// `rules` how `Auto` weighs it.
+    pub(crate) fn resolve(
+        mode: ToolMode,
+        info: Option<&ModelInfo>,
+        has_tools: bool,
+        learned: &Learned,
+        rules: &AutoRules,
+    ) -> (Self, Reason) {
         if !has_tools {
-            return Strategy::NoTools;
+            return (Strategy::NoTools, Reason::NoTools);
         }
+        let asked = |s| (s, Reason::Asked(mode));
         match mode {
-            ToolMode::Native => Strategy::Native,
-            ToolMode::React => Strategy::React,
-            ToolMode::Constrained => Strategy::Constrained,
+            ToolMode::Native => asked(Strategy::Native),
+            ToolMode::React => asked(Strategy::React),
+            ToolMode::Constrained => asked(Strategy::Constrained),
+            ToolMode::Auto if learned.native_refused => (Strategy::React, Reason::RefusedBefore),
             ToolMode::Auto => {
-                let native =
-                    !capabilities_known(info) || info.is_some_and(|i| i.has(&Capability::Tools));
-                if native {
-                    Strategy::Native
+                if let Some(mode) = rules.switch_for_text_calls(learned) {
+                    return (Strategy::of(mode), Reason::TextCalls(learned.text_calls));
+                }
+                if !capabilities_known(info) {
+                    (Strategy::Native, Reason::CapabilitiesUnknown)
+                } else if info.is_some_and(|i| i.has(&Capability::Tools)) {
+                    (Strategy::Native, Reason::ReportsTools)
                 } else {
-                    Strategy::React
+                    (Strategy::React, Reason::ReportsNoTools)
                 }
             }
         }
     }
 
-    /// Offers `tools` in `request` the way this strategy does.
-    pub(crate) fn prepare(self, request: &mut ProviderRequest, tools: &[ToolSchema]) {
+    /// The strategy a fixed mode names (`Auto` is native until settled otherwise).
+    fn of(mode: ToolMode) -> Self {
+        match mode {
+            ToolMode::Auto | ToolMode::Native => Strategy::Native,
+            ToolMode::React => Strategy::React,
+            ToolMode::Constrained => Strategy::Constrained,
+        }
+    }
+
+    /// The mode this strategy runs, as users name it; `None` when no tools are offered.
+    pub(crate) fn mode(self) -> Option<ToolMode> {
         match self {
-            Strategy::NoTools => {}
-            Strategy::Native => native::prepare(request, tools),
-            Strategy::React => react::prepare(request, tools),
-            Strategy::Constrained => constrained::prepare(request, tools),
+            Strategy::NoTools => None,
+            Strategy::Native => Some(ToolMode::Native),
+            Strategy::React => Some(ToolMode::React),
+            Strategy::Constrained => Some(ToolMode::Constrained),
+        }
+    }
+
+    /// Offers `tools` in `request` the way this strategy does, as `choice` allows (see
+    /// the module docs): native sends the choice as the request's `tool_choice`; ReAct
+    /// and constrained offer no tools for `none`, only the named tool for a name, and
+    /// oblige a call for `required`.
+    pub(crate) fn prepare(
+        self,
+        request: &mut ProviderRequest,
+        tools: &[ToolSchema],
+        choice: &ToolChoice,
+    ) {
+        if self == Strategy::Native {
+            native::prepare(request, tools);
+            request.tool_choice = choice.clone();
+            return;
+        }
+        let named: Vec<ToolSchema>;
+        let tools = match choice {
+            ToolChoice::None => return,
+            ToolChoice::Tool(name) => {
+                named = tools.iter().filter(|t| &t.name == name).cloned().collect();
+                &named[..]
+            }
+            ToolChoice::Auto | ToolChoice::Required => tools,
+        };
+        let must_call = choice.requires_call();
+        match self {
+            Strategy::NoTools | Strategy::Native => {}
+            Strategy::React => react::prepare(request, tools, must_call),
+            Strategy::Constrained => constrained::prepare(request, tools, must_call),
         }
     }
 
@@ -167,7 +232,37 @@ impl Strategy {
 
     /// Reads a finished reply: its whole text and the native calls that arrived.
     /// `mint` makes ids for calls parsed from text.
+    /// `choice` is the turn's tool choice: ReAct and constrained answer a reply that
+    /// gives an answer when the choice obliges a call with a correction.
     pub(crate) fn interpret(
+        self,
+        text: &str,
+        native_calls: Vec<ToolCall>,
+        offered: &dyn Fn(&str) -> bool,
+        mint: &mut dyn FnMut() -> String,
+        choice: &ToolChoice,
+    ) -> TurnOutcome {
+        let outcome = self.read(text, native_calls, offered, mint);
+        match (&outcome, self) {
+            (TurnOutcome::Answer(_), Strategy::React | Strategy::Constrained)
+                if choice.requires_call() =>
+            {
+                TurnOutcome::Retry {
+                    correction: match self {
+                        Strategy::React => react::must_call_message(choice),
+                        _ => constrained::must_call_message(choice),
+                    },
+                    problem: format!(
+                        "the model answered without calling a tool (tool choice {choice})"
+                    ),
+                }
+            }
+            _ => outcome,
+        }
+    }
+
+    /// Reads a finished reply whatever the tool choice.
+    fn read(
         self,
         text: &str,
         native_calls: Vec<ToolCall>,
@@ -225,6 +320,106 @@ impl Strategy {
     }
 }
 
+/// Why a run uses the strategy it does; shown to users (`ollm run --verbose`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// No tools are to be offered.
+    NoTools,
+    /// The mode was asked for.
+    Asked(ToolMode),
+    /// Auto: the server reports the tools capability.
+    ReportsTools,
+    /// Auto: the server does not say what the model can do.
+    CapabilitiesUnknown,
+    /// Auto: the server reports capabilities without tools.
+    ReportsNoTools,
+    /// Auto: the server refused native tools for this model before.
+    RefusedBefore,
+    /// Auto: this many native replies of the model came back as calls written as text.
+    TextCalls(u32),
+    /// Auto: the server refused native tools just now; its hint, if any.
+    Refused(Option<String>),
+}
+
+/// What a server needs to offer native tools, for a hint when it refused them and said
+/// nothing itself.
+pub(crate) const SERVER_FLAGS_HINT: &str = "llama-server needs --jinja; vLLM needs \
+     --enable-auto-tool-choice --tool-call-parser <name>; Ollama needs a model whose \
+     template supports tools";
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::NoTools => f.write_str("no tools are offered in this run"),
+            Reason::Asked(mode) => write!(f, "tool mode {mode} was asked for"),
+            Reason::ReportsTools => f.write_str("auto: the server reports tool support"),
+            Reason::CapabilitiesUnknown => f.write_str(
+                "auto: the server does not report the model's capabilities; trying native \
+                 (ReAct if the server refuses tools)",
+            ),
+            Reason::ReportsNoTools => {
+                f.write_str("auto: the server reports capabilities without tool support")
+            }
+            Reason::RefusedBefore => {
+                f.write_str("auto: the server refused native tools for this model earlier")
+            }
+            Reason::TextCalls(n) => write!(
+                f,
+                "auto: {n} native replies of this model wrote their calls as text"
+            ),
+            Reason::Refused(hint) => write!(
+                f,
+                "auto: the server refused native tools ({})",
+                hint.as_deref().unwrap_or(SERVER_FLAGS_HINT)
+            ),
+        }
+    }
+}
+
+/// What a client learned about a model from earlier runs, which `Auto` goes by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Learned {
+    /// The server refused native tools for the model.
+    pub native_refused: bool,
+    /// Native replies whose calls came as structured calls.
+    pub native_calls: u32,
+    /// Native replies whose calls were recovered from text.
+    pub text_calls: u32,
+}
+
+impl AutoRules {
+    /// The mode these rules switch to for a model whose native calls come back as text.
+    fn switch_for_text_calls(&self, learned: &Learned) -> Option<ToolMode> {
+        let after = self.text_calls_switch_after;
+        (after > 0 && learned.text_calls >= after && learned.native_calls == 0)
+            .then_some(self.text_calls_mode)
+    }
+}
+
+/// How [`ToolMode::Auto`] chooses beyond what the server reports: the knobs the
+/// tool-calling eval tunes (`docs/tool-calling.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AutoRules {
+    /// After this many native replies of a model wrote their calls as text (recovered)
+    /// and none came as structured calls, `Auto` uses [`AutoRules::text_calls_mode`] for
+    /// that model in the client's later runs. `0` (the default) never switches: the
+    /// native strategy recovers text calls, and no measurement yet says a switch wins.
+    pub text_calls_switch_after: u32,
+    /// The mode for such a model.
+    pub text_calls_mode: ToolMode,
+}
+
+impl Default for AutoRules {
+    fn default() -> Self {
+        AutoRules {
+            text_calls_switch_after: 0,
+            text_calls_mode: ToolMode::Constrained,
+        }
+    }
+}
+
 /// What a finished reply means for the loop.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum TurnOutcome {
@@ -263,23 +458,168 @@ mod tests {
         }
     }
 
+    fn check_resolve(
+        mode: ToolMode,
+        info: Option<&ModelInfo>,
+        learned: Learned,
+        rules: AutoRules,
+        expected: (Strategy, Reason),
+    ) {
+        let got = Strategy::resolve(mode, info, true, &learned, &rules);
+        assert_eq!(got, expected, "{mode} {info:?} {learned:?} {rules:?}");
+    }
+
     #[test]
     fn auto_resolution() {
         let auto = ToolMode::Auto;
-        assert_eq!(Strategy::resolve(auto, None, true), Strategy::Native);
+        let none = Learned::default();
+        let rules = AutoRules::default();
+        let tools = info(vec![Capability::Tools]);
+        let no_tools = info(vec![Capability::Completion]);
+        let unknown = (Strategy::Native, Reason::CapabilitiesUnknown);
+        check_resolve(auto, None, none, rules, unknown.clone());
+        check_resolve(auto, Some(&info(vec![])), none, rules, unknown);
+        let react = (Strategy::React, Reason::ReportsNoTools);
+        check_resolve(auto, Some(&no_tools), none, rules, react);
+        let native = (Strategy::Native, Reason::ReportsTools);
+        check_resolve(auto, Some(&tools), none, rules, native.clone());
+        let refused = Learned {
+            native_refused: true,
+            ..Learned::default()
+        };
+        let before = (Strategy::React, Reason::RefusedBefore);
+        check_resolve(auto, Some(&tools), refused, rules, before);
+        let asked = (Strategy::Native, Reason::Asked(ToolMode::Native));
+        check_resolve(ToolMode::Native, Some(&no_tools), refused, rules, asked);
+        // Text calls switch only when the rule is on and no structured call ever came.
+        let text = Learned {
+            text_calls: 2,
+            ..Learned::default()
+        };
+        check_resolve(auto, Some(&tools), text, rules, native.clone());
+        let on = AutoRules {
+            text_calls_switch_after: 2,
+            text_calls_mode: ToolMode::Constrained,
+        };
+        let switched = (Strategy::Constrained, Reason::TextCalls(2));
+        check_resolve(auto, Some(&tools), text, on, switched);
+        let mixed = Learned {
+            native_calls: 1,
+            ..text
+        };
+        check_resolve(auto, Some(&tools), mixed, on, native);
         assert_eq!(
-            Strategy::resolve(auto, Some(&info(vec![])), true),
-            Strategy::Native
+            Strategy::resolve(auto, None, false, &none, &rules),
+            (Strategy::NoTools, Reason::NoTools)
         );
-        assert_eq!(
-            Strategy::resolve(auto, Some(&info(vec![Capability::Completion])), true),
-            Strategy::React
-        );
-        assert_eq!(
-            Strategy::resolve(auto, Some(&info(vec![Capability::Tools])), true),
-            Strategy::Native
-        );
-        assert_eq!(Strategy::resolve(auto, None, false), Strategy::NoTools);
+    }
+
+    #[test]
+    fn a_refusal_without_a_hint_names_the_server_flags() {
+        let shown = Reason::Refused(None).to_string();
+        assert!(shown.contains("--jinja"), "{shown}");
+        assert!(shown.contains("--enable-auto-tool-choice --tool-call-parser"));
+        let own = Reason::Refused(Some("start vLLM with X".into())).to_string();
+        assert!(own.contains("start vLLM with X"), "{own}");
+    }
+
+    /// What `prepare` offers for `choice`: the tool names in the request's `tools`, in the
+    /// system prompt's tool list (`- name:`), and in the constrained schema's branches,
+    /// and whether a final answer may end the reply.
+    fn offered(strategy: Strategy, choice: &ToolChoice) -> (Vec<String>, bool) {
+        let tools = [
+            ToolSchema::new("a", "d", serde_json::json!({"type": "object"})),
+            ToolSchema::new("b", "d", serde_json::json!({"type": "object"})),
+        ];
+        let mut request = ProviderRequest::new("m", vec![]);
+        strategy.prepare(&mut request, &tools, choice);
+        let system = request.system.clone().unwrap_or_default();
+        let mut names: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
+        let mut answer = strategy == Strategy::Native && *choice != ToolChoice::Required;
+        match &request.response_format {
+            Some(ollm_types::ResponseFormat::JsonSchema { schema, .. }) => {
+                for alt in schema["oneOf"].as_array().into_iter().flatten() {
+                    match alt["properties"]["tool"]["const"].as_str() {
+                        Some(name) => names.push(name.to_owned()),
+                        None => answer = true,
+                    }
+                }
+            }
+            _ if strategy == Strategy::React => {
+                for t in &tools {
+                    if system.contains(&format!("- {}:", t.name)) {
+                        names.push(t.name.clone());
+                    }
+                }
+                answer = system.contains("Final Answer") && !system.contains("You must use a tool");
+            }
+            _ => {}
+        }
+        if strategy == Strategy::Native {
+            assert_eq!(&request.tool_choice, choice);
+        }
+        (names, answer)
+    }
+
+    #[test]
+    fn each_strategy_honours_the_tool_choice() {
+        let both = || vec!["a".to_owned(), "b".to_owned()];
+        let named = ToolChoice::Tool("b".into());
+        let table = [
+            (Strategy::Native, ToolChoice::Auto, (both(), true)),
+            (Strategy::Native, ToolChoice::None, (both(), true)),
+            (Strategy::Native, ToolChoice::Required, (both(), false)),
+            (Strategy::React, ToolChoice::Auto, (both(), true)),
+            (Strategy::React, ToolChoice::None, (vec![], false)),
+            (Strategy::React, ToolChoice::Required, (both(), false)),
+            (
+                Strategy::React,
+                named.clone(),
+                (vec!["b".to_owned()], false),
+            ),
+            (Strategy::Constrained, ToolChoice::Auto, (both(), true)),
+            (Strategy::Constrained, ToolChoice::None, (vec![], false)),
+            (Strategy::Constrained, ToolChoice::Required, (both(), false)),
+            (Strategy::Constrained, named, (vec!["b".to_owned()], false)),
+        ];
+        for (strategy, choice, expected) in table {
+            assert_eq!(
+                offered(strategy, &choice),
+                expected,
+                "{strategy:?} {choice}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_answer_is_corrected_when_a_call_is_required() {
+        let read = |strategy: Strategy, text: &str, choice: ToolChoice| {
+            let mut n = 0;
+            let mut mint = || {
+                n += 1;
+                format!("c{n}")
+            };
+            strategy.interpret(text, vec![], &|_| true, &mut mint, &choice)
+        };
+        let react = "Thought: easy\nFinal Answer: 42";
+        let constrained = "{\"final_answer\": \"42\"}";
+        for (strategy, text) in [
+            (Strategy::React, react),
+            (Strategy::Constrained, constrained),
+        ] {
+            let auto = read(strategy, text, ToolChoice::Auto);
+            assert_eq!(auto, TurnOutcome::Answer("42".into()));
+            for choice in [ToolChoice::Required, ToolChoice::Tool("t".into())] {
+                let got = read(strategy, text, choice.clone());
+                assert!(
+                    matches!(got, TurnOutcome::Retry { .. }),
+                    "{strategy:?} {choice}"
+                );
+            }
+        }
+        // Native leaves `required` to the server.
+        let native = read(Strategy::Native, "42", ToolChoice::Required);
+        assert_eq!(native, TurnOutcome::Answer("42".into()));
     }
 
     /// What each strategy records for `turn`, as (role, text, number of calls) per message.

@@ -16,7 +16,7 @@
 //! `Observation: <json>` lines ([`record`]), which is what a model without tool support
 //! can read.
 
-use ollm_types::{Message, ProviderRequest, ToolSchema};
+use ollm_types::{Message, ProviderRequest, ToolChoice, ToolSchema};
 use serde_json::{Map, Value};
 
 use super::common::{self, Shown, TextFilter, Turn};
@@ -30,9 +30,15 @@ const ACTION_INPUT: &str = "Action Input:";
 const OBSERVATION: &str = "Observation:";
 const FINAL_ANSWER: &str = "Final Answer:";
 
-/// Offers `tools` as ReAct instructions in the system prompt, with the stop sequence.
-pub(crate) fn prepare(request: &mut ProviderRequest, tools: &[ToolSchema]) {
-    common::append_system(&mut request.system, system_prompt(tools));
+/// Offers `tools` as ReAct instructions in the system prompt, with the stop sequence;
+/// `must_call` (tool choice `required` or a named tool) adds that a tool must be used
+/// before the answer.
+pub(crate) fn prepare(request: &mut ProviderRequest, tools: &[ToolSchema], must_call: bool) {
+    let mut prompt = system_prompt(tools);
+    if must_call {
+        prompt.push_str(MUST_CALL);
+    }
+    common::append_system(&mut request.system, prompt);
     let stop = STOP_SEQUENCE.to_owned();
     if !request.options.stop.contains(&stop) {
         request.options.stop.push(stop);
@@ -222,6 +228,25 @@ pub(crate) fn format_observation(content: &str) -> String {
     let value = serde_json::from_str::<Value>(content)
         .unwrap_or_else(|_| Value::String(content.to_owned()));
     format!("{OBSERVATION} {value}")
+}
+
+/// The instruction added when the tool choice obliges a call.
+const MUST_CALL: &str = "\n\nYou must use a tool now: reply with an Action, not a Final Answer.";
+
+/// The user message sent when the model answered although the tool choice obliges a
+/// call (`required`, or the tool named).
+pub(crate) fn must_call_message(choice: &ToolChoice) -> String {
+    let which = match choice {
+        ToolChoice::Tool(name) => format!("`Action: {name}`"),
+        _ => "an `Action:` line naming one of the tools".to_owned(),
+    };
+    format!(
+        "{OBSERVATION} {}",
+        Value::String(format!(
+            "Error: you must use a tool before answering. Reply with {which} and \
+             `Action Input:` followed by the arguments as one JSON object."
+        ))
+    )
 }
 
 /// The user message sent when an Action Input could not be read.

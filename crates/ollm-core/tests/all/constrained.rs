@@ -116,8 +116,8 @@ proptest! {
         // call followed by its tool message.
         let tool = RecordingTool::new("t");
         let mut builder = MockProvider::builder();
-        for name in &turns {
-            builder = builder.turn(vec![ev::text(json!({"tool": name, "arguments": {}}).to_string()), ev::finish()]);
+        for (i, name) in turns.iter().enumerate() {
+            builder = builder.turn(vec![ev::text(json!({"tool": name, "arguments": {"i": i}}).to_string()), ev::finish()]);
         }
         let provider = builder.turn(vec![ev::text(json!({"final_answer": "ok"}).to_string()), ev::finish()]).build();
         let c = client_with(provider, registry([tool]), |cfg| cfg.tool_mode = ToolMode::Constrained);

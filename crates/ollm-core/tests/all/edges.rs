@@ -218,9 +218,9 @@ fn repeated_or_missing_call_ids_are_replaced() {
     let tool = RecordingTool::new("t");
     let provider = MockProvider::builder()
         .turn(vec![
-            ev::call("x", "t", json!({})),
-            ev::call("x", "t", json!({})),
-            ev::call("", "t", json!({})),
+            ev::call("x", "t", json!({"i": 1})),
+            ev::call("x", "t", json!({"i": 2})),
+            ev::call("", "t", json!({"i": 3})),
             ev::finish(),
         ])
         .then_forever(vec![ev::text("ok"), ev::finish()])
@@ -353,9 +353,9 @@ fn runs_on_a_multi_thread_runtime() {
     let tool = RecordingTool::new("t").barrier(barrier);
     let provider = MockProvider::builder()
         .turn(vec![
-            ev::call("a", "t", json!({})),
-            ev::call("b", "t", json!({})),
-            ev::call("c", "t", json!({})),
+            ev::call("a", "t", json!({"i": 1})),
+            ev::call("b", "t", json!({"i": 2})),
+            ev::call("c", "t", json!({"i": 3})),
             ev::finish(),
         ])
         .then_forever(vec![ev::text("ok"), ev::finish()])

@@ -60,11 +60,14 @@ fn run_plan(plan: Vec<Vec<(Kind, bool)>>) -> Scenario {
                 } else {
                     String::new()
                 };
+                // Every call differs from the others (the loop guard answers repeats
+                // without running them; tests/all/guards.rs covers that).
+                let n = t * 10 + k;
                 match kind {
-                    Kind::Ok => ev::call(id, "ok", json!({"x": k})),
-                    Kind::Fails => ev::call(id, "bad", json!({})),
-                    Kind::Unknown => ev::call(id, "ghost", json!({})),
-                    Kind::Invalid => ev::call(id, "ok", json!({"x": "three"})),
+                    Kind::Ok => ev::call(id, "ok", json!({"x": n})),
+                    Kind::Fails => ev::call(id, "bad", json!({"n": n})),
+                    Kind::Unknown => ev::call(id, "ghost", json!({"n": n})),
+                    Kind::Invalid => ev::call(id, "ok", json!({"x": format!("three{n}")})),
                 }
             })
             .collect();
@@ -197,13 +200,13 @@ proptest! {
         let msgs = h.messages();
         let mut i = 1;
         let mut ok_runs = 0;
-        for turn in &s.plan {
+        for (t, turn) in s.plan.iter().enumerate() {
             for (k, (kind, _)) in turn.iter().enumerate() {
                 let content = msgs[i + 1 + k].text();
                 match kind {
                     Kind::Ok => {
                         ok_runs += 1;
-                        prop_assert_eq!(content, json!({"x": k}).to_string());
+                        prop_assert_eq!(content, json!({"x": t * 10 + k}).to_string());
                     }
                     Kind::Fails => prop_assert_eq!(content, "Error: nope"),
                     Kind::Unknown => prop_assert_eq!(content, "Error: Unknown tool \"ghost\""),
@@ -230,10 +233,10 @@ proptest! {
         let slow = RecordingTool::new("slow").hangs();
         let mut steps: Vec<Step> = Vec::new();
         for k in 0..quick {
-            steps.push(Step::Event(ev::call(format!("q{k}"), "fast", json!({}))));
+            steps.push(Step::Event(ev::call(format!("q{k}"), "fast", json!({"k": k}))));
         }
         for k in 0..hanging {
-            steps.push(Step::Event(ev::call(format!("h{k}"), "slow", json!({}))));
+            steps.push(Step::Event(ev::call(format!("h{k}"), "slow", json!({"k": k}))));
         }
         if during_stream {
             steps.push(Step::Hang);

@@ -191,7 +191,7 @@ proptest! {
         // run at once. (Sequential execution would stall until the test's timeout.)
         let barrier = Arc::new(Barrier::new(n));
         let tool = RecordingTool::new("t").barrier(barrier).delay(Duration::from_millis(10));
-        let mut script: Vec<ProviderEvent> = (0..n).map(|i| ev::call(format!("c{i}"), "t", json!({}))).collect();
+        let mut script: Vec<ProviderEvent> = (0..n).map(|i| ev::call(format!("c{i}"), "t", json!({"i": i}))).collect();
         script.push(ev::finish());
         let provider = MockProvider::builder()
             .turn(script)
@@ -210,9 +210,12 @@ proptest! {
     #[test]
     fn max_turns(limit in 0u32..6, per_call in any::<bool>()) {
         let tool = RecordingTool::new("t");
-        let provider = MockProvider::builder()
-            .then_forever(vec![ev::call("", "t", json!({})), ev::finish()])
-            .build();
+        // Each turn's call differs (the loop guard stops identical ones).
+        let mut builder = MockProvider::builder();
+        for i in 0..limit {
+            builder = builder.turn(vec![ev::call("", "t", json!({"i": i})), ev::finish()]);
+        }
+        let provider = builder.build();
         let c = client_with(provider.clone(), registry([tool.clone()]), |cfg| {
             if !per_call {
                 cfg.max_turns = limit;

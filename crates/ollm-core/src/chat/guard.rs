@@ -1,0 +1,262 @@
+//! The loop guard: a tool call the run already made is not run again.
+//!
+//! Small models often repeat the identical call after its result arrived, until the turn
+//! limit (seen on Qwen2.5-Coder-0.5B: `list_dir "."` ten times in one run). The loop
+//! asks [`CallMemory::sort`] before running a turn's calls: a call is *the same* as an
+//! earlier one of the run when its tool name and its arguments as canonical JSON (keys
+//! sorted at every depth, so key order does not matter) are equal.
+//!
+//! # Decisions
+//! - A repeated call is answered, not dropped (calls and results stay 1:1), by an error
+//!   result that says the model already has the result, quotes its first
+//!   [`HEAD_CHARS`] characters and asks it to answer from it ([`repeat_result`]). The
+//!   same rule covers a call repeated inside one reply: it is answered from its twin's
+//!   result once that has run.
+//! - The same call asked for the [`REPEAT_LIMIT`]th time ends the run with
+//!   `FinishReason::Repetition` and a `Repetition` warning, after the turn is recorded.
+//! - The memory lasts one run (one prompt): a new prompt may well need a fresh result.
+//!   Error results are remembered too: the same arguments give the same error.
+
+use std::collections::HashMap;
+
+use ollm_types::ToolCall;
+use serde_json::Value;
+
+use crate::tool::ToolOutcome;
+
+/// How many characters of the earlier result a repeated call's answer quotes.
+pub(crate) const HEAD_CHARS: usize = 200;
+
+/// The same call asked for this many times in one run ends the run.
+pub(crate) const REPEAT_LIMIT: u32 = 3;
+
+/// What one run's calls produced, by call.
+#[derive(Debug, Default)]
+pub(super) struct CallMemory {
+    seen: HashMap<String, Seen>,
+}
+
+/// A call made in this run: its result and how often it was asked for.
+#[derive(Debug)]
+struct Seen {
+    content: String,
+    times: u32,
+}
+
+/// Where each call of a turn gets its result from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Source {
+    /// Run it.
+    Run,
+    /// A call of an earlier turn: answer from memory.
+    Earlier,
+    /// The call at this index of the same turn: answer from its result.
+    Twin(usize),
+}
+
+impl CallMemory {
+    /// Whether any call has been made in this run.
+    pub(super) fn any(&self) -> bool {
+        !self.seen.is_empty()
+    }
+
+    /// Where each of `calls` gets its result from.
+    pub(super) fn sort(&self, calls: &[ToolCall]) -> Vec<Source> {
+        let keys: Vec<String> = calls.iter().map(key).collect();
+        keys.iter()
+            .enumerate()
+            .map(|(i, k)| {
+                if self.seen.contains_key(k) {
+                    Source::Earlier
+                } else {
+                    match keys[..i].iter().position(|earlier| earlier == k) {
+                        Some(j) => Source::Twin(j),
+                        None => Source::Run,
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// The answer to a repeated call, from the remembered result of the same call.
+    pub(super) fn answer(&self, call: &ToolCall) -> Option<ToolOutcome> {
+        self.seen
+            .get(&key(call))
+            .map(|seen| repeat_result(&call.name, &seen.content))
+    }
+
+    /// Takes in a turn's calls and their results; returns the first call that has now
+    /// been asked for [`REPEAT_LIMIT`] times, if any.
+    pub(super) fn learn(&mut self, calls: &[ToolCall], results: &[ToolOutcome]) -> Option<usize> {
+        let mut stuck = None;
+        for (i, (call, result)) in calls.iter().zip(results).enumerate() {
+            let seen = self.seen.entry(key(call)).or_insert_with(|| Seen {
+                content: result.content.clone(),
+                times: 0,
+            });
+            seen.times = seen.times.saturating_add(1);
+            if seen.times >= REPEAT_LIMIT && stuck.is_none() {
+                stuck = Some(i);
+            }
+        }
+        stuck
+    }
+}
+
+/// The result a repeated call of `name` gets, quoting the head of the earlier `content`.
+pub(crate) fn repeat_result(name: &str, content: &str) -> ToolOutcome {
+    let mut head: String = content.chars().take(HEAD_CHARS).collect();
+    if content.chars().count() > HEAD_CHARS {
+        head.push('…');
+    }
+    ToolOutcome::error(format!(
+        "Error: not run again: you already called {name} with these arguments, and its \
+         result was: {head}\nUse that result to answer; do not repeat the call."
+    ))
+}
+
+/// The identity of a call: its name and its arguments as canonical JSON.
+fn key(call: &ToolCall) -> String {
+    let mut out = call.name.clone();
+    out.push('\u{0}');
+    canonical(&Value::Object(call.arguments.clone()), &mut out);
+    out
+}
+
+/// Writes `value` as JSON with object keys sorted at every depth.
+pub(crate) fn canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                canonical(v, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(v, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{Map, json};
+
+    fn call(name: &str, args: Value) -> ToolCall {
+        ToolCall::new("id", name, args).unwrap()
+    }
+
+    fn check(calls: &[ToolCall], earlier: &[ToolCall], expected: &[Source]) {
+        let mut memory = CallMemory::default();
+        let results: Vec<ToolOutcome> = earlier.iter().map(|_| ToolOutcome::ok("r")).collect();
+        memory.learn(earlier, &results);
+        assert_eq!(memory.sort(calls), expected, "{calls:?} after {earlier:?}");
+    }
+
+    #[test]
+    fn repeats_are_found_by_name_and_canonical_arguments() {
+        let a = call("list_dir", json!({"path": ".", "depth": 1}));
+        let a_reordered = call("list_dir", json!({"depth": 1, "path": "."}));
+        let b = call("list_dir", json!({"path": "src"}));
+        let other_tool = call("read_file", json!({"path": ".", "depth": 1}));
+        let one = std::slice::from_ref;
+        check(one(&a), &[], &[Source::Run]);
+        check(one(&a_reordered), one(&a), &[Source::Earlier]);
+        check(
+            &[b.clone(), other_tool],
+            one(&a),
+            &[Source::Run, Source::Run],
+        );
+        check(
+            &[a, b, a_reordered],
+            &[],
+            &[Source::Run, Source::Run, Source::Twin(0)],
+        );
+    }
+
+    #[test]
+    fn the_third_time_is_stuck() {
+        let a = call("t", json!({"x": 1}));
+        let mut memory = CallMemory::default();
+        let r = [ToolOutcome::ok("result")];
+        assert_eq!(memory.learn(std::slice::from_ref(&a), &r), None);
+        assert_eq!(memory.learn(std::slice::from_ref(&a), &r), None);
+        assert_eq!(memory.learn(std::slice::from_ref(&a), &r), Some(0));
+    }
+
+    #[test]
+    fn a_repeat_quotes_the_head_of_the_result() {
+        let long = "x".repeat(HEAD_CHARS + 50);
+        let answer = repeat_result("read_file", &long);
+        assert!(answer.is_error);
+        assert!(
+            answer
+                .content
+                .contains(&format!("{}…", "x".repeat(HEAD_CHARS)))
+        );
+        assert!(!answer.content.contains(&"x".repeat(HEAD_CHARS + 1)));
+        let short = repeat_result("read_file", "port = 8080");
+        assert!(short.content.contains("port = 8080\n"));
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            any::<i32>().prop_map(Value::from),
+            "[a-z]{0,4}".prop_map(Value::from),
+            any::<bool>().prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+                prop::collection::vec(("[a-z]{1,3}", inner), 0..4)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Rebuilds every object of `v` with its keys in reverse order.
+    fn reversed(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut entries: Vec<(String, Value)> =
+                    m.iter().map(|(k, v)| (k.clone(), reversed(v))).collect();
+                entries.reverse();
+                Value::Object(entries.into_iter().collect::<Map<_, _>>())
+            }
+            Value::Array(a) => Value::Array(a.iter().map(reversed).collect()),
+            other => other.clone(),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 100, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Canonical JSON is valid JSON of the same value, and key order never matters.
+        #[test]
+        fn canonical_json_ignores_key_order(v in arb_json()) {
+            let (mut a, mut b) = (String::new(), String::new());
+            canonical(&v, &mut a);
+            canonical(&reversed(&v), &mut b);
+            prop_assert_eq!(&a, &b);
+            prop_assert_eq!(serde_json::from_str::<Value>(&a).ok(), Some(v));
+        }
+    }
+}

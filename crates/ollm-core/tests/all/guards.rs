@@ -1,0 +1,355 @@
+//! The loop and runaway guards, the generation cap, the tool choice and the explained
+//! strategy choice, in runs against scripted providers.
+
+use ollm_core::{ChatEvent, ChatOptions, DEFAULT_MAX_TOKENS, ToolMode};
+use ollm_types::{
+    Capability, FinishReason, ProviderErrorKind, ProviderEvent, Role, ToolChoice, WarningKind,
+};
+use proptest::prelude::*;
+use serde_json::json;
+use test_utils::mock_provider::{MockProvider, Step, ev};
+use test_utils::recording_tool::{RecordingTool, registry};
+
+use crate::support::{
+    block_on, chat, check_events, check_history, client, client_with, config, count, finish_reason,
+};
+
+fn warnings(events: &[ChatEvent], kind: WarningKind) -> usize {
+    count(
+        events,
+        |e| matches!(e, ChatEvent::Warning { warning } if warning.kind == kind),
+    )
+}
+
+fn call_turn(id: &str, args: serde_json::Value) -> Vec<ProviderEvent> {
+    vec![ev::call(id, "list_dir", args), ev::finish()]
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// However often (1 to 6 times) and with whatever key order the model repeats one
+    /// call, the tool runs once; the third ask ends the run as `repetition`, an answer
+    /// before it ends the run as `stop`; calls and results stay 1:1.
+    #[test]
+    fn a_repeated_call_runs_once(times in 1usize..7, answer in any::<bool>()) {
+        let tool = RecordingTool::new("list_dir").returns(json!({"entries": ["a.txt"]}));
+        let mut builder = MockProvider::builder();
+        for i in 0..times {
+            let args = if i % 2 == 0 {
+                json!({"path": ".", "depth": 1})
+            } else {
+                json!({"depth": 1, "path": "."})
+            };
+            builder = builder.turn(call_turn(&format!("c{i}"), args));
+        }
+        let provider = builder.turn(vec![ev::text("a.txt"), ev::finish()]).build();
+        let c = client(provider.clone(), registry([tool.clone()]));
+        let events = block_on(chat(&c, "list it"));
+        check_events(&events);
+        check_history(&c.history());
+        prop_assert_eq!(tool.call_count(), 1);
+        let stuck = times >= 3;
+        let expected = if stuck { FinishReason::Repetition } else { FinishReason::Stop };
+        prop_assert_eq!(finish_reason(&events), expected);
+        prop_assert_eq!(warnings(&events, WarningKind::Repetition), usize::from(stuck));
+        prop_assert_eq!(provider.request_count(), if stuck { 3 } else { times + 1 });
+        let _ = answer;
+    }
+}
+
+#[test]
+fn a_repeat_is_answered_with_the_head_of_the_earlier_result() {
+    let tool = RecordingTool::new("list_dir").returns(json!("port = 8080"));
+    let provider = MockProvider::builder()
+        .turn(call_turn("c1", json!({"path": "."})))
+        .turn(vec![
+            ev::call("c2", "list_dir", json!({"path": "."})),
+            ev::call("c3", "list_dir", json!({"path": "src"})),
+            ev::call("c4", "list_dir", json!({"path": "src"})),
+            ev::finish(),
+        ])
+        .turn(vec![ev::text("8080"), ev::finish()])
+        .build();
+    let c = client(provider, registry([tool.clone()]));
+    let events = block_on(chat(&c, "port?"));
+    check_events(&events);
+    // c1 and c3 ran; c2 repeats c1 (an earlier turn), c4 repeats c3 (the same reply).
+    assert_eq!(tool.call_count(), 2);
+    let repeated: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::ToolResult {
+                call_id,
+                content,
+                is_error: true,
+                ..
+            } if content.contains("already called list_dir") => Some(call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(repeated, ["c2", "c4"]);
+    let history = c.history();
+    let tool_texts: Vec<String> = history
+        .messages()
+        .iter()
+        .filter(|m| m.role() == Role::Tool)
+        .map(|m| m.text())
+        .collect();
+    assert!(tool_texts[1].contains("port = 8080"), "{tool_texts:?}");
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+}
+
+#[test]
+fn a_reply_that_repeats_itself_is_stopped() {
+    // The stream never finishes: only the detector can end this turn.
+    let mut steps: Vec<Step> = (0..200)
+        .map(|_| Step::Event(ev::text("I will list the directory.\n")))
+        .collect();
+    steps.push(Step::Hang);
+    let provider = MockProvider::builder().turn_steps(steps).build();
+    let c = client(provider, registry([RecordingTool::new("list_dir")]));
+    let events = block_on(chat(&c, "hi"));
+    check_events(&events);
+    assert_eq!(finish_reason(&events), FinishReason::Repetition);
+    assert_eq!(warnings(&events, WarningKind::Repetition), 1);
+    let history = c.history();
+    let last = history.messages().last().unwrap();
+    assert_eq!(last.role(), Role::Assistant);
+    assert!(
+        last.text().len() < 2000,
+        "stopped early: {}",
+        last.text().len()
+    );
+}
+
+/// The cap a run's request carries, for the config's cap and the call's.
+fn check_cap(config_cap: Option<u32>, call_cap: Option<u32>, expected: Option<u32>) {
+    let provider = MockProvider::answering("ok");
+    let c = client_with(provider.clone(), registry([]), |cfg| {
+        cfg.max_tokens = config_cap;
+    });
+    let options = ChatOptions {
+        max_tokens: call_cap,
+        ..ChatOptions::default()
+    };
+    block_on(crate::support::collect(c.chat("hi", options)));
+    let sent = provider.requests()[0].options.max_tokens;
+    assert_eq!(sent, expected, "{config_cap:?} {call_cap:?}");
+}
+
+#[test]
+fn every_request_carries_a_generation_cap() {
+    check_cap(Some(DEFAULT_MAX_TOKENS), None, Some(DEFAULT_MAX_TOKENS));
+    check_cap(Some(100), None, Some(100));
+    check_cap(Some(100), Some(7), Some(7));
+    check_cap(None, None, None);
+    assert_eq!(
+        ollm_core::ChatConfig::default().max_tokens,
+        Some(DEFAULT_MAX_TOKENS)
+    );
+}
+
+#[test]
+fn a_reply_cut_at_the_cap_finishes_as_length_with_a_warning() {
+    let provider = MockProvider::builder()
+        .turn(vec![
+            ev::text("a long"),
+            ev::finish_with(FinishReason::Length),
+        ])
+        .build();
+    let c = client(provider, registry([]));
+    let events = block_on(chat(&c, "hi"));
+    assert_eq!(finish_reason(&events), FinishReason::Length);
+    assert_eq!(warnings(&events, WarningKind::TokenLimit), 1);
+}
+
+/// The strategy announced for a run, with its reason.
+fn chosen(events: &[ChatEvent]) -> Vec<(Option<ToolMode>, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::StrategyChosen { strategy, reason } => Some((*strategy, reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_strategy_choice_is_explained() {
+    let provider = MockProvider::builder()
+        .capabilities(vec![Capability::Completion])
+        .turn(vec![ev::text("hi"), ev::finish()])
+        .build();
+    let c = client(provider, registry([RecordingTool::new("t")]));
+    let events = block_on(chat(&c, "hi"));
+    let got = chosen(&events);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0, Some(ToolMode::React));
+    assert!(got[0].1.contains("without tool support"), "{got:?}");
+}
+
+#[test]
+fn a_refusal_falls_back_with_the_server_flags_and_is_remembered() {
+    let refused = ev::error(
+        ProviderErrorKind::ToolsUnsupported,
+        "tools param requires --jinja",
+    );
+    let provider = MockProvider::builder()
+        .turn(vec![refused])
+        .turn(vec![ev::text("Final Answer: hi"), ev::finish()])
+        .turn(vec![ev::text("Final Answer: again"), ev::finish()])
+        .build();
+    let c = client(provider, registry([RecordingTool::new("t")]));
+    let events = block_on(chat(&c, "hi"));
+    let got = chosen(&events);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[1].0, Some(ToolMode::React));
+    assert!(got[1].1.contains("--jinja"), "{got:?}");
+    assert!(c.learned("m").native_refused);
+    let events = block_on(chat(&c, "again"));
+    assert_eq!(chosen(&events)[0].0, Some(ToolMode::React));
+}
+
+#[test]
+fn native_text_calls_are_learned_per_model() {
+    let provider = MockProvider::builder()
+        .turn(vec![
+            ev::text("{\"name\": \"t\", \"arguments\": {}}"),
+            ev::finish(),
+        ])
+        .turn(vec![ev::text("done"), ev::finish()])
+        .build();
+    let c = client_with(provider, registry([RecordingTool::new("t")]), |cfg| {
+        cfg.tool_mode = ToolMode::Native;
+    });
+    block_on(chat(&c, "go"));
+    let learned = c.learned("m");
+    assert_eq!((learned.text_calls, learned.native_calls), (1, 0));
+}
+
+/// Runs one prompt with `mode` and `choice` against `turns`; the events and the requests.
+fn run_choice(
+    mode: ToolMode,
+    choice: ToolChoice,
+    turns: Vec<Vec<ProviderEvent>>,
+) -> (Vec<ChatEvent>, Vec<ollm_types::ProviderRequest>, usize) {
+    let mut builder = MockProvider::builder();
+    for t in turns {
+        builder = builder.turn(t);
+    }
+    let provider = builder.build();
+    let tool = RecordingTool::new("t").returns(json!("42"));
+    let c = client_with(
+        provider.clone(),
+        registry([tool.clone(), RecordingTool::new("u")]),
+        |cfg| {
+            cfg.tool_mode = mode;
+            cfg.tool_choice = choice;
+        },
+    );
+    let events = block_on(chat(&c, "go"));
+    check_events(&events);
+    check_history(&c.history());
+    (events, provider.requests(), tool.call_count())
+}
+
+#[test]
+fn react_required_rejects_a_first_final_answer() {
+    let (events, requests, calls) = run_choice(
+        ToolMode::React,
+        ToolChoice::Required,
+        vec![
+            vec![ev::text("Final Answer: 42"), ev::finish()],
+            vec![ev::text("Action: t\nAction Input: {}"), ev::finish()],
+            vec![ev::text("Final Answer: 42"), ev::finish()],
+        ],
+    );
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    assert_eq!(calls, 1);
+    assert_eq!(requests.len(), 3);
+    // The last request, after the call, no longer insists on a tool.
+    let last = requests[2].system.clone().unwrap_or_default();
+    assert!(!last.contains("You must use a tool"), "{last}");
+    assert!(
+        requests[0]
+            .system
+            .clone()
+            .unwrap_or_default()
+            .contains("You must use a tool")
+    );
+}
+
+#[test]
+fn tool_choice_none_offers_and_runs_nothing() {
+    for mode in [ToolMode::React, ToolMode::Constrained, ToolMode::Native] {
+        let (events, requests, calls) = run_choice(
+            mode,
+            ToolChoice::None,
+            vec![
+                vec![ev::call("c1", "t", json!({})), ev::finish()],
+                vec![ev::text("{\"final_answer\": \"no\"}"), ev::finish()],
+            ],
+        );
+        assert_eq!(calls, 0, "{mode}");
+        assert!(requests[0].response_format.is_none(), "{mode}");
+        assert!(
+            requests[0].system.is_none(),
+            "{mode}: {:?}",
+            requests[0].system
+        );
+        if mode == ToolMode::Native {
+            // Sent as the server's `tool_choice`, with the tools.
+            assert_eq!(requests[0].tool_choice, ToolChoice::None);
+            assert_eq!(requests[0].tools.len(), 2);
+        } else {
+            assert!(requests[0].tools.is_empty(), "{mode}");
+        }
+        assert_eq!(finish_reason(&events), FinishReason::Stop);
+    }
+}
+
+#[test]
+fn constrained_named_choice_narrows_the_schema_until_the_first_call() {
+    let (_, requests, calls) = run_choice(
+        ToolMode::Constrained,
+        ToolChoice::Tool("t".into()),
+        vec![
+            vec![
+                ev::text("{\"tool\": \"t\", \"arguments\": {}}"),
+                ev::finish(),
+            ],
+            vec![ev::text("{\"final_answer\": \"42\"}"), ev::finish()],
+        ],
+    );
+    assert_eq!(calls, 1);
+    let branches = |r: &ollm_types::ProviderRequest| match &r.response_format {
+        Some(ollm_types::ResponseFormat::JsonSchema { schema, .. }) => {
+            schema["oneOf"].as_array().map_or(0, Vec::len)
+        }
+        _ => 0,
+    };
+    assert_eq!(branches(&requests[0]), 1);
+    assert_eq!(branches(&requests[1]), 3);
+}
+
+#[test]
+fn native_sends_the_choice_and_an_unknown_name_is_refused() {
+    let (_, requests, _) = run_choice(
+        ToolMode::Native,
+        ToolChoice::Required,
+        vec![
+            vec![ev::call("c1", "t", json!({})), ev::finish()],
+            vec![ev::text("42"), ev::finish()],
+        ],
+    );
+    assert_eq!(requests[0].tool_choice, ToolChoice::Required);
+    assert_eq!(requests[1].tool_choice, ToolChoice::Auto);
+    let (events, requests, _) =
+        run_choice(ToolMode::Native, ToolChoice::Tool("nope".into()), vec![]);
+    assert!(requests.is_empty());
+    assert_eq!(finish_reason(&events), FinishReason::Error);
+    assert!(events.iter().any(
+        |e| matches!(e, ChatEvent::Error { error } if error.kind == ProviderErrorKind::BadRequest)
+    ));
+}
