@@ -383,13 +383,14 @@ async fn conclude(
     let outcome = strategy.interpret(
         &reply.raw,
         reply.calls.clone(),
-        &|name| settings.tools.contains(name),
+        &settings.tools.schemas(),
         &mut || shared.mint_id(),
     );
-    sink.shown(filter.finish(outcome.answer()));
+    sink.shown(filter.finish(outcome.shown()));
     let raw = reply.raw.as_str();
-    let end = match &outcome {
+    let end = match outcome {
         TurnOutcome::Answer(answer) => {
+            let answer = answer.as_str();
             sink.record(shared, strategy.record(Turn::Answer { raw, answer }));
             TurnEnd::Finish(match reply.finish {
                 Some(FinishReason::Length) => FinishReason::Length,
@@ -400,16 +401,34 @@ async fn conclude(
             correction,
             problem,
         } => {
-            sink.warn(WarningKind::MalformedOutput, problem.clone());
+            sink.warn(WarningKind::MalformedOutput, problem);
+            let correction = correction.as_str();
             sink.record(shared, strategy.record(Turn::Retry { raw, correction }));
             TurnEnd::Continue
         }
         TurnOutcome::Calls(calls) => {
-            // Calls parsed from text were not announced while streaming.
-            for call in calls.iter().filter(|c| !reply.calls.contains(c)) {
-                sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
+            let answered = vec![None; calls.len()];
+            let planned = Planned {
+                text: raw,
+                calls: &calls,
+                answered,
+            };
+            if !run_planned(shared, settings, &reply.calls, planned, cancel, sink).await {
+                return Ok(TurnEnd::Finish(FinishReason::Cancelled));
             }
-            if !run_calls(shared, settings, raw, calls, cancel, sink).await {
+            TurnEnd::Continue
+        }
+        TurnOutcome::TextCalls {
+            calls,
+            answered,
+            prose,
+        } => {
+            let planned = Planned {
+                text: &prose,
+                calls: &calls,
+                answered,
+            };
+            if !run_planned(shared, settings, &reply.calls, planned, cancel, sink).await {
                 return Ok(TurnEnd::Finish(FinishReason::Cancelled));
             }
             TurnEnd::Continue
@@ -420,19 +439,59 @@ async fn conclude(
     Ok(end)
 }
 
-/// Runs `calls` and records the turn with their results; `false` when the run was
-/// cancelled meanwhile (what it produced is recorded too).
-async fn run_calls(
+/// A turn's calls: the text its assistant message keeps, the calls, and per call the
+/// result decided without running it (`None`: run it).
+struct Planned<'a> {
+    text: &'a str,
+    calls: &'a [ToolCall],
+    answered: Vec<Option<ToolOutcome>>,
+}
+
+/// Announces the calls that were not announced while streaming (those read from text),
+/// runs the rest of `planned`'s calls, answers the others as decided, and records the
+/// turn; `false` when the run was cancelled meanwhile (what it produced is recorded too).
+async fn run_planned(
     shared: &Shared,
     settings: &RunSettings,
-    raw: &str,
-    calls: &[ToolCall],
+    announced: &[ToolCall],
+    planned: Planned<'_>,
     cancel: &CancellationToken,
     sink: &Sink,
 ) -> bool {
-    let (results, cancelled) = execute_all(&settings.tools, calls, cancel, sink).await;
+    let Planned {
+        text,
+        calls,
+        answered,
+    } = planned;
+    for call in calls.iter().filter(|c| !announced.contains(c)) {
+        sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
+    }
+    let to_run: Vec<ToolCall> = calls
+        .iter()
+        .zip(&answered)
+        .filter(|(_, a)| a.is_none())
+        .map(|(c, _)| c.clone())
+        .collect();
+    let (ran, cancelled) = execute_all(&settings.tools, &to_run, cancel, sink).await;
+    let mut ran = ran.into_iter();
+    let results: Vec<Option<ToolOutcome>> = calls
+        .iter()
+        .zip(answered)
+        .map(|(call, decided)| match decided {
+            Some(outcome) => {
+                sink.send(ChatEvent::ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: outcome.content.clone(),
+                    is_error: outcome.is_error,
+                });
+                Some(outcome)
+            }
+            None => ran.next().flatten(),
+        })
+        .collect();
     if cancelled {
-        record_cancelled(shared, settings, sink, raw, calls, &results);
+        record_cancelled(shared, settings, sink, text, calls, &results);
         return false;
     }
     let results: Vec<ToolOutcome> = results
@@ -441,7 +500,7 @@ async fn run_calls(
         .collect();
     let results = &results;
     let turn = Turn::Calls {
-        raw,
+        raw: text,
         calls,
         results,
     };
