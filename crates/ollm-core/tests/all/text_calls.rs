@@ -47,7 +47,10 @@ const CASES: &[Case] = &[
         prose: "",
         calls: &[
             ("read_file", None),
-            ("invalid_tool_call", Some("Error: the tool call could not be read: ")),
+            (
+                "invalid_tool_call",
+                Some("Error: the tool call could not be read: "),
+            ),
         ],
     },
     Case {
@@ -201,7 +204,10 @@ fn fence_debris_around_a_native_call_is_not_answer_text() {
     let added = added_of(&events);
     assert_eq!(added[1].text(), "");
     assert_eq!(
-        added[1].tool_calls().map(|c| c.arguments_value()).collect::<Vec<Value>>(),
+        added[1]
+            .tool_calls()
+            .map(|c| c.arguments_value())
+            .collect::<Vec<Value>>(),
         [json!({"path": "a"})]
     );
 }
