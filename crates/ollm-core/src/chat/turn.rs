@@ -7,6 +7,9 @@
 //!   the reply and says what to record ([`crate::strategy`]).
 //! - Each fallback (ReAct for refused native tools, no `think` for refused thinking)
 //!   removes its own cause, so the same turn is retried at most twice.
+//! - A strategy may answer some of a turn's calls itself (a text call to a tool not on
+//!   offer, a malformed one): those never run, get their `ToolResult` like the others,
+//!   and are recorded in call order, so calls and results stay 1:1.
 
 use std::sync::Arc;
 
