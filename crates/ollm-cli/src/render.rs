@@ -479,6 +479,14 @@ impl Sink for TextSink<'_> {
                 }
                 self.status_line(&line)
             }
+            ChatEvent::TurnComplete { .. } => {
+                // Each turn's text is its own message: a fence its prose left open (the
+                // markup of a call cut out of it) must not style the next turn as code.
+                let tail = self.markdown.flush(self.style.styled);
+                self.out.write_all(tail.as_bytes())?;
+                self.markdown = Markdown::default();
+                self.out.flush()
+            }
             ChatEvent::Finish { reason, .. } => {
                 self.break_line(true)?;
                 match reason {
@@ -900,6 +908,66 @@ mod tests {
             hint_for(&ProviderError::new(ProviderErrorKind::Other, "x")),
             None
         );
+    }
+
+    /// A turn whose call the model wrote as text, as the runtime reports it: any prose
+    /// as text, the call as a tool call. No fence marker (```` ```json ````, a bare `json`,
+    /// a closing fence) reaches either stream, styled or not, and a fence the prose left
+    /// open does not style the next turn's answer as code.
+    #[test]
+    fn calls_written_as_text_leave_no_fence_markers() {
+        for styled in [false, true] {
+            let (out, err) = (Shared::default(), Shared::default());
+            let style = TextStyle {
+                styled,
+                terminal: styled,
+                hide_thinking: false,
+            };
+            let mut s = TextSink::new(style, Box::new(out.clone()), Box::new(err.clone()));
+            let turn = |turn| ChatEvent::TurnComplete {
+                turn,
+                usage: Usage::default(),
+            };
+            for e in [
+                ChatEvent::ToolCallStarted { call: call() },
+                ChatEvent::ToolResult {
+                    call_id: "c1".into(),
+                    name: "read_file".into(),
+                    content: "port = 8080".into(),
+                    is_error: false,
+                },
+                turn(1),
+                ChatEvent::TextDelta {
+                    text: "Checking:\n```".into(),
+                },
+                ChatEvent::ToolCallStarted { call: call() },
+                turn(2),
+                ChatEvent::TextDelta {
+                    text: "The port is 8080.".into(),
+                },
+                ChatEvent::Finish {
+                    reason: FinishReason::Stop,
+                    usage: Usage::default(),
+                    added: Vec::new(),
+                },
+            ] {
+                s.event(&e).unwrap();
+            }
+            s.end(&Summary::default(), "m").unwrap();
+            let (out, err) = (out.text(), err.text());
+            assert!(
+                strip(&err)
+                    .starts_with("⚙ read_file {\"path\":\"a.txt\"}\n  ✓ read_file port = 8080\n"),
+                "{err:?}"
+            );
+            assert!(!err.contains("json") && !err.contains("```"), "{err:?}");
+            assert!(strip(&out).ends_with("The port is 8080.\n"), "{out:?}");
+            let last = out.rsplit("\n").nth(1).unwrap_or_default();
+            assert!(
+                !last.contains(CYAN),
+                "the answer is not styled as code: {out:?}"
+            );
+        }
     }
 
     fn strip(s: &str) -> String {

@@ -70,14 +70,6 @@ pub mod chat;
 mod error;
 pub mod history;
 pub mod provider;
-#[cfg_attr(
-    not(test),
-    allow(
-        dead_code,
-        unused_imports,
-        reason = "wired into the native strategy once the strategy split lands"
-    )
-)]
 mod recover;
 pub mod strategy;
 pub mod tokens;

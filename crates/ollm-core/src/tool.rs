@@ -8,6 +8,10 @@
 //! - [`ToolRegistry::execute`] never fails: every call yields one [`ToolOutcome`] whose
 //!   text the model reads. Unknown tools, invalid arguments and failures become
 //!   `Error: ...` results so the model can correct itself and the loop carries on.
+//! - An invalid-arguments result ends with the valid argument keys, their types and which
+//!   are required, so a model that invented a key (small models copy the schema's
+//!   `"type": "object"` into their arguments, or write `file` for `path`) learns the real
+//!   ones.
 //! - Results are normalised to text: strings as they are, MCP-style `[text, artifacts]`
 //!   pairs to their text, anything else as compact JSON.
 
@@ -145,6 +149,41 @@ pub fn normalize_result(value: Value) -> String {
 /// The text of an error result for a call to a tool that is not registered.
 pub fn unknown_tool_message(name: &str) -> String {
     format!("Error: Unknown tool \"{name}\"")
+}
+
+/// The argument keys a parameter schema names, each with its type and whether it is
+/// required (`path (string, required), limit (integer)`), so a model that invented a key
+/// learns the real ones; `None` when the schema names none.
+fn valid_arguments(schema: &Value) -> Option<String> {
+    let properties = schema.get("properties")?.as_object()?;
+    if properties.is_empty() {
+        return None;
+    }
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let described: Vec<String> = properties
+        .iter()
+        .map(|(key, property)| {
+            let kind = match property.get("type") {
+                Some(Value::String(t)) => t.clone(),
+                Some(Value::Array(types)) => types
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+                _ => "any".to_owned(),
+            };
+            if required.contains(&key.as_str()) {
+                format!("{key} ({kind}, required)")
+            } else {
+                format!("{key} ({kind})")
+            }
+        })
+        .collect();
+    Some(described.join(", "))
 }
 
 /// A registered tool with its compiled validator.
@@ -297,13 +336,15 @@ impl ToolRegistry {
             })
             .collect();
         if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(format!(
-                "Error: invalid arguments for {name}: {}",
-                errors.join("; ")
-            ))
+            return Ok(());
         }
+        let valid = valid_arguments(&entry.schema.parameters)
+            .map(|v| format!(". Valid arguments: {v}"))
+            .unwrap_or_default();
+        Err(format!(
+            "Error: invalid arguments for {name}: {}{valid}",
+            errors.join("; ")
+        ))
     }
 
     /// Runs one call: looks the tool up, validates the arguments, runs it and normalises
@@ -368,6 +409,42 @@ mod tests {
         assert_eq!(
             outcome.content,
             "Error: invalid arguments for open: not a JSON object: {\"path\": "
+        );
+    }
+
+    #[test]
+    fn invalid_arguments_name_the_valid_ones() {
+        struct Read;
+        #[async_trait::async_trait]
+        impl Tool for Read {
+            fn schema(&self) -> ToolSchema {
+                ToolSchema::new(
+                    "read_file",
+                    "reads",
+                    json!({"type": "object", "additionalProperties": false,
+                        "properties": {"path": {"type": "string"},
+                            "limit": {"type": ["integer", "null"]}},
+                        "required": ["path"]}),
+                )
+            }
+            async fn execute(&self, _: Map<String, Value>) -> Result<Value, ToolError> {
+                Ok(json!("ran"))
+            }
+        }
+        let mut registry = ToolRegistry::default();
+        registry.register(std::sync::Arc::new(Read)).unwrap();
+        // Qwen2.5-Coder-0.5B copies the schema's `type` into its arguments.
+        let args = json!({"type": "object", "file": "notes.txt"});
+        let error = registry
+            .validate("read_file", args.as_object().unwrap())
+            .unwrap_err();
+        assert!(
+            error.starts_with("Error: invalid arguments for read_file: "),
+            "{error}"
+        );
+        assert!(
+            error.ends_with(". Valid arguments: limit (integer or null), path (string, required)"),
+            "{error}"
         );
     }
 

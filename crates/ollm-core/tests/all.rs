@@ -23,6 +23,8 @@ mod loop_invariants;
 mod providers;
 #[path = "all/react.rs"]
 mod react;
+#[path = "all/text_calls.rs"]
+mod text_calls;
 #[path = "all/tokens.rs"]
 mod tokens;
 #[path = "all/turn_loop.rs"]

@@ -1115,6 +1115,95 @@ mod openai_native {
             "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
     }
 
+    /// Streams `text` as content in chunks of `n` bytes (on character boundaries).
+    fn content_in_chunks(text: &str, n: usize) -> mock_openai::Reply {
+        let mut sse = mock_openai::Reply::sse();
+        let mut at = 0;
+        while at < text.len() {
+            let mut end = (at + n).min(text.len());
+            while !text.is_char_boundary(end) {
+                end += 1;
+            }
+            sse = sse.content(&text[at..end]);
+            at = end;
+        }
+        sse.finish("stop").usage(10, 5).done().reply()
+    }
+
+    /// Runs `ollm run` on the mock with `format`, the reply to the first turn written as
+    /// text and `answer` after; returns stdout and stderr.
+    fn run_text_call(s: &OpenAi, o: &Ollm, reply: &str, format: &str) -> (String, String) {
+        s.mock.push_reply(content_in_chunks(reply, 3));
+        s.mock.push_reply(content_in_chunks("The port is 8080.", 4));
+        let out = o.run(&[
+            "--provider",
+            "openai",
+            "--host",
+            &s.mock.base_url(),
+            "run",
+            "mock-model",
+            "--output-format",
+            format,
+            "What port is in notes.txt?",
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+        (stdout(&out), stderr(&out))
+    }
+
+    const FENCED_CALL: &str =
+        "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```";
+
+    #[test]
+    fn a_fenced_call_written_as_text_runs_and_no_fence_leaks() {
+        let s = OpenAi::start();
+        let o = Ollm::new();
+        std::fs::write(o.dir.path().join("notes.txt"), "port = 8080\n").unwrap();
+        let (out, err) = run_text_call(&s, &o, FENCED_CALL, "text");
+        assert_eq!(out, "The port is 8080.\n");
+        assert!(
+            err.contains("⚙ read_file {\"path\":\"notes.txt\"}"),
+            "{err}"
+        );
+        assert!(err.contains("✓ read_file port = 8080"), "{err}");
+        assert!(!err.contains("```") && !err.contains("json\n"), "{err}");
+        // The model reads its call back as a structured call, without the markup.
+        let second = &s.mock.requests()[1]["messages"];
+        let assistant = &second[second.as_array().unwrap().len() - 2];
+        assert_eq!(assistant["role"], "assistant");
+        assert!(
+            assistant["content"].is_null() || assistant["content"] == "",
+            "{assistant}"
+        );
+        assert_eq!(
+            assistant["tool_calls"][0]["function"]["name"],
+            json!("read_file")
+        );
+        let (out, _) = run_text_call(&s, &o, FENCED_CALL, "json");
+        let summary: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(summary["answer"], "The port is 8080.");
+        assert_eq!(summary["tool_calls"][0]["name"], "read_file");
+    }
+
+    #[test]
+    fn a_text_call_to_an_unknown_tool_is_answered_with_the_tools_on_offer() {
+        let s = OpenAi::start();
+        let o = Ollm::new();
+        let reply =
+            "```json\n{\"name\": \"launch_code\", \"arguments\": {\"file\": \"main.py\"}}\n```";
+        let (out, err) = run_text_call(&s, &o, reply, "text");
+        assert_eq!(out, "The port is 8080.\n");
+        assert!(
+            err.contains("✗ launch_code Error: Unknown tool \"launch_code\"; available: "),
+            "{err}"
+        );
+        let second = &s.mock.requests()[1]["messages"];
+        let result = &second[second.as_array().unwrap().len() - 1];
+        assert_eq!(result["role"], "tool");
+        let content = result["content"].as_str().unwrap();
+        assert!(content.contains("read_file"), "{content}");
+    }
+
     #[test]
     fn a_streamed_native_tool_call_runs_and_the_answer_streams() {
         let s = OpenAi::start();

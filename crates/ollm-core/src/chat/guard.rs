@@ -110,7 +110,7 @@ pub(crate) fn repeat_result(name: &str, content: &str) -> ToolOutcome {
         head.push('…');
     }
     ToolOutcome::error(format!(
-        "Error: not run again: you already called {name} with these arguments, and its \
+        "not run again: you already called {name} with these arguments, and its \
          result was: {head}\nUse that result to answer; do not repeat the call."
     ))
 }

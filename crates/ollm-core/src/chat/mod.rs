@@ -14,8 +14,9 @@
 //!    `ceil(chars / 4)` (see [`crate::tokens`] for where the limit comes from); a warning at
 //!    90% or more, and a refusal (an `Error` event of kind `ContextOverflow`) over the
 //!    limit, before anything is sent;
-//! 3. stream the reply, forwarding text, thinking and warnings as they arrive and queuing
-//!    tool calls (`ToolCallStarted` as each arrives);
+//! 3. stream the reply, forwarding text (through the strategy's display filter), thinking
+//!    and warnings as they arrive and queuing tool calls (`ToolCallStarted` as each
+//!    arrives; calls read from text when the reply ends);
 //! 4. after the stream ends, run all calls **concurrently** (one task each), emitting one
 //!    `ToolResult` per call as each finishes;
 //! 5. record the turn as the strategy says (natively: the assistant message with its
@@ -36,8 +37,9 @@
 //!   aborted and no tool starts after the cancel.
 //! - **How turns are recorded** is the strategy's decision ([`crate::strategy`]); this
 //!   loop only appends what it returns. Native and constrained calls as an assistant message
-//!   carrying the calls followed by one tool message per call (constrained replies keep
-//!   no text, since their JSON is a protocol, not an answer); ReAct turns as the model's
+//!   carrying the calls followed by one tool message per call (native replies keep only
+//!   their prose, without call markup; constrained replies keep no text, since their JSON
+//!   is a protocol, not an answer); ReAct turns as the model's
 //!   own text followed by a user message of `Observation: <json>` lines, which is what a
 //!   model without tool support can read. A ReAct or constrained reply that could not be
 //!   read is recorded with the correction message that answers it.

@@ -7,6 +7,9 @@
 //!   the reply and says what to record ([`crate::strategy`]).
 //! - Each fallback (ReAct for refused native tools, no `think` for refused thinking)
 //!   removes its own cause, so the same turn is retried at most twice.
+//! - A strategy may answer some of a turn's calls itself (a text call to a tool not on
+//!   offer, a malformed one): those never run, get their `ToolResult` like the others,
+//!   and are recorded in call order, so calls and results stay 1:1.
 
 use std::sync::Arc;
 
@@ -460,17 +463,18 @@ async fn conclude(
     let outcome = strategy.interpret(
         &reply.raw,
         reply.calls.clone(),
-        &|name| settings.tools.contains(name),
+        &settings.tools.schemas(),
         &mut || shared.mint_id(),
         choice,
     );
-    sink.shown(filter.finish(outcome.answer()));
+    sink.shown(filter.finish(outcome.shown()));
     if reply.finish == Some(FinishReason::Length) {
         warn_cut(settings, sink);
     }
     let raw = reply.raw.as_str();
-    let end = match &outcome {
+    let end = match outcome {
         TurnOutcome::Answer(answer) => {
+            let answer = answer.as_str();
             sink.record(shared, strategy.record(Turn::Answer { raw, answer }));
             TurnEnd::Finish(match reply.finish {
                 Some(FinishReason::Length) => FinishReason::Length,
@@ -481,18 +485,32 @@ async fn conclude(
             correction,
             problem,
         } => {
-            sink.warn(WarningKind::MalformedOutput, problem.clone());
+            sink.warn(WarningKind::MalformedOutput, problem);
+            let correction = correction.as_str();
             sink.record(shared, strategy.record(Turn::Retry { raw, correction }));
             TurnEnd::Continue
         }
         TurnOutcome::Calls(calls) => {
-            // Calls parsed from text were not announced while streaming.
-            for call in calls.iter().filter(|c| !reply.calls.contains(c)) {
-                sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
-            }
             learn(shared, settings, !reply.calls.is_empty());
-            let batch = Batch { raw, calls };
-            run_calls(shared, settings, memory, batch, step.cancel, sink).await
+            let planned = Planned {
+                text: raw,
+                calls: &calls,
+                answered: vec![None; calls.len()],
+            };
+            run_calls(shared, settings, memory, planned, &reply.calls, step, sink).await
+        }
+        TurnOutcome::TextCalls {
+            calls,
+            answered,
+            prose,
+        } => {
+            learn(shared, settings, false);
+            let planned = Planned {
+                text: &prose,
+                calls: &calls,
+                answered,
+            };
+            run_calls(shared, settings, memory, planned, &reply.calls, step, sink).await
         }
     };
     let usage = reply.usage;
@@ -530,44 +548,55 @@ fn learn(shared: &Shared, settings: &RunSettings, structured: bool) {
     *count = count.saturating_add(1);
 }
 
-/// A reply's text and the calls read from it.
-struct Batch<'a> {
-    raw: &'a str,
+/// A turn's calls: the text its assistant message keeps, the calls, and per call the
+/// result decided without running it (`None`: run it, unless the guard answers it).
+struct Planned<'a> {
+    text: &'a str,
     calls: &'a [ToolCall],
+    answered: Vec<Option<ToolOutcome>>,
 }
 
-/// Runs the calls of `batch` that are new to the run, answers the repeated ones from
-/// what their twins produced (see `guard.rs`) and records the turn. Ends the run when
-/// cancelled meanwhile (what was produced is recorded too) or when a call was asked for
-/// the [`REPEAT_LIMIT`]th time.
+/// Announces the calls that were not announced while streaming (those read from text),
+/// runs the calls of `planned` that are new to the run, answers the repeated ones from
+/// what their twins produced (see `guard.rs`) and the decided ones as decided, and
+/// records the turn. Ends the run when cancelled meanwhile (what was produced is recorded
+/// too) or when a call was asked for the [`REPEAT_LIMIT`]th time.
 async fn run_calls(
     shared: &Shared,
     settings: &RunSettings,
     memory: &mut CallMemory,
-    batch: Batch<'_>,
-    cancel: &CancellationToken,
+    planned: Planned<'_>,
+    announced: &[ToolCall],
+    step: Step<'_>,
     sink: &Sink,
 ) -> TurnEnd {
-    let Batch { raw, calls } = batch;
+    let Planned {
+        text,
+        calls,
+        answered,
+    } = planned;
+    for call in calls.iter().filter(|c| !announced.contains(c)) {
+        sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
+    }
     let sources = memory.sort(calls);
-    let fresh: Vec<ToolCall> = calls
-        .iter()
-        .zip(&sources)
-        .filter(|(_, s)| **s == Source::Run)
-        .map(|(c, _)| c.clone())
+    let runs = |i: usize| answered[i].is_none() && sources[i] == Source::Run;
+    let fresh: Vec<ToolCall> = (0..calls.len())
+        .filter(|&i| runs(i))
+        .map(|i| calls[i].clone())
         .collect();
-    let (ran, cancelled) = execute_all(&settings.tools, &fresh, cancel, sink).await;
+    let (ran, cancelled) = execute_all(&settings.tools, &fresh, step.cancel, sink).await;
     let mut ran = ran.into_iter();
     let mut results: Vec<Option<ToolOutcome>> = Vec::with_capacity(calls.len());
-    for (call, source) in calls.iter().zip(&sources) {
-        let result = match source {
-            Source::Run => ran.next().flatten(),
-            Source::Earlier => memory.answer(call),
-            Source::Twin(j) => results[*j]
+    for (i, call) in calls.iter().enumerate() {
+        let result = match (&answered[i], &sources[i]) {
+            (Some(decided), _) => Some(decided.clone()),
+            (None, Source::Run) => ran.next().flatten(),
+            (None, Source::Earlier) => memory.answer(call),
+            (None, Source::Twin(j)) => results[*j]
                 .as_ref()
                 .map(|r| super::guard::repeat_result(&call.name, &r.content)),
         };
-        if *source != Source::Run && !cancelled {
+        if !runs(i) && !cancelled {
             if let Some(r) = &result {
                 announce(sink, call, r);
             }
@@ -575,7 +604,7 @@ async fn run_calls(
         results.push(result);
     }
     if cancelled {
-        let partial = (raw, calls);
+        let partial = (text, calls);
         record_calls_unfinished(shared, settings, sink, partial, &results, CANCELLED_RESULT);
         return TurnEnd::Finish(FinishReason::Cancelled);
     }
@@ -585,7 +614,7 @@ async fn run_calls(
         .collect();
     let stuck = memory.learn(calls, &results);
     let turn = Turn::Calls {
-        raw,
+        raw: text,
         calls,
         results: &results,
     };

@@ -32,6 +32,14 @@
 //! - **Qwen3-Coder XML values are strings** unless the tool's JSON schema types the
 //!   property otherwise (integer, number, boolean, array, object), then they are parsed.
 //! - Everything here is pure text processing: no I/O, no allocation beyond the reply.
+//! - **Wired into the native strategy** (`strategy/native.rs`): it runs on each reply
+//!   that brought no native calls; the strategy records calls with only the prose as the
+//!   message text, answers [`Recovered::UnknownTool`] with `Error: Unknown tool "<name>";
+//!   available: ...` and [`Recovered::Malformed`] with its reason, without running
+//!   anything, and shows streamed text through [`HoldBack`].
+//! - **[`HoldBack`] is incremental**: each line is scanned once and only unreleased text
+//!   on the last line is looked at again, so a reply costs linear time (the rescanning
+//!   rule it replaced is the tests' oracle).
 
 mod deepseek;
 mod functionary;

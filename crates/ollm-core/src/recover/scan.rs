@@ -13,8 +13,8 @@
 
 use super::{Block, Format, deepseek, functionary, hermes, lfm, llama, mistral, qwen_xml};
 
-const THINK_OPEN: &str = "<think>";
-const THINK_CLOSE: &str = "</think>";
+pub(super) const THINK_OPEN: &str = "<think>";
+pub(super) const THINK_CLOSE: &str = "</think>";
 
 /// The markers that open a call block, with their family.
 pub(super) const MARKERS: &[(&str, Format)] = &[
@@ -32,7 +32,7 @@ pub(super) const MARKERS: &[(&str, Format)] = &[
 
 /// Special-token markers, which count in mid-line too (after prose on the same line), unless
 /// inside inline code: models emit them as single tokens right after their text.
-const MID_LINE: &[&str] = &[
+pub(super) const MID_LINE: &[&str] = &[
     "[TOOL_CALLS]",
     "<|python_tag|>",
     "<|python_start|>",
@@ -127,6 +127,7 @@ pub(super) fn mid_line_marker(line: &str) -> Option<usize> {
 
 /// The offset in a partial line from which its tail may still grow into a special-token
 /// marker (hold it while streaming).
+#[cfg(test)]
 pub(super) fn mid_line_partial(partial: &str) -> Option<usize> {
     partial.char_indices().map(|(i, _)| i).find(|&i| {
         let tail = &partial[i..];

@@ -213,7 +213,7 @@ fn positives() -> Vec<Case> {
 }
 
 fn stream(text: &str, cuts: &[usize], tools: &OfferedTools) -> (String, Recovery) {
-    let mut hold = HoldBack::new();
+    let mut hold = HoldBack::default();
     let mut shown = String::new();
     let mut at = 0;
     let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (text.len() + 1)).collect();
@@ -279,7 +279,7 @@ proptest! {
 
 #[test]
 fn hold_back_releases_prose_early_and_holds_markup() {
-    let mut hold = HoldBack::new();
+    let mut hold = HoldBack::default();
     assert_eq!(hold.push("Let me look.\n"), "Let me look.\n");
     assert_eq!(hold.push("<tool_"), "");
     assert_eq!(
@@ -299,7 +299,7 @@ fn hold_back_releases_prose_early_and_holds_markup() {
 
 #[test]
 fn hold_back_releases_held_text_that_is_no_call() {
-    let mut hold = HoldBack::new();
+    let mut hold = HoldBack::default();
     assert_eq!(hold.push("{\"answer\": "), "");
     assert_eq!(hold.push("42}"), "");
     let (rest, recovery) = hold.finish(&offered(&json!(["read_file"])));

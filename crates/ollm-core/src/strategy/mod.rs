@@ -7,8 +7,8 @@
 //! branches on which strategy it runs:
 //! 1. how the request offers the tools (`Strategy::prepare`): native `tools`, ReAct
 //!    instructions in the system prompt, or a `oneOf` output schema;
-//! 2. how streamed text is shown while it arrives (`Strategy::text_filter`): as is
-//!    (native), Thought as thinking and Final Answer as text (ReAct), or held back until
+//! 2. how streamed text is shown while it arrives (`Strategy::text_filter`): possible call
+//!    markup held back (native), Thought as thinking and Final Answer as text (ReAct), or held back until
 //!    the JSON is complete (constrained);
 //! 3. how the finished reply is read (`Strategy::interpret`);
 //! 4. how the turn is recorded in the history (`Strategy::record`).
@@ -17,9 +17,8 @@
 //! `prepare` and `record`; what they share (display pieces, the fence reader, the tool
 //! list, the shape of a finished turn) lives in the leaf `common`, which imports none of
 //! them. This module is the only one that imports the strategies, so there is no cycle.
-//! Where later work belongs: recovering calls from more text formats and holding back
-//! possible call markup while it streams go in `native` (its own `TextFilter`); keeping
-//! recovered call text out of the answer goes in `native::record`; choosing a strategy
+//! Where later work belongs: recovering calls a model writes as text is `crate::recover`,
+//! wired in by `native` (its `Hold` display and `interpret`); choosing a strategy
 //! from more server facts goes in `Strategy::resolve` (called from `chat/settle.rs`).
 //! Guards that hold for every strategy (refusing the same call over and over, stopping
 //! a looping reply) belong to the loop: `chat/guard.rs` and `chat/runaway.rs`.
@@ -51,6 +50,7 @@ use ollm_types::{
 use serde::{Deserialize, Serialize};
 
 use crate::CoreError;
+use crate::tool::ToolOutcome;
 pub(crate) use common::{Shown, TextFilter, Turn};
 
 /// The tool-calling strategy.
@@ -215,7 +215,8 @@ impl Strategy {
     /// A fresh display filter for one reply.
     pub(crate) fn text_filter(self) -> Box<dyn TextFilter> {
         match self {
-            Strategy::NoTools | Strategy::Native => Box::new(common::PassThrough),
+            Strategy::NoTools => Box::new(common::PassThrough),
+            Strategy::Native => Box::new(native::Hold::default()),
             Strategy::React => Box::new(react::ReactStreamer::default()),
             Strategy::Constrained => Box::new(constrained::Hold),
         }
@@ -231,18 +232,18 @@ impl Strategy {
     }
 
     /// Reads a finished reply: its whole text and the native calls that arrived.
-    /// `mint` makes ids for calls parsed from text.
+    /// `tools` are the tools on offer; `mint` makes ids for calls parsed from text.
     /// `choice` is the turn's tool choice: ReAct and constrained answer a reply that
     /// gives an answer when the choice obliges a call with a correction.
     pub(crate) fn interpret(
         self,
         text: &str,
         native_calls: Vec<ToolCall>,
-        offered: &dyn Fn(&str) -> bool,
+        tools: &[ToolSchema],
         mint: &mut dyn FnMut() -> String,
         choice: &ToolChoice,
     ) -> TurnOutcome {
-        let outcome = self.read(text, native_calls, offered, mint);
+        let outcome = self.read(text, native_calls, tools, mint);
         match (&outcome, self) {
             (TurnOutcome::Answer(_), Strategy::React | Strategy::Constrained)
                 if choice.requires_call() =>
@@ -266,27 +267,28 @@ impl Strategy {
         self,
         text: &str,
         native_calls: Vec<ToolCall>,
-        offered: &dyn Fn(&str) -> bool,
+        tools: &[ToolSchema],
         mint: &mut dyn FnMut() -> String,
     ) -> TurnOutcome {
+        if self == Strategy::Native {
+            return match native::interpret(text, native_calls, tools, mint) {
+                native::Read::Answer(answer) => TurnOutcome::Answer(answer),
+                native::Read::Calls {
+                    calls,
+                    answered,
+                    prose,
+                } => TurnOutcome::TextCalls {
+                    calls,
+                    answered,
+                    prose,
+                },
+            };
+        }
         if !native_calls.is_empty() {
             return TurnOutcome::Calls(native_calls);
         }
         match self {
-            Strategy::NoTools => TurnOutcome::Answer(text.to_owned()),
-            Strategy::Native => match native::recover(text, offered) {
-                Some(calls) => TurnOutcome::Calls(
-                    calls
-                        .into_iter()
-                        .map(|(name, arguments)| ToolCall {
-                            id: mint(),
-                            name,
-                            arguments,
-                        })
-                        .collect(),
-                ),
-                None => TurnOutcome::Answer(text.to_owned()),
-            },
+            Strategy::NoTools | Strategy::Native => TurnOutcome::Answer(text.to_owned()),
             Strategy::React => match react::parse(text) {
                 react::ReactStep::Action {
                     tool, arguments, ..
@@ -427,6 +429,17 @@ pub(crate) enum TurnOutcome {
     Answer(String),
     /// Calls to run; the loop continues with their results.
     Calls(Vec<ToolCall>),
+    /// Calls of a reply that also keeps text apart from them (the native strategy: calls
+    /// recovered from the text, or the server's calls with fence debris around them).
+    TextCalls {
+        /// The calls, in order.
+        calls: Vec<ToolCall>,
+        /// Per call, the result decided without running it (an unknown tool, a malformed
+        /// block), or `None` to run it.
+        answered: Vec<Option<ToolOutcome>>,
+        /// The reply's text without call markup: what is shown and recorded.
+        prose: String,
+    },
     /// The reply could not be understood: send `correction` and continue.
     Retry {
         /// The message that tells the model what to fix.
@@ -437,10 +450,11 @@ pub(crate) enum TurnOutcome {
 }
 
 impl TurnOutcome {
-    /// The answer, when the reply was one.
-    pub(crate) fn answer(&self) -> Option<&str> {
+    /// The text to show of the reply: the answer, or the prose around text calls.
+    pub(crate) fn shown(&self) -> Option<&str> {
         match self {
             TurnOutcome::Answer(answer) => Some(answer),
+            TurnOutcome::TextCalls { prose, .. } => Some(prose),
             _ => None,
         }
     }
@@ -599,7 +613,7 @@ mod tests {
                 n += 1;
                 format!("c{n}")
             };
-            strategy.interpret(text, vec![], &|_| true, &mut mint, &choice)
+            strategy.interpret(text, vec![], &[], &mut mint, &choice)
         };
         let react = "Thought: easy\nFinal Answer: 42";
         let constrained = "{\"final_answer\": \"42\"}";

@@ -1,138 +1,303 @@
 //! The native strategy: tools go in the request's `tools`, calls come back as events,
-//! and calls a model wrote as text instead are recovered here.
+//! and calls a model wrote as text instead are recovered here through
+//! [`crate::recover`] (every local-model format, per call, never an example; see its
+//! module docs and `docs/tool-calling.md`).
 //!
-//! Native calls and recovered ones are recorded alike: an assistant message carrying the
-//! calls (with the reply's text) followed by one tool message per call. Streamed text is
-//! shown as it arrives ([`common::PassThrough`]).
-//!
-//! # Tool calls written as text
-//!
-//! Models served without a tool-call parser, or that slip out of it, put their calls in
-//! the answer text: qwen3 and Hermes-style models write `<tool_call>{"name": ...,
-//! "arguments": {...}}</tool_call>`, others answer with nothing but a JSON object (often
-//! in a ```json fence). Those are recovered as calls, but never JSON that is only quoted in
-//! prose (an example in an explanation must not run, goose#1857). The rules:
-//! - a `<tool_call>` block counts only when its tag opens a line and it is outside a
-//!   fenced code block;
-//! - a bare JSON object counts only when it is the whole reply (alone, or alone in one
-//!   fence);
-//! - the JSON must name a tool that is offered (`name`, with `arguments` or `parameters`
-//!   as an object or as a string holding one); otherwise nothing is recovered and the text
-//!   stays the answer.
+//! # Decisions
+//! - **Display**: streamed text goes through [`Hold`] ([`crate::recover::HoldBack`]):
+//!   text that cannot start a call is shown as it arrives, text that may is held until
+//!   the reply ends; then only the prose is released. A recovered call is announced as a
+//!   tool call (`ToolCallStarted`), never shown as answer text, and held text that turns
+//!   out to be no call is released unchanged.
+//! - **Answer hygiene**: a reply that makes calls keeps only its prose, in the display
+//!   and in the history: the assistant message carries the calls as structured calls
+//!   (the server's template renders them as the model was trained on) and the prose as
+//!   its text, without the markup. Fence debris that a server's own parser leaves around
+//!   a call it took out of the content (```` ```json ```` and ```` ``` ```` lines, a bare
+//!   `json`) is dropped too.
+//! - **Native calls win**: when the server parsed calls, the text is not searched for
+//!   more (a model rarely mixes both; running a quoted copy twice would be worse).
+//! - **1:1 always**: a recovered call to a tool that is not offered is recorded as a call
+//!   answered `Error: Unknown tool "<name>"; available: a, b`; a malformed block in a
+//!   reply that is clearly a call is recorded as a call named [`MALFORMED_CALL`]
+//!   answered with what was wrong. Neither runs anything. JSON quoted in prose is never a
+//!   call, so it never gets such an answer either.
 
-use ollm_types::{Message, ProviderRequest, ToolSchema};
-use serde_json::{Map, Value};
+use ollm_types::{Message, ProviderRequest, ToolCall, ToolSchema};
+use serde_json::Map;
 
-use super::common::{self, Turn};
+use super::common::{self, Shown, TextFilter, Turn};
+use crate::recover::{self, HoldBack, OfferedTools, Recovered};
+use crate::tool::ToolOutcome;
 
-/// A call found in text: the tool's name and its arguments.
-pub(crate) type TextCall = (String, Map<String, Value>);
+/// The name a malformed text call is recorded under (it never runs).
+pub(crate) const MALFORMED_CALL: &str = "invalid_tool_call";
 
 /// Offers `tools` natively.
 pub(crate) fn prepare(request: &mut ProviderRequest, tools: &[ToolSchema]) {
     request.tools = tools.to_vec();
 }
 
-/// Records a native turn: calls with the reply's text, everything else as the default.
+/// Records a native turn: calls with the text the reply keeps (its prose, trimmed),
+/// everything else as the default.
 pub(crate) fn record(turn: Turn<'_>) -> Vec<Message> {
     match turn {
-        Turn::Calls { raw, .. } => common::record_default(turn, raw),
+        Turn::Calls { raw, .. } => common::record_default(turn, raw.trim()),
         _ => common::record_default(turn, ""),
     }
 }
 
-/// The calls written in `text`, or `None` when it holds none by the rules above. Every
-/// candidate must name a tool for which `offered` is true, or none is taken.
-pub(crate) fn recover(text: &str, offered: &dyn Fn(&str) -> bool) -> Option<Vec<TextCall>> {
-    let calls = match tagged_blocks(text) {
-        Some(blocks) => blocks
-            .iter()
-            .map(|b| call_from_json(b))
-            .collect::<Option<Vec<_>>>()?,
-        None => vec![call_from_json(whole_reply_json(text)?)?],
-    };
-    calls.iter().all(|(name, _)| offered(name)).then_some(calls)
+/// The display of a native reply: possible call markup held back by [`HoldBack`], then a
+/// trailing run of fence debris held by [`Debris`] (see the module docs). The shown text
+/// is always a prefix of what the turn finally shows, so nothing is lost or shown twice.
+#[derive(Debug, Default)]
+pub(crate) struct Hold {
+    hold: HoldBack,
+    /// What the hold-back released.
+    released: String,
+    /// How much of it was shown.
+    shown: usize,
+    debris: Debris,
 }
 
-/// The bodies of `<tool_call>` blocks whose tag opens a line outside code fences; `None`
-/// when there are none. An unclosed block at the end counts (models often stop there).
-fn tagged_blocks(text: &str) -> Option<Vec<&str>> {
-    const OPEN: &str = "<tool_call>";
-    const CLOSE: &str = "</tool_call>";
-    let mut blocks = Vec::new();
-    let mut in_fence = false;
-    let mut offset = 0;
-    while offset < text.len() {
-        let line_end = text[offset..]
-            .find('\n')
-            .map_or(text.len(), |i| offset + i + 1);
-        let line = text[offset..line_end].trim_start();
-        if line.starts_with("```") {
-            in_fence = !in_fence;
-        } else if !in_fence && line.starts_with(OPEN) {
-            let start = text[offset..].find(OPEN).map_or(offset, |i| offset + i) + OPEN.len();
-            let (body, next) = match text[start..].find(CLOSE) {
-                Some(i) => (&text[start..start + i], start + i + CLOSE.len()),
-                None => (&text[start..], text.len()),
-            };
-            blocks.push(body.trim());
-            offset = next;
-            continue;
-        }
-        offset = line_end;
+impl TextFilter for Hold {
+    fn feed(&mut self, delta: &str) -> Vec<Shown> {
+        self.released.push_str(self.hold.push(delta));
+        let safe = self.debris.advance(&self.released, false);
+        let from = self.shown;
+        self.shown = safe.max(from);
+        text(&self.released[from..self.shown])
     }
-    (!blocks.is_empty()).then_some(blocks)
+
+    fn finish(&mut self, shown: Option<&str>) -> Vec<Shown> {
+        let done = &self.released[..self.shown];
+        match shown.and_then(|s| s.strip_prefix(done)) {
+            Some(rest) => text(rest),
+            None => Vec::new(),
+        }
+    }
 }
 
-/// The reply itself when it is nothing but one JSON object, bare or in one fence.
-/// The fence must be closed, span lines and hold nothing else.
-fn whole_reply_json(text: &str) -> Option<&str> {
-    let inner = match common::fence(text) {
-        Some(f) if f.closed && !f.one_line && !f.body.contains("```") => f.body,
-        Some(_) => return None,
-        None => text.trim(),
-    };
-    (inner.starts_with('{') && inner.ends_with('}')).then_some(inner)
+fn text(s: &str) -> Vec<Shown> {
+    if s.is_empty() {
+        Vec::new()
+    } else {
+        vec![Shown::Text(s.to_owned())]
+    }
 }
 
-/// `{"name": ..., "arguments" | "parameters": {...} | "{...}"}` as a call.
-fn call_from_json(json: &str) -> Option<TextCall> {
-    let Value::Object(mut object) = serde_json::from_str::<Value>(json).ok()? else {
-        return None;
+/// The line scan that finds a trailing run of fence debris: blank lines, a bare `json`,
+/// and fences that hold nothing but blank lines. A fence with content in it is kept
+/// whole, so a real code block survives. Incremental: each line is looked at once.
+#[derive(Debug, Default)]
+struct Debris {
+    /// The start of the first line not yet scanned.
+    line: usize,
+    /// Inside a fence, and whether it has content.
+    in_fence: bool,
+    has_content: bool,
+    /// Where the trailing run of debris lines starts, if the last line was debris.
+    run: Option<usize>,
+}
+
+impl Debris {
+    /// Scans `text` (which only grows) and returns how much of it is safe to show: up to
+    /// the trailing debris run, or the partial last line that may be debris. With `end`,
+    /// the last line counts as complete.
+    fn advance(&mut self, text: &str, end: bool) -> usize {
+        while self.line < text.len() {
+            let Some(len) = text[self.line..].find('\n') else {
+                break;
+            };
+            let next = self.line + len + 1;
+            self.take(self.line, &text[self.line..next]);
+            self.line = next;
+        }
+        let partial = &text[self.line..];
+        if end && !partial.is_empty() {
+            self.take(self.line, partial);
+            self.line = text.len();
+        }
+        let partial = text[self.line..].trim();
+        let may_be_debris = partial.is_empty()
+            || "json".starts_with(partial)
+            || "```".starts_with(partial)
+            || is_fence(partial);
+        match self.run {
+            Some(run) => run,
+            None if may_be_debris => self.line,
+            None => text.len(),
+        }
+    }
+
+    /// Takes in one complete line starting at `at`.
+    fn take(&mut self, at: usize, line: &str) {
+        let l = line.trim();
+        let debris = if is_fence(l) {
+            let closes_content = self.in_fence && self.has_content;
+            self.in_fence = !self.in_fence;
+            self.has_content = false;
+            !closes_content
+        } else if l.is_empty() || l == "json" {
+            true
+        } else {
+            self.has_content |= self.in_fence;
+            false
+        };
+        if !debris {
+            self.run = None;
+        } else if self.run.is_none() {
+            self.run = Some(at);
+        }
+    }
+}
+
+fn is_fence(line: &str) -> bool {
+    line.strip_prefix("```")
+        .is_some_and(|info| info.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+}
+
+/// A reply read by the native strategy.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Read {
+    /// No call: the whole text is the answer.
+    Answer(String),
+    /// Calls, each with the result decided here (unknown tool, malformed) or `None` to
+    /// run it, and the prose the reply keeps.
+    Calls {
+        /// The calls, in order.
+        calls: Vec<ToolCall>,
+        /// A result per call, where it is decided without running anything.
+        answered: Vec<Option<ToolOutcome>>,
+        /// The reply's text without call markup.
+        prose: String,
+    },
+}
+
+/// Reads a finished native reply: the server's calls, or calls recovered from `text`.
+pub(crate) fn interpret(
+    text: &str,
+    native_calls: Vec<ToolCall>,
+    tools: &[ToolSchema],
+    mint: &mut dyn FnMut() -> String,
+) -> Read {
+    if !native_calls.is_empty() {
+        let answered = vec![None; native_calls.len()];
+        return Read::Calls {
+            calls: native_calls,
+            answered,
+            prose: without_fence_debris(text),
+        };
+    }
+    let offered = OfferedTools::new(tools.iter().map(|t| (t.name.clone(), t.parameters.clone())));
+    let recovery = recover::recover(text, &offered);
+    if recovery.calls.is_empty() {
+        return Read::Answer(text.to_owned());
+    }
+    let available = offered.names().collect::<Vec<_>>().join(", ");
+    let (calls, answered) = recovery
+        .calls
+        .into_iter()
+        .map(|item| planned(item, mint(), &available))
+        .unzip();
+    Read::Calls {
+        calls,
+        answered,
+        prose: without_fence_debris(&recovery.prose),
+    }
+}
+
+/// One recovered item as a call to record, with its result when it must not run.
+fn planned(item: Recovered, id: String, available: &str) -> (ToolCall, Option<ToolOutcome>) {
+    let call = |name: String, arguments| ToolCall {
+        id: id.clone(),
+        name,
+        arguments,
     };
-    let Some(Value::String(name)) = object.remove("name") else {
-        return None;
-    };
-    let arguments = object
-        .remove("arguments")
-        .or_else(|| object.remove("parameters"));
-    let arguments = match arguments {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(map)) => map,
-        Some(Value::String(s)) => match serde_json::from_str::<Value>(&s).ok()? {
-            Value::Object(map) => map,
-            _ => return None,
-        },
-        Some(_) => return None,
-    };
-    Some((name, arguments))
+    match item {
+        Recovered::Call { name, arguments } => (call(name, arguments), None),
+        Recovered::UnknownTool { name } => {
+            let answer =
+                ToolOutcome::error(format!("Unknown tool \"{name}\"; available: {available}"));
+            (call(name, Map::new()), Some(answer))
+        }
+        Recovered::Malformed { reason, .. } => {
+            let answer = ToolOutcome::error(format!(
+                "the tool call could not be read: {reason}. Write it again as one \
+                 {{\"name\": ..., \"arguments\": {{...}}}} call naming one of: {available}"
+            ));
+            (call(MALFORMED_CALL.to_owned(), Map::new()), Some(answer))
+        }
+    }
+}
+
+/// `text` without its trailing run of fence debris (see [`Debris`]); empty when the
+/// text is nothing but debris. The display holds back exactly this run, so what it shows
+/// is always a prefix of the result.
+pub(crate) fn without_fence_debris(text: &str) -> String {
+    let keep = Debris::default().advance(text, true);
+    if text[..keep].trim().is_empty() {
+        String::new()
+    } else {
+        text[..keep].to_owned()
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
+    fn tools() -> Vec<ToolSchema> {
+        ["read_file", "list_dir"]
+            .into_iter()
+            .map(|n| ToolSchema::new(n, "", json!({"type": "object"})))
+            .collect()
+    }
+
+    /// What `text` reads as: the calls (name, arguments, preset result) and the prose, or
+    /// `None` for an answer.
+    /// A call as read: name, arguments and the preset result.
+    type Read3 = (String, Value, Option<String>);
+
+    fn read(text: &str) -> Option<(Vec<Read3>, String)> {
+        let mut n = 0;
+        let mut mint = || {
+            n += 1;
+            format!("t{n}")
+        };
+        match interpret(text, Vec::new(), &tools(), &mut mint) {
+            Read::Answer(answer) => {
+                assert_eq!(answer, text);
+                None
+            }
+            Read::Calls {
+                calls,
+                answered,
+                prose,
+            } => Some((
+                calls
+                    .into_iter()
+                    .zip(answered)
+                    .map(|(c, a)| (c.name, Value::Object(c.arguments), a.map(|a| a.content)))
+                    .collect(),
+                prose,
+            )),
+        }
+    }
+
     fn check(text: &str, expected: Option<Vec<(&str, Value)>>) {
-        let offered = |name: &str| matches!(name, "read_file" | "list_dir");
-        let got = recover(text, &offered);
-        let expected = expected.map(|calls| {
+        let got = read(text).map(|(calls, _)| {
             calls
                 .into_iter()
-                .map(|(n, a)| (n.to_owned(), a.as_object().cloned().unwrap_or_default()))
+                .map(|(n, a, answer)| {
+                    assert_eq!(answer, None, "{text:?}");
+                    (n, a)
+                })
                 .collect::<Vec<_>>()
         });
+        let expected = expected.map(|c| c.into_iter().map(|(n, a)| (n.to_owned(), a)).collect());
         assert_eq!(got, expected, "{text:?}");
     }
 
@@ -161,7 +326,7 @@ mod tests {
 
     #[test]
     fn never_runs_what_is_only_quoted() {
-        // JSON in prose, inline tags, fenced examples, unknown tools, bad JSON.
+        // JSON in prose, inline tags, fenced examples, anything that is not clearly a call.
         check(
             "To read a file, send {\"name\": \"read_file\", \"arguments\": {\"path\": \"x\"}}.",
             None,
@@ -179,15 +344,80 @@ mod tests {
             None,
         );
         check(
-            "<tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call>",
+            "I don't have a `launch_code` tool; here is {\"name\": \"launch_code\"}.",
             None,
         );
-        check(
-            "<tool_call>{\"name\": \"read_file\", \"arguments\": [1]}</tool_call>",
-            None,
-        );
-        check("<tool_call>not json</tool_call>", None);
         check("{\"answer\": 42}", None);
         check("plain answer", None);
+    }
+
+    #[test]
+    fn unknown_and_malformed_calls_are_answered_without_running() {
+        let (calls, prose) =
+            read("```json\n{\"name\": \"launch_code\", \"arguments\": {\"file\": \"a\"}}\n```")
+                .unwrap_or_default();
+        assert_eq!(prose, "");
+        assert_eq!(
+            calls,
+            [(
+                "launch_code".to_owned(),
+                json!({}),
+                Some("Error: Unknown tool \"launch_code\"; available: read_file, list_dir".into())
+            )]
+        );
+        let (calls, _) = read("<tool_call>{\"name\": \"rm_rf\", \"arguments\": {}}</tool_call>")
+            .unwrap_or_default();
+        assert_eq!(calls[0].0, "rm_rf");
+        let (calls, _) = read("<tool_call>not json</tool_call>").unwrap_or_default();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].0, MALFORMED_CALL);
+        let answer = calls[0].2.clone().unwrap_or_default();
+        assert!(
+            answer.starts_with("Error: the tool call could not be read: "),
+            "{answer}"
+        );
+        assert!(
+            answer.ends_with("naming one of: read_file, list_dir"),
+            "{answer}"
+        );
+        let (calls, _) =
+            read("<tool_call>{\"name\": \"read_file\", \"arguments\": [1]}</tool_call>")
+                .unwrap_or_default();
+        assert_eq!(calls[0].0, MALFORMED_CALL);
+    }
+
+    #[test]
+    fn the_prose_keeps_no_markup() {
+        let (_, prose) = read(
+            "Let me look.\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {}}\n</tool_call>",
+        )
+        .unwrap_or_default();
+        assert_eq!(prose, "Let me look.\n");
+    }
+
+    #[test]
+    fn fence_debris_is_dropped() {
+        let check = |text: &str, expected: &str| {
+            assert_eq!(without_fence_debris(text), expected, "{text:?}");
+        };
+        check("```json\n\n```", "");
+        check("```json\n", "");
+        check("\n```", "");
+        check("json\n", "");
+        check("Reading it.\n```json\n```\n", "Reading it.\n");
+        check("Reading it.\n```json", "Reading it.\n");
+        check("plain", "plain");
+        check(
+            "Code:\n```rust\nfn x() {}\n```\nDone.",
+            "Code:\n```rust\nfn x() {}\n```\nDone.",
+        );
+        check(
+            "Code:\n```rust\nfn x() {}\n```",
+            "Code:\n```rust\nfn x() {}\n```",
+        );
+        check(
+            "Text.\n```json\n\n```\nMore.",
+            "Text.\n```json\n\n```\nMore.",
+        );
     }
 }

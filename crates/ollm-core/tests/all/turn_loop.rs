@@ -158,7 +158,7 @@ proptest! {
         let mut script: Vec<ProviderEvent> = values
             .iter()
             .enumerate()
-            .map(|(i, v)| ev::call(format!("c{i}"), "echo", json!({"v": v})))
+            .map(|(i, v)| ev::call(format!("c{i}"), "echo", json!({"v": v, "i": i})))
             .collect();
         script.push(ev::finish());
         let provider = MockProvider::builder()
@@ -180,7 +180,7 @@ proptest! {
             prop_assert_eq!(m.role(), Role::Tool);
             let id = format!("c{i}");
             prop_assert_eq!(m.tool_call_id(), Some(id.as_str()));
-            prop_assert_eq!(m.text(), json!({"v": v}).to_string());
+            prop_assert_eq!(m.text(), json!({"v": v, "i": i}).to_string());
         }
     }
 

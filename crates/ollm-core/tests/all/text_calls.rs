@@ -1,0 +1,213 @@
+//! Calls a model writes as text, through the whole `ChatClient` in native mode: however
+//! the reply is chunked, the display shows exactly the prose (a recovered call is a tool
+//! call, never answer text; text that is no call is shown unchanged), calls and results
+//! stay 1:1, and the history keeps the prose with the calls as structured calls.
+
+use std::sync::Arc;
+
+use ollm_core::{ChatClient, ChatConfig, ChatEvent, ToolMode};
+use ollm_types::{Message, ProviderEvent, Role};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use test_utils::mock_provider::{MockProvider, ev};
+use test_utils::recording_tool::{RecordingTool, registry};
+
+use crate::support::{added_of, block_on, chat};
+
+/// A reply, the prose it keeps, and what each call it makes is answered with (`None`: the
+/// tool runs; `Some(prefix)`: an error result starting so).
+struct Case {
+    text: &'static str,
+    prose: &'static str,
+    calls: &'static [(&'static str, Option<&'static str>)],
+}
+
+const CASES: &[Case] = &[
+    // Qwen2.5-Coder-0.5B's usual reply: one fenced call, nothing else.
+    Case {
+        text: "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```",
+        prose: "",
+        calls: &[("read_file", None)],
+    },
+    Case {
+        text: "I'll read it.\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n</tool_call>",
+        prose: "I'll read it.\n",
+        calls: &[("read_file", None)],
+    },
+    Case {
+        text: "{\"name\": \"launch_code\", \"arguments\": {\"file\": \"main.py\"}}",
+        prose: "",
+        calls: &[(
+            "launch_code",
+            Some("Error: Unknown tool \"launch_code\"; available: read_file"),
+        )],
+    },
+    Case {
+        text: "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n</tool_call>\n<tool_call>\nnot json\n</tool_call>",
+        prose: "",
+        calls: &[
+            ("read_file", None),
+            (
+                "invalid_tool_call",
+                Some("Error: the tool call could not be read: "),
+            ),
+        ],
+    },
+    Case {
+        text: "For example:\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"x\"}}\n```\nThat is how a call looks.",
+        prose: "For example:\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"x\"}}\n```\nThat is how a call looks.",
+        calls: &[],
+    },
+    Case {
+        text: "Send `<tool_call>{\"name\": \"launch_code\"}</tool_call>` to call one.",
+        prose: "Send `<tool_call>{\"name\": \"launch_code\"}</tool_call>` to call one.",
+        calls: &[],
+    },
+    Case {
+        text: "{\"answer\": 42}",
+        prose: "{\"answer\": 42}",
+        calls: &[],
+    },
+    Case {
+        text: "The port is 8080.\n\n[1] notes.txt",
+        prose: "The port is 8080.\n\n[1] notes.txt",
+        calls: &[],
+    },
+];
+
+/// `text` cut at `cuts` (taken modulo its length, on character boundaries).
+fn split(text: &str, cuts: &[usize]) -> Vec<ProviderEvent> {
+    let mut cuts: Vec<usize> = cuts
+        .iter()
+        .map(|c| c % (text.len() + 1))
+        .filter(|&c| text.is_char_boundary(c))
+        .collect();
+    cuts.sort_unstable();
+    cuts.push(text.len());
+    let mut at = 0;
+    let mut out = Vec::new();
+    for cut in cuts {
+        if cut > at {
+            out.push(ev::text(&text[at..cut]));
+            at = cut;
+        }
+    }
+    out.push(ev::finish());
+    out
+}
+
+fn native_client(reply: Vec<ProviderEvent>, tool: &RecordingTool) -> ChatClient {
+    let provider: Arc<MockProvider> = MockProvider::builder()
+        .turn(reply)
+        .then_forever(vec![ev::text("done"), ev::finish()])
+        .build();
+    let mut config = ChatConfig::for_model("m");
+    config.tool_mode = ToolMode::Native;
+    ChatClient::new(provider, registry([tool.clone()]), config)
+}
+
+/// The first turn's answer text, announced calls and results (name, content, is_error).
+fn first_turn(events: &[ChatEvent]) -> (String, Vec<String>, Vec<(String, String, bool)>) {
+    let (mut text, mut calls, mut results) = (String::new(), Vec::new(), Vec::new());
+    for event in events {
+        match event {
+            ChatEvent::TextDelta { text: t } => text.push_str(t),
+            ChatEvent::ToolCallStarted { call } => calls.push(call.name.clone()),
+            ChatEvent::ToolResult {
+                name,
+                content,
+                is_error,
+                ..
+            } => results.push((name.clone(), content.clone(), *is_error)),
+            ChatEvent::TurnComplete { .. } => break,
+            _ => {}
+        }
+    }
+    (text, calls, results)
+}
+
+fn check(case: &Case, cuts: &[usize]) -> Result<(), TestCaseError> {
+    let tool = RecordingTool::new("read_file");
+    let client = native_client(split(case.text, cuts), &tool);
+    let events = block_on(chat(&client, "q"));
+    let (shown, calls, results) = first_turn(&events);
+    prop_assert_eq!(&shown, case.prose, "{:?}", case.text);
+    let names: Vec<&str> = case.calls.iter().map(|(n, _)| *n).collect();
+    prop_assert_eq!(&calls, &names);
+    prop_assert_eq!(results.len(), case.calls.len());
+    for ((name, content, is_error), (want, answer)) in results.iter().zip(case.calls) {
+        prop_assert_eq!(name, want);
+        match answer {
+            None => prop_assert!(!is_error, "{content}"),
+            Some(prefix) => {
+                prop_assert!(is_error);
+                prop_assert!(content.starts_with(prefix), "{content}");
+            }
+        }
+    }
+    let ran = case.calls.iter().filter(|(_, a)| a.is_none()).count();
+    prop_assert_eq!(tool.call_count(), ran);
+    let added = added_of(&events);
+    let assistant: &Message = &added[1];
+    prop_assert_eq!(assistant.role(), Role::Assistant);
+    if case.calls.is_empty() {
+        prop_assert_eq!(assistant.text(), case.text);
+        prop_assert_eq!(added.len(), 2);
+    } else {
+        // The prose alone, the calls structured, one result each in order.
+        prop_assert_eq!(assistant.text(), case.prose.trim());
+        let ids: Vec<String> = assistant.tool_calls().map(|c| c.id.clone()).collect();
+        prop_assert_eq!(ids.len(), case.calls.len());
+        for (i, id) in ids.iter().enumerate() {
+            prop_assert_eq!(added[2 + i].tool_call_id(), Some(id.as_str()));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(crate::support::config())]
+
+    /// However the reply is chunked, the display is exactly the prose, and the calls,
+    /// results and history are the same.
+    #[test]
+    fn text_calls_show_only_prose_whatever_the_chunking(
+        index in 0usize..CASES.len(),
+        cuts in proptest::collection::vec(0usize..400, 0..12),
+    ) {
+        check(&CASES[index], &cuts)?;
+    }
+}
+
+#[test]
+fn every_case_holds_unsplit() {
+    for case in CASES {
+        check(case, &[]).unwrap();
+    }
+}
+
+#[test]
+fn fence_debris_around_a_native_call_is_not_answer_text() {
+    // A server's parser took the call out of the content and left the fence around it.
+    let tool = RecordingTool::new("read_file");
+    let reply = vec![
+        ev::text("```json\n"),
+        ev::call("c1", "read_file", json!({"path": "a"})),
+        ev::text("\n```"),
+        ev::finish(),
+    ];
+    let client = native_client(reply, &tool);
+    let events = block_on(chat(&client, "q"));
+    let (shown, calls, _) = first_turn(&events);
+    assert_eq!(shown, "");
+    assert_eq!(calls, ["read_file"]);
+    let added = added_of(&events);
+    assert_eq!(added[1].text(), "");
+    assert_eq!(
+        added[1]
+            .tool_calls()
+            .map(|c| c.arguments_value())
+            .collect::<Vec<Value>>(),
+        [json!({"path": "a"})]
+    );
+}
