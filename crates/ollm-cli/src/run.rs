@@ -116,6 +116,12 @@ pub(crate) fn settle(
     if let Some(m) = args.tool_mode {
         chat.tool_mode = m;
     }
+    let sampling = &args.sampling;
+    chat.options.temperature = sampling.temperature;
+    chat.options.top_p = sampling.top_p;
+    chat.options.top_k = sampling.top_k;
+    chat.options.seed = sampling.seed;
+    chat.options.stop.clone_from(&sampling.stop);
     if let Some(ctx) = settings.provider.context_length {
         chat.options.context_length = Some(ctx);
         chat.context_limits
