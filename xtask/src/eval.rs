@@ -63,6 +63,8 @@ pub(crate) struct Options {
     /// A prebuilt `ollm` to measure instead of building this worktree's (for example
     /// another checkout's, to compare before and after).
     pub(crate) ollm: Option<PathBuf>,
+    /// Start no run after this long; the report covers the runs that finished.
+    pub(crate) budget: Option<Duration>,
 }
 
 impl Options {
@@ -81,6 +83,13 @@ impl Options {
                 "--strategies" => options.strategies = list("--strategies")?,
                 "--tasks" => options.filters = list("--tasks")?,
                 "--smoke" => options.smoke = true,
+                "--budget" => {
+                    let minutes = args.next().context("--budget needs minutes")?;
+                    let minutes: u64 = minutes
+                        .parse()
+                        .with_context(|| format!("--budget {minutes}: not whole minutes"))?;
+                    options.budget = Some(Duration::from_secs(minutes * 60));
+                }
                 "--ollm" => {
                     let path = args.next().context("--ollm needs a path")?;
                     options.ollm = Some(PathBuf::from(path));
@@ -210,7 +219,9 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
         .flat_map(|s| tasks.iter().map(move |t| (t.clone(), s.clone())))
         .collect();
     let started = Instant::now();
+    let planned = jobs.len();
     let ctx = RunContext {
+        deadline: options.budget.map(|b| started + b),
         ollm,
         base_url: server.base_url(),
         files: file.files.clone(),
@@ -221,6 +232,12 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     drop(server);
     let table = render_table(&strategies, &outcomes);
     println!("\n{table}");
+    if outcomes.len() < planned {
+        println!(
+            "the budget ran out: {} of {planned} runs finished",
+            outcomes.len()
+        );
+    }
     println!("total wall time {:.1} min", total.as_secs_f64() / 60.0);
     let path = write_report(root, &strategies, &outcomes, total, &table)?;
     println!("eval: wrote {}", path.display());
@@ -264,6 +281,8 @@ struct RunContext {
     files: BTreeMap<String, String>,
     /// Whether the binary takes `--temperature` and `--seed` (older builds do not).
     sampling: bool,
+    /// After this, no new run starts.
+    deadline: Option<Instant>,
 }
 
 /// Whether `ollm run --help` lists `--temperature`.
@@ -285,6 +304,9 @@ fn run_all(ctx: &RunContext, jobs: Vec<(Task, String)>) -> Vec<Outcome> {
         for _ in 0..PARALLEL {
             scope.spawn(|| {
                 loop {
+                    if ctx.deadline.is_some_and(|d| Instant::now() > d) {
+                        break;
+                    }
                     let next = queue.lock().map(|mut q| q.next()).ok().flatten();
                     let Some((index, (task, strategy))) = next else {
                         break;
@@ -796,6 +818,9 @@ mod tests {
         assert!(Options::parse(&args(&["--strategies", "magic"])).is_err());
         assert!(Options::parse(&args(&["--tasks"])).is_err());
         assert!(Options::parse(&args(&["--fast"])).is_err());
+        let o = Options::parse(&args(&["--budget", "30"])).unwrap();
+        assert_eq!(o.budget, Some(Duration::from_secs(1800)));
+        assert!(Options::parse(&args(&["--budget", "half"])).is_err());
     }
 
     #[test]

@@ -47,7 +47,8 @@ Tasks:
                        (--pending: also the tests today's core fails)
   demo [PROMPT]        run `ollm run` against a real llama-server (the main job)
   server               start llama-server and keep it running until Ctrl-C
-  eval [--smoke] [--strategies S,..] [--tasks ID,..] [--ollm PATH]
+  eval [--smoke] [--strategies S,..] [--tasks ID,..]
+       [--budget MIN] [--ollm PATH]
                        the tool-calling benchmark on the real model: a table per
                        strategy, details in target/eval/ (--smoke: 4 tasks)
   mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
