@@ -250,7 +250,7 @@ pub(crate) fn demo(root: &Path, prompt: Option<&str>) -> Result<()> {
 }
 
 /// The target directory cargo builds into (`CARGO_TARGET_DIR`, else `<root>/target`).
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
 

@@ -8,6 +8,7 @@
 //! - `demo`: the README's main job: `ollm run` against a real `llama-server`.
 //! - `server`: start the real server and keep it running until Ctrl-C, for development.
 //! - `mcp-servers`: install the real MCP servers the `ollm-mcp` tests run (see [`mcp`]).
+//! - `eval`: the tool-calling benchmark on the real model (see [`eval`]).
 //! - `bench`: `cargo bench -p ollm-bridge`, passing any further arguments through.
 //! - `dist`: the release tarball of the CLI (see [`dist`]).
 //! - `release`: bump, date the changelog, package, commit and tag (see [`release`]).
@@ -24,6 +25,7 @@
 mod ci;
 mod cycles;
 mod dist;
+mod eval;
 mod examples;
 mod llama;
 mod mcp;
@@ -50,6 +52,10 @@ Tasks:
                        (--pending: also the tests today's core fails)
   demo [PROMPT]        run `ollm run` against a real llama-server (the main job)
   server               start llama-server and keep it running until Ctrl-C
+  eval [--smoke] [--strategies S,..] [--tasks ID,..]
+       [--budget MIN] [--ollm PATH]
+                       the tool-calling benchmark on the real model: a table per
+                       strategy, details in target/eval/ (--smoke: 4 tasks)
   mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
   bench [ARGS]         cargo bench -p ollm-bridge ARGS
   dist                 release binary, completions, man page, README, licences: a tarball
@@ -115,6 +121,7 @@ fn run() -> Result<()> {
             };
             llama::demo(&root, prompt)
         }
+        "eval" => eval::run(&root, &eval::Options::parse(&rest)?),
         "server" => {
             no_more_args(&task, &rest)?;
             llama::serve()

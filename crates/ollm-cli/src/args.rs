@@ -159,6 +159,47 @@ pub(crate) struct RunArgs {
     /// The system prompt.
     #[arg(long, value_name = "TEXT")]
     pub(crate) system: Option<String>,
+    /// Sampling options sent with every request of the run.
+    #[command(flatten)]
+    pub(crate) sampling: SamplingArgs,
+}
+
+/// `--temperature`, `--top-p`, `--top-k`, `--seed`, `--stop` (issue 14): what the
+/// library's `GenerationOptions` already carries to both adapters. Unset means the
+/// server's default.
+#[derive(Debug, Args, Default, Clone, PartialEq)]
+pub(crate) struct SamplingArgs {
+    /// Sampling temperature (0 picks the likeliest token).
+    #[arg(long, value_name = "T", value_parser = non_negative)]
+    pub(crate) temperature: Option<f32>,
+    /// Nucleus sampling: keep the likeliest tokens up to this total probability (0-1).
+    #[arg(long, value_name = "P", value_parser = probability)]
+    pub(crate) top_p: Option<f32>,
+    /// Keep only the K likeliest tokens.
+    #[arg(long, value_name = "K")]
+    pub(crate) top_k: Option<u32>,
+    /// Random seed, for repeatable sampling.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub(crate) seed: Option<i64>,
+    /// A sequence that ends generation (repeatable).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) stop: Vec<String>,
+}
+
+/// A finite number of at least 0.
+fn non_negative(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("`{text}` is not a number of at least 0")),
+    }
+}
+
+/// A number from 0 to 1.
+fn probability(text: &str) -> Result<f32, String> {
+    match non_negative(text) {
+        Ok(v) if v <= 1.0 => Ok(v),
+        _ => Err(format!("`{text}` is not a number from 0 to 1")),
+    }
 }
 
 /// `--output-format`.
@@ -248,6 +289,56 @@ mod tests {
         );
         check(&["ollm", "run", "m", "--tool-choice", ""], None);
         check(&["ollm", "run", "m", "--max-tokens", "0"], None);
+    }
+
+    #[test]
+    fn sampling_flags_parse_and_bad_values_are_refused() {
+        let sampling_of = |argv: &[&str]| match Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(Command::Run(run)) => Some(run.sampling),
+            _ => None,
+        };
+        let all = [
+            "ollm",
+            "run",
+            "m",
+            "--temperature",
+            "0",
+            "--top-p",
+            "0.5",
+            "--top-k",
+            "3",
+            "--seed",
+            "-7",
+            "--stop",
+            "END",
+            "--stop",
+            "###",
+            "hi",
+        ];
+        assert_eq!(
+            sampling_of(&all),
+            Some(SamplingArgs {
+                temperature: Some(0.0),
+                top_p: Some(0.5),
+                top_k: Some(3),
+                seed: Some(-7),
+                stop: vec!["END".into(), "###".into()],
+            })
+        );
+        assert_eq!(
+            sampling_of(&["ollm", "run", "m", "hi"]),
+            Some(SamplingArgs::default())
+        );
+        for bad in [
+            ["--temperature", "-1"],
+            ["--temperature", "NaN"],
+            ["--top-p", "1.5"],
+            ["--top-k", "-2"],
+            ["--seed", "x"],
+        ] {
+            let argv = ["ollm", "run", "m", bad[0], bad[1], "hi"];
+            assert_eq!(sampling_of(&argv), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -124,6 +124,12 @@ pub(crate) fn settle(
     if let Some(n) = args.max_tokens {
         chat.max_tokens = Some(n);
     }
+    let sampling = &args.sampling;
+    chat.options.temperature = sampling.temperature;
+    chat.options.top_p = sampling.top_p;
+    chat.options.top_k = sampling.top_k;
+    chat.options.seed = sampling.seed;
+    chat.options.stop.clone_from(&sampling.stop);
     if let Some(ctx) = settings.provider.context_length {
         chat.options.context_length = Some(ctx);
         chat.context_limits

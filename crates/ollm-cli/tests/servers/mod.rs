@@ -1424,3 +1424,98 @@ mod tool_choice_and_guards {
         assert_eq!(first["strategy"], "native");
     }
 }
+
+/// Issue 14: each sampling flag of `ollm run` reaches the wire, on both adapters.
+mod sampling {
+    use super::*;
+
+    /// Runs `ollm run FLAGS` against each adapter's mock and checks the first request:
+    /// Ollama carries the value under `options.<ollama>`, OpenAI at `<openai>` in the body.
+    fn check(flags: &[&str], ollama: (&str, Value), openai: (&str, Value)) {
+        let s = Ollama::start();
+        let o = Ollm::new();
+        s.mock.script("/api/chat", answer(&["ok"]));
+        let url = s.mock.url();
+        let mut args = vec!["--host", url.as_str(), "run", "qwen3:8b"];
+        args.extend_from_slice(flags);
+        args.push("hi");
+        let out = o.run(&args);
+        assert_eq!(code(&out), 0, "{flags:?}: {}", stderr(&out));
+        let body = &s.mock.requests_to("/api/chat")[0].body;
+        assert_eq!(body["options"][ollama.0], ollama.1, "{flags:?}: {body:#}");
+
+        let s = OpenAi::start();
+        s.mock.push_reply(
+            mock_openai::Reply::sse()
+                .content("ok")
+                .finish("stop")
+                .done()
+                .reply(),
+        );
+        let url = s.mock.base_url();
+        let mut args = vec!["--provider", "openai", "--host", url.as_str(), "run", "m"];
+        args.extend_from_slice(flags);
+        args.push("hi");
+        let out = o.run(&args);
+        assert_eq!(code(&out), 0, "{flags:?}: {}", stderr(&out));
+        let body = &s.mock.requests()[0];
+        assert_eq!(body[openai.0], openai.1, "{flags:?}: {body:#}");
+    }
+
+    #[test]
+    fn each_sampling_flag_reaches_both_wires() {
+        check(
+            &["--temperature", "0.5"],
+            ("temperature", json!(0.5)),
+            ("temperature", json!(0.5)),
+        );
+        check(
+            &["--temperature", "0"],
+            ("temperature", json!(0.0)),
+            ("temperature", json!(0.0)),
+        );
+        check(
+            &["--top-p", "0.25"],
+            ("top_p", json!(0.25)),
+            ("top_p", json!(0.25)),
+        );
+        check(&["--top-k", "7"], ("top_k", json!(7)), ("top_k", json!(7)));
+        check(&["--seed", "42"], ("seed", json!(42)), ("seed", json!(42)));
+        check(
+            &["--stop", "END", "--stop", "###"],
+            ("stop", json!(["END", "###"])),
+            ("stop", json!(["END", "###"])),
+        );
+    }
+
+    #[test]
+    fn without_flags_no_sampling_option_is_sent() {
+        let s = OpenAi::start();
+        let o = Ollm::new();
+        s.mock.push_reply(
+            mock_openai::Reply::sse()
+                .content("ok")
+                .finish("stop")
+                .done()
+                .reply(),
+        );
+        let url = s.mock.base_url();
+        let out = o.run(&["--provider", "openai", "--host", &url, "run", "m", "hi"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let body = &s.mock.requests()[0];
+        for key in ["temperature", "top_p", "top_k", "seed", "stop"] {
+            assert!(body.get(key).is_none(), "{key} sent: {body:#}");
+        }
+    }
+
+    #[test]
+    fn a_bad_sampling_value_exits_2_before_any_request() {
+        let o = Ollm::new();
+        let port = closed_port().to_string();
+        let host = format!("http://127.0.0.1:{port}");
+        for bad in [["--temperature", "-0.1"], ["--top-p", "2"], ["--seed", "x"]] {
+            let out = o.run(&["--host", &host, "run", "m", bad[0], bad[1], "hi"]);
+            assert_eq!(code(&out), 2, "{bad:?}: {}", stderr(&out));
+        }
+    }
+}
