@@ -70,7 +70,8 @@ impl fmt::Display for Request {
                 bytes,
                 preview,
             } => {
-                write!(f, "write_file {} ({bytes} bytes)", escape(path))?;
+                let unit = if *bytes == 1 { "byte" } else { "bytes" };
+                write!(f, "write_file {} ({bytes} {unit})", escape(path))?;
                 for line in preview.lines() {
                     write!(f, "\n    {}", escape(line))?;
                 }
@@ -158,6 +159,16 @@ impl Approver {
         if let Ok(mut m) = self.mode.lock() {
             *m = mode;
         }
+    }
+
+    /// The current mode.
+    pub fn mode(&self) -> Mode {
+        self.mode.lock().map_or(Mode::Headless, |m| *m)
+    }
+
+    /// The configured auto-approval entries (tools, or `tool:key`), sorted.
+    pub fn auto_approve(&self) -> Vec<String> {
+        self.auto_approve.iter().cloned().collect()
     }
 
     /// Passes a warning to the front end.
@@ -353,6 +364,14 @@ mod tests {
                 preview: "+ new\x07\n- old".into(),
             },
             "write_file a\\u{1b}.txt (3 bytes)\n    + new\\u{7}\n    - old",
+        );
+        check(
+            Request::WriteFile {
+                path: "one".into(),
+                bytes: 1,
+                preview: String::new(),
+            },
+            "write_file one (1 byte)",
         );
     }
 }

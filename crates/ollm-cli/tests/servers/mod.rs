@@ -1188,3 +1188,37 @@ mod openai_native {
         out.ok();
     }
 }
+
+mod provider_mixups {
+    use super::*;
+
+    /// Issue 17: an OpenAI-style address with the default provider says which flag is
+    /// missing, instead of "File Not Found" and a pull hint.
+    #[test]
+    fn a_v1_address_with_the_ollama_provider_names_the_fix() {
+        let c = Case::ollama();
+        let url = format!("{}/v1", c.mock().url());
+        let out = c.bare(&["--host", &url, "run", "qwen3:8b", "hi"]);
+        assert_eq!(out.code, 2, "{}", out.err);
+        assert!(
+            out.err
+                .contains("this looks like an OpenAI-compatible server: add --provider openai"),
+            "{}",
+            out.err
+        );
+        assert!(c.mock().requests_to("/api/chat").is_empty());
+    }
+
+    /// Issue 17: a 404 that does not speak of a model (a server without `/api/*`) gets the
+    /// same hint, not `ollama pull`.
+    #[test]
+    fn a_bare_404_names_the_openai_provider() {
+        let c = Case::ollama();
+        c.mock()
+            .script("/api/chat", Reply::error(404, "File Not Found"));
+        let out = c.run(&["run", "qwen3:8b", "hi"]);
+        assert_eq!(out.code, 4, "{}", out.err);
+        assert!(out.err.contains("add --provider openai"), "{}", out.err);
+        assert!(!out.err.contains("ollama pull"), "{}", out.err);
+    }
+}
