@@ -123,6 +123,9 @@ pub trait Prompter: Send + Sync {
     fn warn(&self, message: &str);
 }
 
+/// What the model reads when a call needing approval ran where no one could be asked.
+pub const HEADLESS_DENIAL: &str = "not run: it needs approval and no one could be asked (pass --yes, or list it in tools.auto_approve)";
+
 /// The approval policy of a run.
 pub struct Approver {
     mode: Mutex<Mode>,
@@ -158,6 +161,16 @@ impl Approver {
     pub fn set_mode(&self, mode: Mode) {
         if let Ok(mut m) = self.mode.lock() {
             *m = mode;
+        }
+    }
+
+    /// The error for a call this policy did not approve: in [`Mode::Headless`] nobody was
+    /// asked, and the text says so rather than "denied by the user".
+    pub fn denial(&self) -> ollm_core::ToolError {
+        if self.mode() == Mode::Headless {
+            ollm_core::ToolError::Denied(Some(HEADLESS_DENIAL.to_owned()))
+        } else {
+            ollm_core::ToolError::Denied(None)
         }
     }
 

@@ -322,7 +322,9 @@ mod tools {
         assert!(!c.o.dir.path().join("out.txt").exists());
         assert_eq!(c.mock().requests_to("/api/chat").len(), 2);
         let content = tool_reply(&c);
-        assert!(content.contains("denied by the user"), "{content}");
+        // Issue 17: nobody was asked, and the text the model reads does not claim a user was.
+        assert!(content.contains("no one could be asked"), "{content}");
+        assert!(!content.contains("denied by the user"), "{content}");
         assert!(out.err.contains("--yes"), "{}", out.err);
         assert_eq!(out.out, "all done\n");
         assert!(
@@ -337,7 +339,10 @@ mod tools {
         out.ok();
         let v: Value = serde_json::from_str(&out.out).unwrap();
         assert_eq!(v["tool_calls"][0]["name"], "write_file");
-        assert_eq!(v["tool_calls"][0]["result"], "Error: denied by the user");
+        assert_eq!(
+            v["tool_calls"][0]["result"],
+            format!("Error: {}", ollm_tools::approval::HEADLESS_DENIAL)
+        );
         assert_eq!(v["tool_calls"][0]["is_error"], true);
         assert!(!c.o.dir.path().join("out.txt").exists());
     }
