@@ -10,9 +10,33 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use ollm_core::ToolMode;
 use ollm_types::{Think, ToolChoice};
 
+/// What `ollm --help` and `ollm man` add after the options: the chat's commands, the
+/// environment and the exit codes (documented in full in docs/cli.md).
+const MORE: &str = "\
+Running a model:
+  ollm run MODEL \"PROMPT\"   one answer (piped input is added to the prompt)
+  ollm run MODEL            an interactive chat (the first word after run is the model)
+
+Chat commands:
+  /help or /?  /clear  /model [NAME]  /think [LEVEL]  /tools [on|off|yes]  /status
+  /set system TEXT  /set parameter NAME VALUE  /set think  /set nothink
+  /show info|parameters|system  /save NAME [--force]  /load NAME  /bye or /exit
+
+Environment:
+  OLLAMA_HOST    the Ollama address (127.0.0.1:11434)
+  OLLM_HOST      the server address, for any provider
+  OLLM_PROVIDER  the provider (ollama, openai, or a name in the config)
+  OLLM_MODEL     the model when none is given
+  OLLM_CONFIG    the config file;  OLLM_DATA_DIR  sessions and history
+  NO_COLOR       no styling
+
+Exit codes:
+  0 success  1 runtime failure  2 usage or config  3 server unreachable
+  4 model not found  5 credentials refused  130 cancelled";
+
 /// Chat with local models, with tools, from the terminal.
 #[derive(Debug, Parser)]
-#[command(name = "ollm", version, about, long_about = None)]
+#[command(name = "ollm", version, about, long_about = None, after_long_help = MORE)]
 pub(crate) struct Cli {
     /// The options every command shares.
     #[command(flatten)]
@@ -153,7 +177,7 @@ pub(crate) struct RunArgs {
     /// Explain the run on stderr: which tool strategy it uses and why.
     #[arg(long, short = 'v')]
     pub(crate) verbose: bool,
-    /// The most model round trips per prompt.
+    /// The most model round trips per prompt [default: 10].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_turns: Option<u32>,
     /// The system prompt.

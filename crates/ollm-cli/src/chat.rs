@@ -5,7 +5,7 @@
 //! generation, so a Ctrl-C at the prompt is the editor's and one during an answer cancels
 //! the run.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use ollm_core::{ChatClient, ChatOptions, History};
 use ollm_types::Think;
@@ -27,9 +27,16 @@ Commands:
   /think [LEVEL]        show or set thinking: on, off, low, medium, high
   /tools [on|off]       list the tools, or offer them or not
   /status               model, context use and token counts
-  /save NAME            save the conversation as session NAME
+  /set system TEXT      set the system message (as in `ollama run`)
+  /set parameter N V    set a sampling parameter: temperature, top_p, top_k,
+                        repeat_penalty, seed, num_predict, num_ctx, stop
+  /set think|nothink    thinking on or off
+  /show info|parameters|system
+                        what the model and this chat are set to
+  /save NAME [--force]  save a snapshot of the conversation as session NAME
   /load NAME            continue session NAME
-  /bye                  leave (Ctrl-D works too)
+  /? or /help           this help
+  /bye or /exit         leave (Ctrl-D works too)
 Input:
   end a line with \\ to continue it; wrap a block in \"\"\" to paste several lines.
   Ctrl-C cancels the answer being written; at the prompt it clears the line.";
@@ -155,6 +162,7 @@ pub(crate) fn interactive(
             plan.session.as_deref().unwrap_or_default(),
             history.len()
         ));
+        say(&last_exchange(&history));
     }
     let client = parts.client(&plan.chat, &history)?;
     let mut state = State {
@@ -167,10 +175,18 @@ pub(crate) fn interactive(
         total_completion: 0,
         context_length: settings.provider.context_length,
     };
+    match preflight(rt, parts, settings, &state.plan.chat.model) {
+        Ok(window) => state.context_length = state.context_length.or(window),
+        Err(Some(problem)) => say(&problem),
+        Err(None) => {}
+    }
     say(&format!(
         "ollm chat with {} via {} — /help for commands, Ctrl-D or /bye to leave",
         state.plan.chat.model, settings.provider.name
     ));
+    if std::io::stderr().is_terminal() {
+        crate::status::enable();
+    }
     let mut multi = MultiLine::default();
     loop {
         let prompt = if multi.pending() { "... " } else { ">>> " };
@@ -187,6 +203,8 @@ pub(crate) fn interactive(
             continue;
         };
         let _ = editor.add_history_entry(input.as_str());
+        // Written as we go, so a crash or a killed terminal keeps what was typed.
+        save_line_history(&mut editor, &history_file);
         match parse_input(&input) {
             Input::Empty => {}
             Input::Command(cmd, arg) => {
@@ -198,14 +216,76 @@ pub(crate) fn interactive(
             Input::Prompt(text) => answer(&text, &mut state, settings, rt),
         }
     }
+    save_line_history(&mut editor, &history_file);
+    Ok(())
+}
+
+/// Saves the line editor's history (owner-only, like sessions: it holds every prompt).
+fn save_line_history(editor: &mut DefaultEditor, history_file: &std::path::Path) {
     if let Some(dir) = history_file.parent() {
-        // Owner-only, like sessions: the history holds every prompt typed.
         if let Ok(warnings) = ollm_tools::private::create_private_dir(dir) {
             crate::sessions::warn_once(&warnings);
         }
     }
-    let _ = editor.save_history(&history_file);
-    Ok(())
+    let _ = editor.save_history(history_file);
+}
+
+/// Checks the server before the first prompt, as `ollama run` does: `Ok` with the model's
+/// context window when the server told it, `Err(Some)` with what is wrong (one line and a
+/// hint). The chat still starts either way, so slash commands stay usable.
+fn preflight(
+    rt: &tokio::runtime::Runtime,
+    parts: &Parts,
+    settings: &Settings,
+    model: &str,
+) -> Result<Option<u32>, Option<String>> {
+    if crate::errors::looks_openai(settings) {
+        return Err(Some(format!(
+            "error: {} is an OpenAI-style address but the provider is ollama\n  hint: {}",
+            settings.provider.base_url,
+            crate::errors::OPENAI_HINT
+        )));
+    }
+    let e = match rt.block_on(parts.provider.show_model(model)) {
+        Ok(info) => return Ok(info.context_length),
+        Err(e) if e.kind == ollm_types::ProviderErrorKind::Unsupported => return Err(None),
+        Err(e) => e,
+    };
+    let headline = crate::errors::headline(&e);
+    Err(Some(match crate::errors::hint(&e, settings) {
+        Some(h) => format!("error: {headline}\n  hint: {h}"),
+        None => format!("error: {headline}"),
+    }))
+}
+
+/// The terminal's width (`COLUMNS`, else 80), for text this module wraps itself.
+fn width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .filter(|c| *c >= 20)
+        .unwrap_or(80)
+}
+
+/// The last user prompt and answer of a resumed conversation, shortened and wrapped at
+/// word boundaries.
+fn last_exchange(history: &[ollm_types::Message]) -> String {
+    use ollm_types::Role;
+    let last = |role: Role| {
+        history
+            .iter()
+            .rev()
+            .find(|m| m.role() == role && !m.text().trim().is_empty())
+            .map(|m| crate::wrap::wrap(&crate::wrap::shorten(&m.text(), 300), width()))
+    };
+    let mut lines = Vec::new();
+    if let Some(u) = last(Role::User) {
+        lines.push(format!(">>> {u}"));
+    }
+    if let Some(a) = last(Role::Assistant) {
+        lines.push(a);
+    }
+    lines.join("\n")
 }
 
 /// Answers one prompt, then saves what the run added to the session.
@@ -216,6 +296,7 @@ fn answer(text: &str, state: &mut State, settings: &Settings, rt: &tokio::runtim
     };
     let mut sink = run::plan_sink(&state.plan);
     let model = state.plan.chat.model.clone();
+    crate::status::set(format!("waiting for {model}…"));
     let outcome = rt.block_on(run::generate(
         &state.client,
         text,
@@ -265,6 +346,18 @@ fn command(
 ) -> Flow {
     match cmd {
         "help" | "?" => say(HELP),
+        "set" => match crate::slash::set(arg, &mut state.plan.chat) {
+            Ok(done) => {
+                state.client.set_config(state.plan.chat.clone());
+                state.client.set_system(state.plan.chat.system.clone());
+                say(&done);
+            }
+            Err(usage) => say(&usage),
+        },
+        "show" => {
+            let info = info_text(state, settings, parts, rt);
+            say(&crate::slash::show(arg, &state.plan.chat, &info));
+        }
         "bye" | "exit" | "quit" => return Flow::Exit,
         "clear" => {
             state.client.clear_history();
@@ -279,6 +372,18 @@ fn command(
         "model" => match arg {
             None => say(&format!("model: {}", state.plan.chat.model)),
             Some(m) => {
+                // The server is asked first: a model it does not have is refused (a server
+                // that cannot be asked leaves the choice to the user).
+                if let Err(e) = rt.block_on(parts.provider.show_model(m)) {
+                    if e.kind == ollm_types::ProviderErrorKind::ModelNotFound {
+                        say(&format!(
+                            "error: {}; the model stays {}",
+                            crate::errors::headline(&e),
+                            state.plan.chat.model
+                        ));
+                        return Flow::Continue;
+                    }
+                }
                 state.plan.chat.model = m.to_owned();
                 state.client.set_model(m);
                 state.context_length = settings.provider.context_length;
@@ -318,6 +423,7 @@ fn command(
             None => {
                 let state_word = if state.plan.no_tools { "off" } else { "on" };
                 say(&format!("tools are {state_word}:"));
+                say(&approval_text(parts));
                 for s in parts.tools.schemas() {
                     say(&format!("  {:<12} {}", s.name, s.description));
                 }
@@ -333,8 +439,8 @@ fn command(
             say(&status_text(state, settings));
         }
         "save" => match arg {
-            None => say("usage: /save NAME"),
-            Some(name) => match save_as(name, state, settings) {
+            None => say("usage: /save NAME [--force]"),
+            Some(words) => match save_as(words, state, settings) {
                 Ok(path) => say(&format!("saved to {}", path.display())),
                 Err(e) => say(&format!("error: {e}")),
             },
@@ -343,6 +449,11 @@ fn command(
             None => say("usage: /load NAME"),
             Some(name) => {
                 match Session::open(&settings.data_dir, name).and_then(|s| {
+                    if !s.path().exists() {
+                        return Err(CliError::Usage(format!(
+                            "no session named {name:?}; `ollm sessions list` shows them"
+                        )));
+                    }
                     let msgs = run::load_session(&s)?;
                     Ok((s, msgs))
                 }) {
@@ -356,6 +467,10 @@ fn command(
                         history.set_system(state.plan.chat.system.clone());
                         history.extend(msgs);
                         state.client.set_history(history);
+                        let shown = last_exchange(state.client.history().messages());
+                        if !shown.is_empty() {
+                            say(&shown);
+                        }
                         state.session = Some(s);
                         state.plan.session = Some(name.to_owned());
                     }
@@ -389,6 +504,53 @@ fn usage_line(summary: &Summary) -> Option<String> {
     (!parts.is_empty()).then(|| format!("[{}]", parts.join(" · ")))
 }
 
+/// Whether tool calls are asked about, approved, or denied.
+fn approval_text(parts: &Parts) -> String {
+    let mode = match parts.approver.mode() {
+        Mode::Ask => "write_file and run_command ask before they run",
+        Mode::Yes => "every call is approved without asking (--yes or /tools yes)",
+        Mode::Headless => "write_file and run_command are denied (no terminal to ask on)",
+        _ => "approval mode unknown",
+    };
+    let auto = parts.approver.auto_approve();
+    if auto.is_empty() {
+        format!("approval: {mode}")
+    } else {
+        format!("approval: {mode}; auto-approved: {}", auto.join(", "))
+    }
+}
+
+/// `/show info`: the model as the server describes it.
+fn info_text(
+    state: &mut State,
+    settings: &Settings,
+    parts: &Parts,
+    rt: &tokio::runtime::Runtime,
+) -> String {
+    let model = state.plan.chat.model.clone();
+    match rt.block_on(parts.provider.show_model(&model)) {
+        Ok(info) => {
+            if info.context_length.is_some() {
+                state.context_length = info.context_length;
+            }
+            let window = info
+                .context_length
+                .map_or("unknown".to_owned(), |c| c.to_string());
+            format!(
+                "model:    {model}\nprovider: {} ({})\ncontext:  {window}\ncapabilities: {}",
+                settings.provider.name,
+                settings.provider.base_url,
+                info.capabilities
+                    .iter()
+                    .map(|c| c.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+        Err(e) => format!("error: {}", crate::errors::headline(&e)),
+    }
+}
+
 fn status_text(state: &State, settings: &Settings) -> String {
     let used = state
         .last
@@ -414,12 +576,32 @@ fn status_text(state: &State, settings: &Settings) -> String {
     )
 }
 
+/// `/save NAME [--force]`: writes a snapshot of the conversation as session `NAME`. The
+/// chat does not continue in it (a later `/clear` is not recorded there), and an existing
+/// session is replaced only with `--force`.
 fn save_as(
-    name: &str,
+    words: &str,
     state: &mut State,
     settings: &Settings,
 ) -> Result<std::path::PathBuf, CliError> {
+    let mut parts = words.split_whitespace();
+    let name = parts.next().unwrap_or_default();
+    let force = match parts.next() {
+        None => false,
+        Some("--force" | "-f" | "!") => true,
+        Some(other) => {
+            return Err(CliError::Usage(format!(
+                "unexpected {other:?}: /save NAME [--force]"
+            )));
+        }
+    };
     let session = Session::open(&settings.data_dir, name)?;
+    let current = state.session.as_ref().map(Session::path) == Some(session.path());
+    if session.path().exists() && !force && !current {
+        return Err(CliError::Usage(format!(
+            "session {name:?} exists; `/save {name} --force` replaces it"
+        )));
+    }
     let mut text = String::new();
     let meta = Record::Meta {
         version: 1,
@@ -437,11 +619,11 @@ fn save_as(
         text.push('\n');
     }
     session.replace_with(text.as_bytes())?;
-    let path = session.path().to_path_buf();
-    state.session = Some(session);
-    state.session_fresh = false;
-    state.plan.session = Some(name.to_owned());
-    Ok(path)
+    if current {
+        // Saving the session the chat is in: it goes on appending after the snapshot.
+        state.session_fresh = false;
+    }
+    Ok(session.path().to_path_buf())
 }
 
 #[cfg(test)]

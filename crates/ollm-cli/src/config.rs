@@ -128,6 +128,9 @@ pub(crate) struct ProviderSettings {
     pub(crate) kind: ProviderKind,
     /// The normalised base URL (scheme, host, port and, for OpenAI, the `/v1` path).
     pub(crate) base_url: String,
+    /// The address as given ended in `/v1`: an OpenAI-style address (a mix-up when the
+    /// provider is Ollama; see `errors::looks_openai`).
+    pub(crate) v1_address: bool,
     /// The variable the API key came from.
     pub(crate) api_key_env: Option<String>,
     /// The API key.
@@ -290,6 +293,7 @@ pub(crate) fn settle(
         name,
         kind: entry.kind,
         base_url,
+        v1_address: raw_host.trim().trim_end_matches('/').ends_with("/v1"),
         api_key_env: entry.api_key_env.clone(),
         api_key,
         default_model: entry.default_model.clone(),
@@ -390,12 +394,11 @@ pub(crate) fn render_settings(s: &Settings) -> String {
         format!("{:?}", s.data_dir.display().to_string()),
     );
     line("provider", format!("{:?}", p.name));
-    line(
-        "model",
-        s.model
-            .as_deref()
-            .map_or("# none".to_owned(), |m| format!("{m:?}")),
-    );
+    match s.model.as_deref() {
+        Some(m) => line("model", format!("{m:?}")),
+        // A key with no value is not TOML: say "none" as a comment.
+        None => line("# model", "(none set)".to_owned()),
+    }
     line("known_providers", format!("{:?}", s.known_providers));
     out.push_str(&format!("\n[providers.{}]\n", p.name));
     let kind = match p.kind {
@@ -579,6 +582,24 @@ api_key_env = "OLLM_TEST_LAB_KEY"
         let shown = render_settings(&s);
         assert!(!shown.contains("sk-secret-value"));
         assert!(shown.contains("OLLM_TEST_LAB_KEY"));
+    }
+
+    /// Issue 17: `config show` prints valid TOML, with a model or without one.
+    #[test]
+    fn config_show_is_valid_toml() {
+        let with_model = settle(
+            &flags(None, None),
+            &Env::from_pairs(&[("OLLM_MODEL", "qwen3")]),
+            "c".into(),
+            None,
+        )
+        .unwrap();
+        let without = settle(&flags(None, None), &Env::default(), "c".into(), None).unwrap();
+        for s in [with_model, without] {
+            let shown = render_settings(&s);
+            let parsed: Result<toml::Value, _> = toml::from_str(&shown);
+            assert!(parsed.is_ok(), "{parsed:?}\n{shown}");
+        }
     }
 
     #[test]

@@ -9,9 +9,11 @@
 // The binary is the one place that prints.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod ago;
 mod args;
 mod chat;
 mod config;
+mod errors;
 mod exit;
 mod mcp;
 mod models;
@@ -19,7 +21,10 @@ mod providers;
 mod render;
 mod run;
 mod sessions;
+mod slash;
+mod status;
 mod tools;
+mod wrap;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -118,13 +123,21 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
                     sessions::dir(&settings.data_dir).display()
                 )?;
             }
+            // A header for people; piped output stays one session a line for scripts.
+            if !list.is_empty() && std::io::stdout().is_terminal() {
+                writeln!(out, "NAME\tSIZE\tMODIFIED")?;
+            }
+            let now = ago::now();
             for s in list {
                 writeln!(
                     out,
                     "{}\t{}\t{}",
                     s.name,
                     models::human_bytes(s.bytes),
-                    s.modified.map_or(String::new(), |m| m.to_string())
+                    s.modified.map_or(String::new(), |m| ago::relative(
+                        i64::try_from(m).unwrap_or(i64::MAX),
+                        now
+                    ))
                 )?;
             }
             return Ok(());
@@ -157,6 +170,12 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
                 None
             };
             let plan = run::settle(&args, &settings, term, piped)?;
+            if plan.prompt.is_some() && errors::looks_openai(&settings) {
+                return Err(CliError::Usage(format!(
+                    "{url} is an OpenAI-style address but the provider is ollama; {}",
+                    errors::OPENAI_HINT
+                )));
+            }
             let parts = run::Parts::new(provider, &settings, plan.approval)?;
             match plan.prompt.clone() {
                 Some(prompt) => rt.block_on(run::one_shot(&plan, &settings, &parts, &prompt)),

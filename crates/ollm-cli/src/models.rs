@@ -69,7 +69,9 @@ pub(crate) async fn list(p: &dyn ProviderAdapter, out: &mut dyn Write) -> Result
                 .map(|d| d.trim_start_matches("sha256:").chars().take(12).collect())
                 .unwrap_or_default(),
             m.size.map(human_bytes).unwrap_or_default(),
-            m.modified_at.unwrap_or_default(),
+            m.modified_at
+                .map(|t| crate::ago::rfc3339_relative(&t))
+                .unwrap_or_default(),
         ]);
     }
     table(out, &rows)?;
@@ -156,7 +158,9 @@ pub(crate) async fn ps(p: &dyn ProviderAdapter, out: &mut dyn Write) -> Result<(
             m.size.map(human_bytes).unwrap_or_default(),
             processor,
             m.context_length.map(|c| c.to_string()).unwrap_or_default(),
-            m.expires_at.unwrap_or_default(),
+            m.expires_at
+                .map(|t| crate::ago::rfc3339_relative(&t))
+                .unwrap_or_default(),
         ]);
     }
     table(out, &rows)?;
@@ -382,9 +386,14 @@ pub(crate) mod tests {
     async fn list_show_ps_version() {
         let mut out = Vec::new();
         list(&Fake, &mut out).await.unwrap();
+        // Issue 17: times are human ("6 months ago"), as `ollama list` prints them.
+        let when = crate::ago::rfc3339_relative("2025-05-01T10:00:00Z");
+        assert!(when.ends_with(" ago"), "{when}");
         assert_eq!(
             text(out),
-            "NAME       ID             SIZE     MODIFIED\nqwen3:8b   500a1f067a9f   5.2 GB   2025-05-01T10:00:00Z\n"
+            format!(
+                "NAME       ID             SIZE     MODIFIED\nqwen3:8b   500a1f067a9f   5.2 GB   {when}\n"
+            )
         );
         let mut out = Vec::new();
         show(&Fake, "qwen3:8b", &mut out).await.unwrap();

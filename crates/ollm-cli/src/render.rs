@@ -168,6 +168,9 @@ fn kind_str<T: serde::Serialize>(kind: &T) -> Value {
 /// The hint shown with `e`: the adapter's (which speaks of the server), followed by this
 /// CLI's own for the error's kind (which names `ollm` commands; adapters never do).
 pub(crate) fn hint_for(e: &ProviderError) -> Option<String> {
+    if crate::errors::is_foreign_404(e) {
+        return Some(crate::errors::OPENAI_HINT.to_owned());
+    }
     let cli = match e.kind {
         ProviderErrorKind::ModelNotFound => Some("`ollm list` shows the models the server has"),
         ProviderErrorKind::Connection => {
@@ -404,6 +407,47 @@ fn one_line(text: &str, max: usize) -> String {
 
 impl Sink for TextSink<'_> {
     fn event(&mut self, event: &ChatEvent) -> io::Result<()> {
+        self.status_before(event);
+        self.show(event)?;
+        self.status_after(event);
+        Ok(())
+    }
+
+    fn end(&mut self, _summary: &Summary, _model: &str) -> io::Result<()> {
+        crate::status::clear();
+        self.break_line(true)?;
+        self.out.flush()?;
+        self.err.flush()
+    }
+}
+
+impl TextSink<'_> {
+    /// Erases the transient status line before an event that prints.
+    fn status_before(&self, event: &ChatEvent) {
+        let silent = match event {
+            ChatEvent::TextDelta { text } => text.is_empty(),
+            ChatEvent::ThinkingDelta { text } => text.is_empty() || self.style.hide_thinking,
+            ChatEvent::TurnComplete { .. } => true,
+            _ => false,
+        };
+        if !silent {
+            crate::status::clear();
+        }
+    }
+
+    /// Says what the run waits for next, after an event that changes it.
+    fn status_after(&self, event: &ChatEvent) {
+        match event {
+            ChatEvent::ToolCallStarted { call } => {
+                crate::status::set(format!("running {}…", call.name));
+            }
+            ChatEvent::ToolResult { .. } => crate::status::set("waiting for the model…"),
+            ChatEvent::Finish { .. } | ChatEvent::Error { .. } => crate::status::clear(),
+            _ => {}
+        }
+    }
+
+    fn show(&mut self, event: &ChatEvent) -> io::Result<()> {
         match event {
             ChatEvent::ThinkingDelta { text } => {
                 if self.style.hide_thinking || text.is_empty() {
@@ -446,7 +490,9 @@ impl Sink for TextSink<'_> {
                     self.paint(BOLD, &call.name),
                     self.paint(DIM, &format!(" {args}"))
                 );
-                self.status_line(&line)
+                self.status_line(&line)?;
+                crate::tools::prompter::shown(&call.name);
+                Ok(())
             }
             ChatEvent::ToolResult {
                 call_id,
@@ -455,6 +501,7 @@ impl Sink for TextSink<'_> {
                 is_error,
             } => {
                 self.pending_calls.remove(call_id);
+                crate::tools::prompter::finished(name);
                 let (mark, color) = if *is_error {
                     ("✗", RED)
                 } else {
@@ -506,13 +553,10 @@ impl Sink for TextSink<'_> {
             _ => Ok(()),
         }
     }
-
-    fn end(&mut self, _summary: &Summary, _model: &str) -> io::Result<()> {
-        self.break_line(true)?;
-        self.out.flush()?;
-        self.err.flush()
-    }
 }
+
+/// The longest heading marker (`######`); a longer run of `#` is plain text.
+const MAX_HEADING: usize = 6;
 
 /// A streaming markdown styler for terminals: headings, fenced code, `inline code` and
 /// **bold**, decided as the text arrives (a marker split across chunks is held back until
@@ -577,7 +621,10 @@ impl Markdown {
             self.pending.push(c);
             let p = self.pending.as_str();
             // Still possibly a fence or a heading marker: wait for more.
-            if ("```".starts_with(p) && p.len() < 3) || p.chars().all(|ch| ch == '#') {
+            // Bounded: a heading marker is at most six `#`, so a flood of them is released.
+            if ("```".starts_with(p) && p.len() < 3)
+                || (p.len() <= MAX_HEADING && p.chars().all(|ch| ch == '#'))
+            {
                 return;
             }
             self.at_line_start = false;
@@ -991,6 +1038,34 @@ mod tests {
                 plain, "# Title\nSome bold and code here * star.\n```rust\nfn x() {}\n```\ndone",
                 "split at {split}"
             );
+        }
+    }
+
+    /// Issue 17: a flood of markers is shown as it arrives, never held to the line's end.
+    #[test]
+    fn marker_floods_stream() {
+        for flood in ["`", "#", "*", "\n#"] {
+            let mut md = Markdown::default();
+            for _ in 0..5000 {
+                md.feed(flood);
+                assert!(
+                    md.pending.len() <= MAX_HEADING,
+                    "{flood:?}: {:?}",
+                    md.pending
+                );
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the text, at most a heading marker's worth is ever held back.
+        #[test]
+        fn held_back_text_is_bounded(text in "[`#* a\n]{0,300}") {
+            let mut md = Markdown::default();
+            for c in text.chars() {
+                md.feed(&c.to_string());
+                proptest::prop_assert!(md.pending.chars().count() <= MAX_HEADING);
+            }
         }
     }
 

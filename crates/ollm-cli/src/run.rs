@@ -78,6 +78,12 @@ pub(crate) fn settle(
                     .into(),
             )
         })?;
+    if model.contains(char::is_whitespace) {
+        return Err(CliError::Usage(format!(
+            "{model:?} was taken as the model name (the first word after `run` is the model): \
+             `ollm run MODEL {model:?}`"
+        )));
+    }
     let typed = args.prompt.join(" ");
     let piped = piped.filter(|p| !p.trim().is_empty());
     let prompt = match (typed.trim().is_empty(), piped) {

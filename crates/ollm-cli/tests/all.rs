@@ -132,6 +132,19 @@ mod usage {
         assert_eq!(code(&out), 2, "{}", stderr(&out));
     }
 
+    /// Issue 17: a quoted prompt in the model's place says what happened.
+    #[test]
+    fn a_prompt_taken_as_the_model_name_is_explained() {
+        let o = Ollm::new();
+        let out = o.run(&["run", "hello there"]);
+        assert_eq!(code(&out), 2, "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("\"hello there\" was taken as the model name"),
+            "{}",
+            stderr(&out)
+        );
+    }
+
     #[test]
     fn unknown_provider_and_broken_config_exit_2() {
         let o = Ollm::new();
@@ -217,6 +230,17 @@ mod generated {
         assert_eq!(code(&out), 0);
         assert!(stdout(&out).starts_with(".ie"), "{}", stdout(&out));
         assert!(stdout(&out).contains("ollm"));
+        // Issue 17: the page covers running, the chat's commands, the environment and the
+        // exit codes.
+        for want in [
+            "ollm run MODEL",
+            "/set parameter",
+            "OLLAMA_HOST",
+            "Exit codes",
+            "130",
+        ] {
+            assert!(stdout(&out).contains(want), "{want}: {}", stdout(&out));
+        }
     }
 }
 
@@ -587,6 +611,192 @@ mod terminal {
             .map(|l| l.split('\t').next().unwrap())
             .collect();
         assert_eq!(names, ["kept", "scratch"], "{listed}");
+    }
+
+    /// Issue 17: `/save` is a snapshot (a later `/clear` does not reach it), `/save` over an
+    /// existing session refuses without `--force`, and `/load` of an unknown name is an error.
+    #[test]
+    fn save_is_a_snapshot_and_load_refuses_unknown_names() {
+        use servers::{Ollama, answer};
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
+        s.mock.script("/api/chat", answer(&["remembered"]));
+        t.send(&["keep this", "Enter"]);
+        t.wait_for_prompt("the answer", |s| s.contains("remembered"));
+        t.send(&["/save first", "Enter"]);
+        t.wait_for_prompt("the save", |s| s.contains("first.jsonl"));
+        t.send(&["/clear", "Enter"]);
+        t.wait_for_prompt("the clear", |s| s.contains("conversation cleared"));
+        t.send(&["/save first", "Enter"]);
+        t.wait_for_prompt("the refusal", |s| {
+            s.contains("`/save first --force` replaces it")
+        });
+        t.send(&["/load first", "Enter"]);
+        t.wait_for_prompt("the load", |s| {
+            s.contains("loaded session \"first\" (2 messages)")
+        });
+        // Loading shows the last exchange.
+        t.wait_for_prompt("the last exchange", |s| s.contains(">>> keep this"));
+        t.send(&["/load nosuch", "Enter"]);
+        t.wait_for_prompt("the unknown session", |s| {
+            s.contains("error: no session named \"nosuch\"")
+        });
+        assert!(!o.data_dir().join("sessions/nosuch.jsonl").exists());
+        t.send(&["/status", "Enter"]);
+        t.wait_for_prompt("the loaded messages kept", |s| s.contains("messages: 2"));
+        t.send(&["/bye", "Enter"]);
+    }
+
+    /// Issue 17: `/set parameter` reaches the wire, `/set system` leads the messages, and
+    /// `/show` reads them back, as in `ollama run`.
+    #[test]
+    fn set_parameter_and_system_reach_the_wire() {
+        use servers::{Ollama, answer};
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
+        t.send(&["/set parameter temperature 0.2", "Enter"]);
+        t.wait_for_prompt("the parameter", |s| {
+            s.contains("set parameter temperature to 0.2")
+        });
+        t.send(&["/set parameter top_k 7", "Enter"]);
+        t.wait_for_prompt("the second parameter", |s| s.contains("top_k to 7"));
+        t.send(&["/set system answer in French", "Enter"]);
+        t.wait_for_prompt("the system", |s| s.contains("set system message"));
+        t.send(&["/show parameters", "Enter"]);
+        t.wait_for_prompt("the parameters", |s| s.contains("temperature     0.2"));
+        s.mock.script("/api/chat", answer(&["bonjour"]));
+        t.send(&["hello", "Enter"]);
+        t.wait_for_prompt("the answer", |s| s.contains("bonjour"));
+        let body = &s.mock.requests_to("/api/chat")[0].body;
+        assert_eq!(body["options"]["temperature"], 0.2, "{body}");
+        assert_eq!(body["options"]["top_k"], 7, "{body}");
+        assert_eq!(
+            body["messages"][0],
+            serde_json::json!({"role": "system", "content": "answer in French"})
+        );
+        t.send(&["/bye", "Enter"]);
+    }
+
+    /// Issue 17: the chat checks the server before the first prompt, and an OpenAI-style
+    /// address with the default provider says which flag is missing.
+    #[test]
+    fn a_v1_address_with_the_ollama_provider_names_the_fix() {
+        use servers::Ollama;
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = format!("{}/v1", s.mock.url());
+        let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b"]);
+        t.wait_for_prompt("the hint before the prompt", |s| {
+            s.contains("this looks like an OpenAI-compatible server: add --provider openai")
+        });
+        t.send(&["/bye", "Enter"]);
+    }
+
+    /// Issue 17: a transient status line says what the chat waits for, with the seconds,
+    /// and is erased when the wait ends.
+    #[test]
+    fn the_status_line_appears_and_clears() {
+        use servers::{Ollama, chunk};
+        use test_utils::mock_ollama::Reply;
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
+        // A server that accepts the request and then says nothing.
+        s.mock.script("/api/chat", Reply::ndjson(&[]).then_stall());
+        t.send(&["slow one", "Enter"]);
+        t.wait_for("the status line", |s| {
+            s.lines()
+                .any(|l| l.contains("waiting for qwen3:8b…") && l.trim_end().ends_with('s'))
+        });
+        t.send(&["C-c"]);
+        let screen = t.wait_for_prompt("the prompt after Ctrl-C", |s| s.contains("cancelled"));
+        assert!(!screen.contains("waiting for"), "{screen}");
+        // Text that starts to stream erases the line too.
+        s.mock.script(
+            "/api/chat",
+            Reply::ndjson(&[chunk("first words")]).then_stall(),
+        );
+        t.send(&["again", "Enter"]);
+        let screen = t.wait_for("the answer", |s| s.contains("first words"));
+        assert!(!screen.contains("waiting for"), "{screen}");
+        t.send(&["C-c"]);
+        t.wait_for_prompt("the prompt", |s| s.matches("cancelled").count() == 2);
+        t.send(&["/bye", "Enter"]);
+    }
+
+    /// Issue 17: the tool line, then the question, then the answer on the question's line,
+    /// every time (20 approvals in a row).
+    #[test]
+    fn the_approval_order_is_always_the_same() {
+        use servers::{Ollama, answer, tool_call};
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
+        for i in 0..20 {
+            let file = format!("f{i}.txt");
+            s.mock.script(
+                "/api/chat",
+                tool_call(
+                    "write_file",
+                    serde_json::json!({"path": file, "content": "x"}),
+                ),
+            );
+            s.mock.script("/api/chat", answer(&[&format!("done {i}")]));
+            t.send(&["/clear", "Enter"]);
+            t.wait_for_prompt("the clear", |s| {
+                s.matches("conversation cleared").count() == i + 1
+            });
+            t.send(&[&format!("write {i}"), "Enter"]);
+            t.wait_for("the question", |s| {
+                s.contains(&format!("? write_file {file}"))
+            });
+            t.send(&["y", "Enter"]);
+            let screen = t.wait_for_prompt("the answer", |s| s.contains(&format!("done {i}")));
+            let lines: Vec<&str> = screen.lines().collect();
+            let at = |pred: &dyn Fn(&str) -> bool| lines.iter().rposition(|l| pred(l));
+            let tool = at(&|l| l.starts_with("⚙ write_file") && l.contains(&file)).unwrap();
+            let question = at(&|l| l.starts_with(&format!("? write_file {file}"))).unwrap();
+            let answer = at(&|l| l.contains("[N] deny:")).unwrap();
+            assert!(tool < question && question < answer, "round {i}:\n{screen}");
+            assert!(
+                lines[answer].trim_end().ends_with("deny: y"),
+                "round {i}:\n{screen}"
+            );
+        }
+        t.send(&["/bye", "Enter"]);
+    }
+
+    /// Issue 17: an answer of thousands of backticks streams as it arrives.
+    #[test]
+    fn a_backtick_flood_still_streams() {
+        use servers::{Ollama, chunk};
+        use test_utils::mock_ollama::Reply;
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
+        let flood = "`".repeat(50);
+        let mut parts = vec![chunk("ticks: ")];
+        parts.extend((0..60).map(|_| chunk(&flood)));
+        // The stream never ends: what shows was released while it was still running.
+        s.mock
+            .script("/api/chat", Reply::ndjson(&parts).then_stall());
+        t.send(&["flood", "Enter"]);
+        t.wait_for("the flood on screen", |s| s.matches('`').count() >= 3000);
+        t.send(&["C-c"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("cancelled"));
+        t.send(&["/bye", "Enter"]);
     }
 
     #[test]

@@ -33,8 +33,9 @@ pub enum ToolError {
     /// The tool ran and failed.
     #[error("{0}")]
     Failed(String),
-    /// The user (or policy) refused to let it run.
-    #[error("denied by the user{}", .0.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
+    /// The user (or policy) refused to let it run. A reason, when given, is the whole text
+    /// (a policy denial must not claim that a user was asked).
+    #[error("{}", .0.as_deref().unwrap_or("denied by the user"))]
     Denied(Option<String>),
 }
 

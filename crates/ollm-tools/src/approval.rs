@@ -70,7 +70,8 @@ impl fmt::Display for Request {
                 bytes,
                 preview,
             } => {
-                write!(f, "write_file {} ({bytes} bytes)", escape(path))?;
+                let unit = if *bytes == 1 { "byte" } else { "bytes" };
+                write!(f, "write_file {} ({bytes} {unit})", escape(path))?;
                 for line in preview.lines() {
                     write!(f, "\n    {}", escape(line))?;
                 }
@@ -122,6 +123,9 @@ pub trait Prompter: Send + Sync {
     fn warn(&self, message: &str);
 }
 
+/// What the model reads when a call needing approval ran where no one could be asked.
+pub const HEADLESS_DENIAL: &str = "not run: it needs approval and no one could be asked (pass --yes, or list it in tools.auto_approve)";
+
 /// The approval policy of a run.
 pub struct Approver {
     mode: Mutex<Mode>,
@@ -158,6 +162,26 @@ impl Approver {
         if let Ok(mut m) = self.mode.lock() {
             *m = mode;
         }
+    }
+
+    /// The error for a call this policy did not approve: in [`Mode::Headless`] nobody was
+    /// asked, and the text says so rather than "denied by the user".
+    pub fn denial(&self) -> ollm_core::ToolError {
+        if self.mode() == Mode::Headless {
+            ollm_core::ToolError::Denied(Some(HEADLESS_DENIAL.to_owned()))
+        } else {
+            ollm_core::ToolError::Denied(None)
+        }
+    }
+
+    /// The current mode.
+    pub fn mode(&self) -> Mode {
+        self.mode.lock().map_or(Mode::Headless, |m| *m)
+    }
+
+    /// The configured auto-approval entries (tools, or `tool:key`), sorted.
+    pub fn auto_approve(&self) -> Vec<String> {
+        self.auto_approve.iter().cloned().collect()
     }
 
     /// Passes a warning to the front end.
@@ -353,6 +377,14 @@ mod tests {
                 preview: "+ new\x07\n- old".into(),
             },
             "write_file a\\u{1b}.txt (3 bytes)\n    + new\\u{7}\n    - old",
+        );
+        check(
+            Request::WriteFile {
+                path: "one".into(),
+                bytes: 1,
+                preview: String::new(),
+            },
+            "write_file one (1 byte)",
         );
     }
 }

@@ -341,7 +341,7 @@ impl TypedTool for WriteFile {
             preview: preview(old.as_deref(), &content),
         };
         if !self.approver.approve("write_file", &shown, request).await {
-            return Err(ToolError::Denied(None));
+            return Err(self.approver.denial());
         }
         blocking(move || {
             replace_atomically(&target, content.as_bytes())?;

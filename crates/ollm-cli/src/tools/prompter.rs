@@ -1,7 +1,58 @@
 //! The terminal side of approval: [`TerminalPrompter`] asks on stderr and reads a line
 //! from stdin; the policy itself (modes, "always", auto-approve) lives in `ollm-tools`.
+//!
+//! Order on screen (issue 17): the run's events are shown by the sink on the main task
+//! while the tool asks from the run's own task, so without care the question could print
+//! before the `⚙ write_file ...` line. The text sink records each tool line it printed
+//! ([`shown`]) and the prompter waits (bounded) until the line of a call of its tool is on
+//! screen, so the order is always: tool line, question, answer on the question's line.
 
 use std::io::Write;
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+/// Tool names whose `⚙` line is on screen and whose result is not yet shown.
+static SHOWN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static CHANGED: Condvar = Condvar::new();
+
+/// The longest the question waits for its tool line (a sink that shows no tool lines,
+/// such as the JSON formats, never records one).
+const LINE_WAIT: Duration = Duration::from_secs(2);
+
+/// The text sink printed the line of a call of `tool`.
+pub(crate) fn shown(tool: &str) {
+    if let Ok(mut v) = SHOWN.lock() {
+        v.push(tool.to_owned());
+    }
+    CHANGED.notify_all();
+}
+
+/// The text sink printed the result of a call of `tool`.
+pub(crate) fn finished(tool: &str) {
+    if let Ok(mut v) = SHOWN.lock() {
+        if let Some(i) = v.iter().position(|t| t == tool) {
+            v.remove(i);
+        }
+    }
+}
+
+/// Waits until a line of `tool` is on screen, or [`LINE_WAIT`] passed.
+async fn wait_shown(tool: &'static str) {
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Ok(guard) = SHOWN.lock() {
+            let _ = CHANGED.wait_timeout_while(guard, LINE_WAIT, |v| !v.iter().any(|t| t == tool));
+        }
+    })
+    .await;
+}
+
+fn tool_of(request: &Request) -> Option<&'static str> {
+    match request {
+        Request::WriteFile { .. } => Some("write_file"),
+        Request::RunCommand { .. } => Some("run_command"),
+        _ => None,
+    }
+}
 
 use ollm_tools::{Answer, Prompter, Request};
 
@@ -12,6 +63,10 @@ pub(crate) struct TerminalPrompter;
 #[async_trait::async_trait]
 impl Prompter for TerminalPrompter {
     async fn ask(&self, request: &Request) -> Answer {
+        if let Some(tool) = tool_of(request) {
+            wait_shown(tool).await;
+        }
+        crate::status::clear();
         {
             let mut err = std::io::stderr().lock();
             // `NO_COLOR` turns styling off here too, as it does for the rest of the output.
@@ -24,7 +79,7 @@ impl Prompter for TerminalPrompter {
             // shown plain beneath it.
             let text = request.to_string();
             let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
-            let _ = write!(err, "\n{on}? {first}{off}\n");
+            let _ = writeln!(err, "{on}? {first}{off}");
             if !rest.is_empty() {
                 let _ = writeln!(err, "{rest}");
             }

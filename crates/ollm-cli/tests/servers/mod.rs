@@ -5,6 +5,7 @@
 use super::*;
 use serde_json::{Value, json};
 use std::io::{BufReader, Read};
+use std::process::Output;
 use std::time::{Duration, Instant};
 use test_utils::mock_ollama::{MockOllama, Reply};
 use test_utils::mock_openai::{self, MockOpenAi};
@@ -41,6 +42,130 @@ impl OpenAi {
         let rt = runtime();
         let mock = rt.block_on(MockOpenAi::start()).unwrap();
         OpenAi { mock, _rt: rt }
+    }
+}
+
+/// What one run of `ollm` printed and how it exited.
+pub(crate) struct Ran {
+    pub(crate) code: i32,
+    pub(crate) out: String,
+    pub(crate) err: String,
+}
+
+impl From<Output> for Ran {
+    fn from(o: Output) -> Self {
+        Ran {
+            code: code(&o),
+            out: stdout(&o),
+            err: stderr(&o),
+        }
+    }
+}
+
+impl Ran {
+    /// Asserts a zero exit, showing stderr when it is not.
+    pub(crate) fn ok(&self) -> &Self {
+        assert_eq!(self.code, 0, "{}", self.err);
+        self
+    }
+}
+
+/// The setup every test shares: a mock server `s`, an isolated environment `o`, and
+/// `ollm` run against that server (the address flags added by [`Case::run`]).
+pub(crate) struct Case<S> {
+    pub(crate) s: S,
+    pub(crate) o: Ollm,
+}
+
+impl<S> Case<S> {
+    /// Runs `ollm ARGS` with no address added (commands that need no server).
+    pub(crate) fn bare(&self, args: &[&str]) -> Ran {
+        self.o.run(args).into()
+    }
+}
+
+impl Case<Ollama> {
+    pub(crate) fn ollama() -> Self {
+        Case {
+            s: Ollama::start(),
+            o: Ollm::new(),
+        }
+    }
+
+    pub(crate) fn mock(&self) -> &MockOllama {
+        &self.s.mock
+    }
+
+    /// The flags that point `ollm` at the mock.
+    fn address(&self) -> Vec<String> {
+        vec!["--host".into(), self.s.mock.url()]
+    }
+
+    /// Runs `ollm --host MOCK ARGS`.
+    pub(crate) fn run(&self, args: &[&str]) -> Ran {
+        self.run_with(args, &[], None)
+    }
+
+    /// Runs `ollm --host MOCK ARGS` with extra environment and `stdin` piped in.
+    pub(crate) fn run_with(&self, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Ran {
+        let address = self.address();
+        let mut all: Vec<&str> = address.iter().map(String::as_str).collect();
+        all.extend_from_slice(args);
+        self.o.run_with(&all, env, stdin).into()
+    }
+}
+
+/// Nothing listening: the address of a closed loopback port.
+pub(crate) struct Closed(u16);
+
+impl Case<Closed> {
+    fn down() -> Self {
+        Case {
+            s: Closed(closed_port()),
+            o: Ollm::new(),
+        }
+    }
+
+    /// Runs `ollm --host 127.0.0.1:PORT ARGS` (the Ollama provider).
+    fn run(&self, args: &[&str]) -> Ran {
+        let host = format!("127.0.0.1:{}", self.s.0);
+        let mut all = vec!["--host", host.as_str()];
+        all.extend_from_slice(args);
+        self.o.run(&all).into()
+    }
+
+    /// Runs `ollm --provider openai --host http://127.0.0.1:PORT/v1 ARGS`.
+    fn run_openai(&self, args: &[&str]) -> Ran {
+        let url = format!("http://127.0.0.1:{}/v1", self.s.0);
+        let mut all = vec!["--provider", "openai", "--host", url.as_str()];
+        all.extend_from_slice(args);
+        self.o.run(&all).into()
+    }
+}
+
+impl Case<OpenAi> {
+    fn openai() -> Self {
+        Case {
+            s: OpenAi::start(),
+            o: Ollm::new(),
+        }
+    }
+
+    fn mock(&self) -> &MockOpenAi {
+        &self.s.mock
+    }
+
+    /// The mock's base URL (ending in `/v1`).
+    fn url(&self) -> String {
+        self.s.mock.base_url()
+    }
+
+    /// Runs `ollm --provider openai --host MOCK ARGS`.
+    fn run(&self, args: &[&str]) -> Ran {
+        let url = self.url();
+        let mut all = vec!["--provider", "openai", "--host", url.as_str()];
+        all.extend_from_slice(args);
+        self.o.run(&all).into()
     }
 }
 
@@ -89,53 +214,47 @@ mod ollama_one_shot {
 
     #[test]
     fn text_streams_the_answer_and_sends_the_prompt() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        s.mock.script("/api/chat", answer(&["Hel", "lo ", "there"]));
-        let out = o.run(&["--host", &s.mock.url(), "run", "qwen3:8b", "hi"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert_eq!(stdout(&out), "Hello there\n");
-        let msgs = chat_messages(&s.mock, 0);
+        let c = Case::ollama();
+        c.mock()
+            .script("/api/chat", answer(&["Hel", "lo ", "there"]));
+        let out = c.run(&["run", "qwen3:8b", "hi"]);
+        out.ok();
+        assert_eq!(out.out, "Hello there\n");
+        let msgs = chat_messages(c.mock(), 0);
         let last = msgs.last().unwrap();
         assert_eq!(last["role"], "user");
         assert_eq!(last["content"], "hi");
-        assert_eq!(s.mock.requests_to("/api/chat")[0].body["model"], "qwen3:8b");
-        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+        assert_eq!(
+            c.mock().requests_to("/api/chat")[0].body["model"],
+            "qwen3:8b"
+        );
+        assert!(
+            c.mock().violations().is_empty(),
+            "{:?}",
+            c.mock().violations()
+        );
     }
 
     #[test]
     fn piped_stdin_is_the_prompt() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        let out = o.run_with(
-            &["--host", &s.mock.url(), "run", "qwen3:8b"],
-            &[],
-            Some("what is piped\n"),
-        );
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let c = Case::ollama();
+        let out = c.run_with(&["run", "qwen3:8b"], &[], Some("what is piped\n"));
+        out.ok();
         // The mock's built-in answer.
-        assert_eq!(stdout(&out), "Hello from mock\n");
-        let msgs = chat_messages(&s.mock, 0);
+        assert_eq!(out.out, "Hello from mock\n");
+        let msgs = chat_messages(c.mock(), 0);
         let content = msgs.last().unwrap()["content"].as_str().unwrap();
         assert!(content.contains("what is piped"), "{content}");
     }
 
     #[test]
     fn stream_json_prints_one_event_per_line_ending_in_finish() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        s.mock.script("/api/chat", answer(&["one", " two"]));
-        let out = o.run(&[
-            "--host",
-            &s.mock.url(),
-            "run",
-            "qwen3:8b",
-            "--output-format",
-            "stream-json",
-            "hi",
-        ]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let events: Vec<Value> = stdout(&out)
+        let c = Case::ollama();
+        c.mock().script("/api/chat", answer(&["one", " two"]));
+        let out = c.run(&["run", "qwen3:8b", "--output-format", "stream-json", "hi"]);
+        out.ok();
+        let events: Vec<Value> = out
+            .out
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
             .collect();
@@ -155,20 +274,11 @@ mod ollama_one_shot {
 
     #[test]
     fn json_prints_one_object_with_answer_reason_and_usage() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        s.mock.script("/api/chat", answer(&["one", " two"]));
-        let out = o.run(&[
-            "--host",
-            &s.mock.url(),
-            "run",
-            "qwen3:8b",
-            "--output-format",
-            "json",
-            "hi",
-        ]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let text = stdout(&out);
+        let c = Case::ollama();
+        c.mock().script("/api/chat", answer(&["one", " two"]));
+        let out = c.run(&["run", "qwen3:8b", "--output-format", "json", "hi"]);
+        out.ok();
+        let text = out.out;
         assert_eq!(text.trim_end().lines().count(), 1, "{text}");
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["schema_version"], 1);
@@ -185,104 +295,87 @@ mod ollama_one_shot {
 mod tools {
     use super::*;
 
-    fn script_write(s: &Ollama) {
-        s.mock.script(
+    fn script_write(c: &Case<Ollama>) {
+        c.mock().script(
             "/api/chat",
             tool_call(
                 "write_file",
                 json!({"path": "out.txt", "content": "written by the model"}),
             ),
         );
-        s.mock.script("/api/chat", answer(&["all done"]));
+        c.mock().script("/api/chat", answer(&["all done"]));
     }
 
     /// The tool message the second request carries.
-    fn tool_reply(s: &Ollama) -> String {
-        let msgs = chat_messages(&s.mock, 1);
+    fn tool_reply(c: &Case<Ollama>) -> String {
+        let msgs = chat_messages(c.mock(), 1);
         let tool = msgs.iter().find(|m| m["role"] == "tool").unwrap();
         tool["content"].as_str().unwrap().to_owned()
     }
 
     #[test]
     fn write_file_is_denied_headless_without_yes() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        script_write(&s);
-        let out = o.run(&["--host", &s.mock.url(), "run", "qwen3:8b", "write it"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert!(!o.dir.path().join("out.txt").exists());
-        assert_eq!(s.mock.requests_to("/api/chat").len(), 2);
-        let content = tool_reply(&s);
-        assert!(content.contains("denied by the user"), "{content}");
-        assert!(stderr(&out).contains("--yes"), "{}", stderr(&out));
-        assert_eq!(stdout(&out), "all done\n");
-        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+        let c = Case::ollama();
+        script_write(&c);
+        let out = c.run(&["run", "qwen3:8b", "write it"]);
+        out.ok();
+        assert!(!c.o.dir.path().join("out.txt").exists());
+        assert_eq!(c.mock().requests_to("/api/chat").len(), 2);
+        let content = tool_reply(&c);
+        // Issue 17: nobody was asked, and the text the model reads does not claim a user was.
+        assert!(content.contains("no one could be asked"), "{content}");
+        assert!(!content.contains("denied by the user"), "{content}");
+        assert!(out.err.contains("--yes"), "{}", out.err);
+        assert_eq!(out.out, "all done\n");
+        assert!(
+            c.mock().violations().is_empty(),
+            "{:?}",
+            c.mock().violations()
+        );
 
         // The JSON output reports the denied call with the text the model read.
-        script_write(&s);
-        let out = o.run(&[
-            "--host",
-            &s.mock.url(),
-            "run",
-            "qwen3:8b",
-            "--output-format",
-            "json",
-            "write it",
-        ]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        script_write(&c);
+        let out = c.run(&["run", "qwen3:8b", "--output-format", "json", "write it"]);
+        out.ok();
+        let v: Value = serde_json::from_str(&out.out).unwrap();
         assert_eq!(v["tool_calls"][0]["name"], "write_file");
-        assert_eq!(v["tool_calls"][0]["result"], "Error: denied by the user");
+        assert_eq!(
+            v["tool_calls"][0]["result"],
+            format!("Error: {}", ollm_tools::approval::HEADLESS_DENIAL)
+        );
         assert_eq!(v["tool_calls"][0]["is_error"], true);
-        assert!(!o.dir.path().join("out.txt").exists());
+        assert!(!c.o.dir.path().join("out.txt").exists());
     }
 
     #[test]
     fn write_file_runs_with_yes() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        script_write(&s);
-        let out = o.run(&[
-            "--host",
-            &s.mock.url(),
-            "run",
-            "qwen3:8b",
-            "--yes",
-            "write it",
-        ]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let c = Case::ollama();
+        script_write(&c);
+        let out = c.run(&["run", "qwen3:8b", "--yes", "write it"]);
+        out.ok();
         assert_eq!(
-            std::fs::read_to_string(o.dir.path().join("out.txt")).unwrap(),
+            std::fs::read_to_string(c.o.dir.path().join("out.txt")).unwrap(),
             "written by the model"
         );
-        assert!(!tool_reply(&s).contains("denied"), "{}", tool_reply(&s));
-        assert!(stderr(&out).contains("write_file"), "{}", stderr(&out));
-        assert_eq!(stdout(&out), "all done\n");
+        assert!(!tool_reply(&c).contains("denied"), "{}", tool_reply(&c));
+        assert!(out.err.contains("write_file"), "{}", out.err);
+        assert_eq!(out.out, "all done\n");
     }
 
     #[test]
     fn read_file_needs_no_approval() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        std::fs::write(o.dir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
-        s.mock.script(
+        let c = Case::ollama();
+        std::fs::write(c.o.dir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+        c.mock().script(
             "/api/chat",
             tool_call("read_file", json!({"path": "notes.txt"})),
         );
-        s.mock.script("/api/chat", answer(&["it says alpha"]));
-        let out = o.run(&[
-            "--host",
-            &s.mock.url(),
-            "run",
-            "qwen3:8b",
-            "--output-format",
-            "json",
-            "read it",
-        ]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let content = tool_reply(&s);
+        c.mock().script("/api/chat", answer(&["it says alpha"]));
+        let out = c.run(&["run", "qwen3:8b", "--output-format", "json", "read it"]);
+        out.ok();
+        let content = tool_reply(&c);
         assert!(content.contains("alpha\nbeta"), "{content}");
-        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let v: Value = serde_json::from_str(&out.out).unwrap();
         assert_eq!(v["answer"], "it says alpha");
         assert_eq!(v["tool_calls"][0]["name"], "read_file");
         assert_eq!(v["tool_calls"][0]["is_error"], false);
@@ -294,53 +387,50 @@ mod models {
 
     #[test]
     fn pull_prints_plain_progress_and_list_shows_the_model() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        let out = o.run(&["--host", &s.mock.url(), "pull", "tinyllama:1b"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let all = format!("{}{}", stdout(&out), stderr(&out));
+        let c = Case::ollama();
+        let out = c.run(&["pull", "tinyllama:1b"]);
+        out.ok();
+        let all = format!("{}{}", out.out, out.err);
         assert!(all.contains("pulling manifest"), "{all}");
         assert!(all.contains("success"), "{all}");
         // Plain lines when piped: no carriage returns or escape sequences.
         assert!(!all.contains('\r') && !all.contains('\x1b'), "{all:?}");
-        let out = o.run(&["--host", &s.mock.url(), "list"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert!(stdout(&out).contains("tinyllama:1b"), "{}", stdout(&out));
+        let out = c.run(&["list"]);
+        out.ok();
+        assert!(out.out.contains("tinyllama:1b"), "{}", out.out);
     }
 
     #[test]
     fn a_pull_error_line_fails_with_the_servers_text() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        s.mock.script(
+        let c = Case::ollama();
+        c.mock().script(
             "/api/pull",
             Reply::ndjson(&[
                 json!({"status": "pulling manifest"}),
                 json!({"error": "pull model manifest: file does not exist"}),
             ]),
         );
-        let out = o.run(&["--host", &s.mock.url(), "pull", "nosuch:1b"]);
+        let out = c.run(&["pull", "nosuch:1b"]);
         // Issue 16: model not found (exit 4), with a hint to check the name.
-        assert_eq!(code(&out), 4, "{}", stderr(&out));
+        assert_eq!(out.code, 4, "{}", out.err);
         assert!(
-            stderr(&out).contains("pull model manifest: file does not exist"),
+            out.err.contains("pull model manifest: file does not exist"),
             "{}",
-            stderr(&out)
+            out.err
         );
-        assert!(stderr(&out).contains("ollm list"), "{}", stderr(&out));
+        assert!(out.err.contains("ollm list"), "{}", out.err);
     }
 
     #[test]
     fn piped_pull_progress_prints_the_datas_percentages() {
         // Issue 16: 25% and 75% were printed as 20% and 70%.
-        let s = Ollama::start();
-        let o = Ollm::new();
+        let c = Case::ollama();
         let digest = "sha256:0123456789abcdef";
         let step = |done: u64| {
             json!({"status": "pulling 0123456789ab", "digest": digest,
             "total": 400, "completed": done})
         };
-        s.mock.script(
+        c.mock().script(
             "/api/pull",
             Reply::ndjson(&[
                 json!({"status": "pulling manifest"}),
@@ -350,9 +440,9 @@ mod models {
                 json!({"status": "success"}),
             ]),
         );
-        let out = o.run(&["--host", &s.mock.url(), "pull", "tinyllama:1b"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let all = format!("{}{}", stdout(&out), stderr(&out));
+        let out = c.run(&["pull", "tinyllama:1b"]);
+        out.ok();
+        let all = format!("{}{}", out.out, out.err);
         for want in [" 25% (", " 75% (", "100% ("] {
             assert!(all.contains(want), "{want:?} in {all}");
         }
@@ -361,28 +451,27 @@ mod models {
 
     #[test]
     fn show_ps_and_version_print_the_key_fields() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        let out = o.run(&["--host", &s.mock.url(), "show", "qwen3:8b"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let text = stdout(&out);
+        let c = Case::ollama();
+        let out = c.run(&["show", "qwen3:8b"]);
+        out.ok();
+        let text = out.out;
         for want in ["tools", "thinking", "40960", "temperature"] {
             assert!(text.contains(want), "{want} in {text}");
         }
-        s.mock.set_running("qwen3:8b");
-        let out = o.run(&["--host", &s.mock.url(), "ps"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert!(stdout(&out).contains("qwen3:8b"), "{}", stdout(&out));
-        let out = o.run(&["--host", &s.mock.url(), "version"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let text = stdout(&out);
+        c.mock().set_running("qwen3:8b");
+        let out = c.run(&["ps"]);
+        out.ok();
+        assert!(out.out.contains("qwen3:8b"), "{}", out.out);
+        let out = c.run(&["version"]);
+        out.ok();
+        let text = out.out;
         assert!(
             text.contains(&format!("ollm version {}", env!("CARGO_PKG_VERSION"))),
             "{text}"
         );
         assert!(text.contains("0.12.6"), "{text}");
-        let out = o.run(&["--host", &s.mock.url(), "show", "nosuch:1b"]);
-        assert_eq!(code(&out), 4, "{}", stderr(&out));
+        let out = c.run(&["show", "nosuch:1b"]);
+        assert_eq!(out.code, 4, "{}", out.err);
     }
 }
 
@@ -391,64 +480,48 @@ mod failures {
 
     #[test]
     fn ollama_model_not_found_exits_4_with_the_pull_hint() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        let out = o.run(&["--host", &s.mock.url(), "run", "nosuch:1b", "hi"]);
-        assert_eq!(code(&out), 4, "{}", stderr(&out));
-        assert!(
-            stderr(&out).contains("ollama pull nosuch:1b"),
-            "{}",
-            stderr(&out)
-        );
+        let c = Case::ollama();
+        let out = c.run(&["run", "nosuch:1b", "hi"]);
+        assert_eq!(out.code, 4, "{}", out.err);
+        assert!(out.err.contains("ollama pull nosuch:1b"), "{}", out.err);
     }
 
     #[test]
     fn ollama_server_down_exits_3_with_the_start_hint() {
-        let o = Ollm::new();
-        let host = format!("127.0.0.1:{}", closed_port());
-        let out = o.run(&["--host", &host, "run", "qwen3:8b", "hi"]);
-        assert_eq!(code(&out), 3, "{}", stderr(&out));
-        assert!(stderr(&out).contains("ollama serve"), "{}", stderr(&out));
-        let out = o.run(&["--host", &host, "list"]);
-        assert_eq!(code(&out), 3, "{}", stderr(&out));
+        let c = Case::down();
+        let out = c.run(&["run", "qwen3:8b", "hi"]);
+        assert_eq!(out.code, 3, "{}", out.err);
+        assert!(out.err.contains("ollama serve"), "{}", out.err);
+        let out = c.run(&["list"]);
+        assert_eq!(out.code, 3, "{}", out.err);
     }
 
     #[test]
     fn openai_model_not_found_exits_4() {
-        let s = OpenAi::start();
-        let o = Ollm::new();
-        s.mock.push_reply(mock_openai::Reply::http_error(
+        let c = Case::openai();
+        c.mock().push_reply(mock_openai::Reply::http_error(
             404,
             "The model `nosuch` does not exist.",
         ));
-        let out = o.run(&[
-            "--provider",
-            "openai",
-            "--host",
-            &s.mock.base_url(),
-            "run",
-            "nosuch",
-            "hi",
-        ]);
-        assert_eq!(code(&out), 4, "{}", stderr(&out));
-        assert!(stderr(&out).contains("nosuch"), "{}", stderr(&out));
+        let out = c.run(&["run", "nosuch", "hi"]);
+        assert_eq!(out.code, 4, "{}", out.err);
+        assert!(out.err.contains("nosuch"), "{}", out.err);
         // The hint names a command that exists, and that command lists the server's models.
-        assert!(stderr(&out).contains("`ollm list`"), "{}", stderr(&out));
-        let out = o.run(&["--provider", "openai", "--host", &s.mock.base_url(), "list"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert!(stdout(&out).contains("mock-model"), "{}", stdout(&out));
+        assert!(out.err.contains("`ollm list`"), "{}", out.err);
+        let out = c.run(&["list"]);
+        out.ok();
+        assert!(out.out.contains("mock-model"), "{}", out.out);
     }
 
     #[test]
     fn openai_server_down_exits_3_with_a_hint() {
-        let o = Ollm::new();
-        let url = format!("http://127.0.0.1:{}/v1", closed_port());
-        let out = o.run(&["--provider", "openai", "--host", &url, "run", "m", "hi"]);
-        assert_eq!(code(&out), 3, "{}", stderr(&out));
+        let c = Case::down();
+        let out = c.run_openai(&["run", "m", "hi"]);
+        assert_eq!(out.code, 3, "{}", out.err);
         assert!(
-            stderr(&out).contains("is an OpenAI-compatible server running"),
+            out.err.contains("is an OpenAI-compatible server running"),
             "{}",
-            stderr(&out)
+            out.err
         );
     }
 }
@@ -460,22 +533,21 @@ mod cancel {
     /// once stdout shows `marker`, and returns the exit code and all of stdout, after
     /// checking that the exit was prompt and the mock saw the stream closed early.
     fn interrupt(args: &[&str], marker: &str) -> (Option<i32>, String) {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        s.mock.script(
+        let c = Case::ollama();
+        c.mock().script(
             "/api/chat",
             Reply::ndjson(&[chunk("first words"), chunk(" and more")]).then_stall(),
         );
-        let url = s.mock.url();
+        let url = c.mock().url();
         let mut all = vec!["--host", url.as_str(), "run", "qwen3:8b"];
         all.extend_from_slice(args);
-        let mut child = o
-            .command(&all)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child =
+            c.o.command(&all)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
         // Read stdout until the marker shows; the answer then stalls forever.
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let (tx, rx) = std::sync::mpsc::channel();
@@ -513,14 +585,14 @@ mod cancel {
             started.elapsed()
         );
         let seen = String::from_utf8(reader.join().unwrap()).unwrap();
-        let index = s
-            .mock
+        let index = c
+            .mock()
             .requests()
             .iter()
             .position(|r| r.path == "/api/chat")
             .unwrap();
-        s.rt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(10), s.mock.wait_closed_early(index))
+        c.s.rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), c.mock().wait_closed_early(index))
                 .await
                 .expect("the mock saw the connection closed early");
         });
@@ -557,17 +629,15 @@ mod sessions_resume {
 
     #[test]
     fn the_second_prompt_carries_the_first_exchange() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        s.mock.script("/api/chat", answer(&["first answer"]));
-        s.mock.script("/api/chat", answer(&["second answer"]));
-        let url = s.mock.url();
-        let out = o.run(&["--host", &url, "run", "qwen3:8b", "--session", "s1", "one"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let out = o.run(&["--host", &url, "run", "qwen3:8b", "--session", "s1", "two"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert_eq!(stdout(&out), "second answer\n");
-        let msgs = chat_messages(&s.mock, 1);
+        let c = Case::ollama();
+        c.mock().script("/api/chat", answer(&["first answer"]));
+        c.mock().script("/api/chat", answer(&["second answer"]));
+        let out = c.run(&["run", "qwen3:8b", "--session", "s1", "one"]);
+        out.ok();
+        let out = c.run(&["run", "qwen3:8b", "--session", "s1", "two"]);
+        out.ok();
+        assert_eq!(out.out, "second answer\n");
+        let msgs = chat_messages(c.mock(), 1);
         let turns: Vec<(&str, &str)> = msgs
             .iter()
             .filter(|m| m["role"] != "system")
@@ -581,14 +651,12 @@ mod sessions_resume {
                 ("user", "two")
             ]
         );
-        let out = o.run(&["sessions", "list"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let out = c.bare(&["sessions", "list"]);
+        out.ok();
         assert!(
-            stdout(&out)
-                .lines()
-                .any(|l| l.split('\t').next() == Some("s1")),
+            out.out.lines().any(|l| l.split('\t').next() == Some("s1")),
             "{}",
-            stdout(&out)
+            out.out
         );
     }
 }
@@ -598,13 +666,12 @@ mod openai_constrained {
 
     #[test]
     fn a_constrained_tool_call_runs_and_the_final_answer_prints() {
-        let s = OpenAi::start();
-        let o = Ollm::new();
-        std::fs::write(o.dir.path().join("notes.txt"), "gamma\n").unwrap();
+        let c = Case::openai();
+        std::fs::write(c.o.dir.path().join("notes.txt"), "gamma\n").unwrap();
         let call = json!({"tool": "read_file", "arguments": {"path": "notes.txt"}}).to_string();
         let fin = json!({"final_answer": "the notes say gamma"}).to_string();
         for text in [call, fin] {
-            s.mock.push_reply(
+            c.mock().push_reply(
                 mock_openai::Reply::sse()
                     .content(&text)
                     .finish("stop")
@@ -613,24 +680,24 @@ mod openai_constrained {
                     .reply(),
             );
         }
-        let out = o.run(&[
-            "--provider",
-            "openai",
-            "--host",
-            &s.mock.base_url(),
+        let out = c.run(&[
             "run",
             "mock-model",
             "--tool-mode",
             "constrained",
             "what do the notes say?",
         ]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert_eq!(stdout(&out), "the notes say gamma\n");
-        let reqs = s.mock.requests();
+        out.ok();
+        assert_eq!(out.out, "the notes say gamma\n");
+        let reqs = c.mock().requests();
         assert_eq!(reqs.len(), 2, "{reqs:?}");
         let second = reqs[1]["messages"].to_string();
         assert!(second.contains("gamma"), "{second}");
-        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+        assert!(
+            c.mock().violations().is_empty(),
+            "{:?}",
+            c.mock().violations()
+        );
     }
 }
 
@@ -639,20 +706,10 @@ mod more_output {
 
     #[test]
     fn the_json_formats_report_a_failure_and_keep_the_exit_code() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        let url = s.mock.url();
-        let out = o.run(&[
-            "--host",
-            &url,
-            "run",
-            "nosuch:1b",
-            "--output-format",
-            "json",
-            "hi",
-        ]);
-        assert_eq!(code(&out), 4, "{}", stderr(&out));
-        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let c = Case::ollama();
+        let out = c.run(&["run", "nosuch:1b", "--output-format", "json", "hi"]);
+        assert_eq!(out.code, 4, "{}", out.err);
+        let v: Value = serde_json::from_str(&out.out).unwrap();
         assert_eq!(v["finish_reason"], "error");
         assert_eq!(v["error"]["kind"], "model_not_found");
         assert_eq!(v["error"]["status"], 404);
@@ -660,17 +717,10 @@ mod more_output {
             v["error"]["hint"],
             "ollama pull nosuch:1b; `ollm list` shows the models the server has"
         );
-        let out = o.run(&[
-            "--host",
-            &url,
-            "run",
-            "nosuch:1b",
-            "--output-format",
-            "stream-json",
-            "hi",
-        ]);
-        assert_eq!(code(&out), 4, "{}", stderr(&out));
-        let events: Vec<Value> = stdout(&out)
+        let out = c.run(&["run", "nosuch:1b", "--output-format", "stream-json", "hi"]);
+        assert_eq!(out.code, 4, "{}", out.err);
+        let events: Vec<Value> = out
+            .out
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             // The strategy line is pinned by its own test.
@@ -685,25 +735,17 @@ mod more_output {
 
     #[test]
     fn stream_json_shows_the_tool_call_its_result_and_each_turn() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        std::fs::write(o.dir.path().join("notes.txt"), "alpha\n").unwrap();
-        s.mock.script(
+        let c = Case::ollama();
+        std::fs::write(c.o.dir.path().join("notes.txt"), "alpha\n").unwrap();
+        c.mock().script(
             "/api/chat",
             tool_call("read_file", json!({"path": "notes.txt"})),
         );
-        s.mock.script("/api/chat", answer(&["ok"]));
-        let out = o.run(&[
-            "--host",
-            &s.mock.url(),
-            "run",
-            "qwen3:8b",
-            "--output-format",
-            "stream-json",
-            "hi",
-        ]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let events: Vec<Value> = stdout(&out)
+        c.mock().script("/api/chat", answer(&["ok"]));
+        let out = c.run(&["run", "qwen3:8b", "--output-format", "stream-json", "hi"]);
+        out.ok();
+        let events: Vec<Value> = out
+            .out
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             // The strategy line is pinned by its own test.
@@ -744,50 +786,39 @@ mod more_output {
 
     #[test]
     fn thinking_goes_to_stderr_and_can_be_hidden() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        let url = s.mock.url();
-        s.mock.script("/api/chat", thinking_reply());
-        let out = o.run(&["--host", &url, "run", "qwen3:8b", "--think", "hi"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert_eq!(stdout(&out), "the answer\n");
-        assert!(stderr(&out).contains("pondering"), "{}", stderr(&out));
-        assert_eq!(s.mock.requests_to("/api/chat")[0].body["think"], true);
-        s.mock.script("/api/chat", thinking_reply());
-        let out = o.run(&[
-            "--host",
-            &url,
-            "run",
-            "qwen3:8b",
-            "--think=high",
-            "--hide-thinking",
-            "hi",
-        ]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert_eq!(stdout(&out), "the answer\n");
-        assert!(!stderr(&out).contains("pondering"), "{}", stderr(&out));
-        assert_eq!(s.mock.requests_to("/api/chat")[1].body["think"], "high");
+        let c = Case::ollama();
+        c.mock().script("/api/chat", thinking_reply());
+        let out = c.run(&["run", "qwen3:8b", "--think", "hi"]);
+        out.ok();
+        assert_eq!(out.out, "the answer\n");
+        assert!(out.err.contains("pondering"), "{}", out.err);
+        assert_eq!(c.mock().requests_to("/api/chat")[0].body["think"], true);
+        c.mock().script("/api/chat", thinking_reply());
+        let out = c.run(&["run", "qwen3:8b", "--think=high", "--hide-thinking", "hi"]);
+        out.ok();
+        assert_eq!(out.out, "the answer\n");
+        assert!(!out.err.contains("pondering"), "{}", out.err);
+        assert_eq!(c.mock().requests_to("/api/chat")[1].body["think"], "high");
     }
 
     #[test]
     fn a_server_that_sends_nothing_times_out_with_exit_3() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        o.write_config("[providers.ollama]\nkind = \"ollama\"\nidle_timeout_secs = 1\n");
-        s.mock.script("/api/chat", Reply::ndjson(&[]).then_stall());
-        let out = o.run(&["--host", &s.mock.url(), "run", "qwen3:8b", "hi"]);
-        assert_eq!(code(&out), 3, "{}", stderr(&out));
-        assert!(stderr(&out).contains("1s"), "{}", stderr(&out));
+        let c = Case::ollama();
+        c.o.write_config("[providers.ollama]\nkind = \"ollama\"\nidle_timeout_secs = 1\n");
+        c.mock()
+            .script("/api/chat", Reply::ndjson(&[]).then_stall());
+        let out = c.run(&["run", "qwen3:8b", "hi"]);
+        assert_eq!(out.code, 3, "{}", out.err);
+        assert!(out.err.contains("1s"), "{}", out.err);
     }
 
     #[test]
     fn a_stall_after_partial_text_is_a_timeout_with_exit_3() {
         // Issue 16: `Hello` then nothing: the text is kept, and the error is a timeout
         // (exit 3), not an incomplete stream (exit 1), on both adapters.
-        let s = Ollama::start();
-        let o = Ollm::new();
-        o.write_config("[providers.ollama]\nkind = \"ollama\"\nidle_timeout_secs = 1\n");
-        s.mock.script(
+        let c = Case::ollama();
+        c.o.write_config("[providers.ollama]\nkind = \"ollama\"\nidle_timeout_secs = 1\n");
+        c.mock().script(
             "/api/chat",
             Reply::ndjson(
                 &[json!({"message": {"role": "assistant", "content": "Hello"},
@@ -795,37 +826,26 @@ mod more_output {
             )
             .then_stall(),
         );
-        let out = o.run(&["--host", &s.mock.url(), "run", "qwen3:8b", "hi"]);
-        assert_eq!(code(&out), 3, "{}", stderr(&out));
-        assert!(stdout(&out).contains("Hello"), "{}", stdout(&out));
+        let out = c.run(&["run", "qwen3:8b", "hi"]);
+        assert_eq!(out.code, 3, "{}", out.err);
+        assert!(out.out.contains("Hello"), "{}", out.out);
 
-        let s = OpenAi::start();
-        let o = Ollm::new();
-        o.write_config("[providers.openai]\nkind = \"openai\"\nidle_timeout_secs = 1\n");
-        s.mock
+        let c = Case::openai();
+        c.o.write_config("[providers.openai]\nkind = \"openai\"\nidle_timeout_secs = 1\n");
+        c.mock()
             .push_reply(mock_openai::Reply::sse().content("Hello").stall().reply());
-        let url = s.mock.base_url();
-        let out = o.run(&[
-            "--provider",
-            "openai",
-            "--host",
-            &url,
-            "run",
-            "mock-model",
-            "hi",
-        ]);
-        assert_eq!(code(&out), 3, "{}", stderr(&out));
-        assert!(stdout(&out).contains("Hello"), "{}", stdout(&out));
+        let out = c.run(&["run", "mock-model", "hi"]);
+        assert_eq!(out.code, 3, "{}", out.err);
+        assert!(out.out.contains("Hello"), "{}", out.out);
     }
 
     #[test]
     fn openai_interleaved_parallel_tool_calls_are_two_calls() {
         // Issue 16: fragments alternating between index 0 and 1 (no ids after the first)
         // became 12 calls; they are two, and the follow-up carries two results.
-        let s = OpenAi::start();
-        let o = Ollm::new();
-        std::fs::write(o.dir.path().join("a.txt"), "alpha\n").unwrap();
-        std::fs::write(o.dir.path().join("b.txt"), "beta\n").unwrap();
+        let c = Case::openai();
+        std::fs::write(c.o.dir.path().join("a.txt"), "alpha\n").unwrap();
+        std::fs::write(c.o.dir.path().join("b.txt"), "beta\n").unwrap();
         let frag = |index: u32, head: Option<(&str, &str)>, args: &str| {
             let mut call = json!({"index": index, "function": {"arguments": args}});
             if let Some((id, name)) = head {
@@ -845,26 +865,18 @@ mod more_output {
                 &piece.replace("a.txt", "b.txt"),
             ));
         }
-        s.mock.push_reply(reply.finish("tool_calls").done().reply());
-        s.mock.push_reply(
+        c.mock()
+            .push_reply(reply.finish("tool_calls").done().reply());
+        c.mock().push_reply(
             mock_openai::Reply::sse()
                 .content("ok")
                 .finish("stop")
                 .done()
                 .reply(),
         );
-        let url = s.mock.base_url();
-        let out = o.run(&[
-            "--provider",
-            "openai",
-            "--host",
-            &url,
-            "run",
-            "mock-model",
-            "hi",
-        ]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let second = &s.mock.requests()[1]["messages"];
+        let out = c.run(&["run", "mock-model", "hi"]);
+        out.ok();
+        let second = &c.mock().requests()[1]["messages"];
         let tools: Vec<&Value> = second
             .as_array()
             .unwrap()
@@ -876,41 +888,34 @@ mod more_output {
         assert_eq!(tools[0]["content"], "alpha\n");
         assert_eq!(tools[1]["tool_call_id"], "call_b");
         assert_eq!(tools[1]["content"], "beta\n");
-        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+        assert!(
+            c.mock().violations().is_empty(),
+            "{:?}",
+            c.mock().violations()
+        );
     }
 
     #[test]
     fn openai_auth_refused_exits_5_with_a_hint() {
-        let s = OpenAi::start();
-        let o = Ollm::new();
-        s.mock
+        let c = Case::openai();
+        c.mock()
             .push_reply(mock_openai::Reply::http_error(401, "invalid api key"));
-        let out = o.run(&[
-            "--provider",
-            "openai",
-            "--host",
-            &s.mock.base_url(),
-            "run",
-            "mock-model",
-            "hi",
-        ]);
-        assert_eq!(code(&out), 5, "{}", stderr(&out));
-        assert!(stderr(&out).contains("invalid api key"), "{}", stderr(&out));
-        assert!(stderr(&out).contains("api_key_env"), "{}", stderr(&out));
+        let out = c.run(&["run", "mock-model", "hi"]);
+        assert_eq!(out.code, 5, "{}", out.err);
+        assert!(out.err.contains("invalid api key"), "{}", out.err);
+        assert!(out.err.contains("api_key_env"), "{}", out.err);
     }
 
     #[test]
     fn rm_deletes_and_a_second_rm_is_model_not_found() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        let url = s.mock.url();
-        let out = o.run(&["--host", &url, "rm", "gemma:2b"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert!(stdout(&out).contains("gemma:2b"), "{}", stdout(&out));
-        let out = o.run(&["--host", &url, "list"]);
-        assert!(!stdout(&out).contains("gemma:2b"), "{}", stdout(&out));
-        let out = o.run(&["--host", &url, "rm", "gemma:2b"]);
-        assert_eq!(code(&out), 4, "{}", stderr(&out));
+        let c = Case::ollama();
+        let out = c.run(&["rm", "gemma:2b"]);
+        out.ok();
+        assert!(out.out.contains("gemma:2b"), "{}", out.out);
+        let out = c.run(&["list"]);
+        assert!(!out.out.contains("gemma:2b"), "{}", out.out);
+        let out = c.run(&["rm", "gemma:2b"]);
+        assert_eq!(out.code, 4, "{}", out.err);
     }
 }
 
@@ -919,84 +924,79 @@ mod server_behaviour {
 
     #[test]
     fn a_model_without_tools_or_thinking_still_answers() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        let url = s.mock.url();
-        let out = o.run(&["--host", &url, "run", "gemma:2b", "--think", "hi"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert_eq!(stdout(&out), "Hello from mock\n");
-        assert!(stderr(&out).contains("thinking"), "{}", stderr(&out));
+        let c = Case::ollama();
+        let out = c.run(&["run", "gemma:2b", "--think", "hi"]);
+        out.ok();
+        assert_eq!(out.out, "Hello from mock\n");
+        assert!(out.err.contains("thinking"), "{}", out.err);
         // The capabilities were read first; neither tools nor thinking were sent.
-        let chat = &s.mock.requests_to("/api/chat")[0].body;
+        let chat = &c.mock().requests_to("/api/chat")[0].body;
         assert!(chat["tools"].as_array().is_none_or(Vec::is_empty), "{chat}");
         assert!(chat["think"].is_null() || chat["think"] == false, "{chat}");
-        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+        assert!(
+            c.mock().violations().is_empty(),
+            "{:?}",
+            c.mock().violations()
+        );
     }
 
     #[test]
     fn ollama_host_from_the_environment_is_used() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        let out = o.run_with(
-            &["run", "qwen3:8b", "hi"],
-            &[("OLLAMA_HOST", &s.mock.host_port())],
-            None,
-        );
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert_eq!(stdout(&out), "Hello from mock\n");
+        let c = Case::ollama();
+        let out: Ran =
+            c.o.run_with(
+                &["run", "qwen3:8b", "hi"],
+                &[("OLLAMA_HOST", &c.mock().host_port())],
+                None,
+            )
+            .into();
+        out.ok();
+        assert_eq!(out.out, "Hello from mock\n");
     }
 
     #[test]
     fn a_busy_server_is_retried_with_a_warning() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        s.mock.script(
+        let c = Case::ollama();
+        c.mock().script(
             "/api/chat",
             Reply::error(503, "server busy").header("Retry-After", "0"),
         );
-        let out = o.run(&["--host", &s.mock.url(), "run", "qwen3:8b", "hi"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert_eq!(stdout(&out), "Hello from mock\n");
-        assert!(stderr(&out).contains("server busy"), "{}", stderr(&out));
-        assert_eq!(s.mock.requests_to("/api/chat").len(), 2);
+        let out = c.run(&["run", "qwen3:8b", "hi"]);
+        out.ok();
+        assert_eq!(out.out, "Hello from mock\n");
+        assert!(out.err.contains("server busy"), "{}", out.err);
+        assert_eq!(c.mock().requests_to("/api/chat").len(), 2);
     }
 
     #[test]
     fn a_broken_stream_keeps_the_partial_text_and_exits_1() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        let url = s.mock.url();
-        s.mock
+        let c = Case::ollama();
+        c.mock()
             .script("/api/chat", Reply::ndjson(&[chunk("half")]).then_abort());
-        let out = o.run(&["--host", &url, "run", "qwen3:8b", "hi"]);
-        assert_eq!(code(&out), 1, "{}", stderr(&out));
-        assert_eq!(stdout(&out), "half\n");
-        assert!(stderr(&out).contains("partial"), "{}", stderr(&out));
-        s.mock.script(
+        let out = c.run(&["run", "qwen3:8b", "hi"]);
+        assert_eq!(out.code, 1, "{}", out.err);
+        assert_eq!(out.out, "half\n");
+        assert!(out.err.contains("partial"), "{}", out.err);
+        c.mock().script(
             "/api/chat",
             Reply::ndjson(&[chunk("x"), json!({"error": "model runner crashed"})]),
         );
-        let out = o.run(&["--host", &url, "run", "qwen3:8b", "hi"]);
-        assert_eq!(code(&out), 1, "{}", stderr(&out));
-        assert!(
-            stderr(&out).contains("model runner crashed"),
-            "{}",
-            stderr(&out)
-        );
+        let out = c.run(&["run", "qwen3:8b", "hi"]);
+        assert_eq!(out.code, 1, "{}", out.err);
+        assert!(out.err.contains("model runner crashed"), "{}", out.err);
     }
 
     #[test]
     fn an_answer_cut_at_the_token_limit_warns() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        s.mock.script(
+        let c = Case::ollama();
+        c.mock().script(
             "/api/chat",
             Reply::ndjson(&[chunk("cut sh"), done("length")]),
         );
-        let out = o.run(&["--host", &s.mock.url(), "run", "qwen3:8b", "hi"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert_eq!(stdout(&out), "cut sh\n");
-        assert!(stderr(&out).contains("token limit"), "{}", stderr(&out));
+        let out = c.run(&["run", "qwen3:8b", "hi"]);
+        out.ok();
+        assert_eq!(out.out, "cut sh\n");
+        assert!(out.err.contains("token limit"), "{}", out.err);
     }
 }
 
@@ -1005,15 +1005,10 @@ mod run_options {
 
     #[test]
     fn a_prompt_argument_and_piped_stdin_are_joined() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        let out = o.run_with(
-            &["--host", &s.mock.url(), "run", "qwen3:8b", "summarise:"],
-            &[],
-            Some("the notes\n"),
-        );
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let msgs = chat_messages(&s.mock, 0);
+        let c = Case::ollama();
+        let out = c.run_with(&["run", "qwen3:8b", "summarise:"], &[], Some("the notes\n"));
+        out.ok();
+        let msgs = chat_messages(c.mock(), 0);
         let content = msgs.last().unwrap()["content"].as_str().unwrap();
         assert!(content.starts_with("summarise:"), "{content}");
         assert!(content.contains("the notes"), "{content}");
@@ -1021,12 +1016,10 @@ mod run_options {
 
     #[test]
     fn tools_are_offered_unless_no_tools_and_the_system_prompt_leads() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        let url = s.mock.url();
-        let out = o.run(&["--host", &url, "run", "qwen3:8b", "hi"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let tools: Vec<String> = s.mock.requests_to("/api/chat")[0].body["tools"]
+        let c = Case::ollama();
+        let out = c.run(&["run", "qwen3:8b", "hi"]);
+        out.ok();
+        let tools: Vec<String> = c.mock().requests_to("/api/chat")[0].body["tools"]
             .as_array()
             .unwrap()
             .iter()
@@ -1041,9 +1034,7 @@ mod run_options {
         ] {
             assert!(tools.iter().any(|t| t == want), "{want} in {tools:?}");
         }
-        let out = o.run(&[
-            "--host",
-            &url,
+        let out = c.run(&[
             "run",
             "qwen3:8b",
             "--no-tools",
@@ -1051,8 +1042,8 @@ mod run_options {
             "be brief",
             "hi",
         ]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let body = &s.mock.requests_to("/api/chat")[1].body;
+        out.ok();
+        let body = &c.mock().requests_to("/api/chat")[1].body;
         assert!(body["tools"].as_array().is_none_or(Vec::is_empty), "{body}");
         assert_eq!(
             body["messages"][0],
@@ -1062,48 +1053,41 @@ mod run_options {
 
     #[test]
     fn the_turn_limit_stops_the_run_with_a_warning() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        std::fs::write(o.dir.path().join("notes.txt"), "alpha\n").unwrap();
-        s.mock.script(
+        let c = Case::ollama();
+        std::fs::write(c.o.dir.path().join("notes.txt"), "alpha\n").unwrap();
+        c.mock().script(
             "/api/chat",
             tool_call("read_file", json!({"path": "notes.txt"})),
         );
-        let out = o.run(&[
-            "--host",
-            &s.mock.url(),
-            "run",
-            "qwen3:8b",
-            "--max-turns",
-            "1",
-            "hi",
-        ]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        assert!(stderr(&out).contains("--max-turns"), "{}", stderr(&out));
-        assert_eq!(s.mock.requests_to("/api/chat").len(), 1);
+        let out = c.run(&["run", "qwen3:8b", "--max-turns", "1", "hi"]);
+        out.ok();
+        assert!(out.err.contains("--max-turns"), "{}", out.err);
+        assert_eq!(c.mock().requests_to("/api/chat").len(), 1);
     }
 
     #[test]
     fn a_resumed_session_with_a_tool_call_replays_valid_history() {
-        let s = Ollama::start();
-        let o = Ollm::new();
-        let url = s.mock.url();
-        std::fs::write(o.dir.path().join("notes.txt"), "alpha\n").unwrap();
-        s.mock.script(
+        let c = Case::ollama();
+        std::fs::write(c.o.dir.path().join("notes.txt"), "alpha\n").unwrap();
+        c.mock().script(
             "/api/chat",
             tool_call("read_file", json!({"path": "notes.txt"})),
         );
-        s.mock.script("/api/chat", answer(&["alpha it is"]));
-        let out = o.run(&["--host", &url, "run", "qwen3:8b", "--session", "t", "read"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let out = o.run(&["--host", &url, "run", "qwen3:8b", "--session", "t", "again"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let msgs = chat_messages(&s.mock, 2);
+        c.mock().script("/api/chat", answer(&["alpha it is"]));
+        let out = c.run(&["run", "qwen3:8b", "--session", "t", "read"]);
+        out.ok();
+        let out = c.run(&["run", "qwen3:8b", "--session", "t", "again"]);
+        out.ok();
+        let msgs = chat_messages(c.mock(), 2);
         let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["user", "assistant", "tool", "assistant", "user"]);
         assert_eq!(msgs[1]["tool_calls"][0]["id"], msgs[2]["tool_call_id"]);
         assert_eq!(msgs[2]["content"], "alpha\n");
-        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+        assert!(
+            c.mock().violations().is_empty(),
+            "{:?}",
+            c.mock().violations()
+        );
     }
 }
 
@@ -1206,11 +1190,10 @@ mod openai_native {
 
     #[test]
     fn a_streamed_native_tool_call_runs_and_the_answer_streams() {
-        let s = OpenAi::start();
-        let o = Ollm::new();
-        std::fs::write(o.dir.path().join("notes.txt"), "alpha\n").unwrap();
+        let c = Case::openai();
+        std::fs::write(c.o.dir.path().join("notes.txt"), "alpha\n").unwrap();
         // The call's arguments arrive split over two chunks, as servers stream them.
-        s.mock.push_reply(
+        c.mock().push_reply(
             mock_openai::Reply::sse()
                 .data(chunk_of(
                     json!({"role": "assistant", "tool_calls": [{"index": 0,
@@ -1224,7 +1207,7 @@ mod openai_native {
                 .done()
                 .reply(),
         );
-        s.mock.push_reply(
+        c.mock().push_reply(
             mock_openai::Reply::sse()
                 .content("it is ")
                 .content("alpha")
@@ -1233,19 +1216,10 @@ mod openai_native {
                 .done()
                 .reply(),
         );
-        let out = o.run(&[
-            "--provider",
-            "openai",
-            "--host",
-            &s.mock.base_url(),
-            "run",
-            "mock-model",
-            "--output-format",
-            "stream-json",
-            "hi",
-        ]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let events: Vec<Value> = stdout(&out)
+        let out = c.run(&["run", "mock-model", "--output-format", "stream-json", "hi"]);
+        out.ok();
+        let events: Vec<Value> = out
+            .out
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             // The strategy line is pinned by its own test.
@@ -1265,28 +1239,30 @@ mod openai_native {
         assert_eq!(last["finish_reason"], "stop");
         assert_eq!(last["usage"]["prompt_tokens"], 30);
         assert_eq!(last["usage"]["completion_tokens"], 8);
-        let second = &s.mock.requests()[1]["messages"];
+        let second = &c.mock().requests()[1]["messages"];
         assert_eq!(second[2]["role"], "tool");
         assert_eq!(second[2]["tool_call_id"], "c1");
-        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+        assert!(
+            c.mock().violations().is_empty(),
+            "{:?}",
+            c.mock().violations()
+        );
     }
 
     #[test]
     fn show_on_llama_server_reads_props() {
         // Issue 16: the window per slot, the template's tool support and the modalities.
-        let s = OpenAi::start();
-        s.mock.set_props(json!({
+        let c = Case::openai();
+        c.mock().set_props(json!({
             "default_generation_settings": {"n_ctx": 4096},
             "total_slots": 2,
             "chat_template_caps": {"supports_tools": true, "supports_tool_calls": true},
             "modalities": {"vision": true, "audio": false},
             "chat_template": "{%- if tools %}<tool_call>{% endif %}"
         }));
-        let o = Ollm::new();
-        let url = s.mock.base_url();
-        let out = o.run(&["--provider", "openai", "--host", &url, "show", "mock-model"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let text = stdout(&out);
+        let out = c.run(&["show", "mock-model"]);
+        out.ok();
+        let text = out.out;
         for want in ["mock-model", "4096", "tools", "vision"] {
             assert!(text.contains(want), "{want} in {text}");
         }
@@ -1294,33 +1270,59 @@ mod openai_native {
 
     #[test]
     fn ollama_only_commands_say_they_are_unsupported() {
-        let s = OpenAi::start();
-        let o = Ollm::new();
-        let url = s.mock.base_url();
+        let c = Case::openai();
         for cmd in [
             &["show", "mock-model"][..],
             &["pull", "x"],
             &["ps"],
             &["rm", "x"],
         ] {
-            let mut args = vec!["--provider", "openai", "--host", url.as_str()];
-            args.extend_from_slice(cmd);
-            let out = o.run(&args);
-            assert_eq!(code(&out), 1, "{cmd:?}: {}", stderr(&out));
-            assert!(
-                stderr(&out).contains("does not support"),
-                "{cmd:?}: {}",
-                stderr(&out)
-            );
+            let out = c.run(cmd);
+            assert_eq!(out.code, 1, "{cmd:?}: {}", out.err);
+            assert!(out.err.contains("does not support"), "{cmd:?}: {}", out.err);
             // Issue 16: and what the server offers instead.
             assert!(
-                stderr(&out).contains(&format!("{url}/models")),
+                out.err.contains(&format!("{}/models", c.url())),
                 "{cmd:?}: {}",
-                stderr(&out)
+                out.err
             );
         }
-        let out = o.run(&["--provider", "openai", "--host", &url, "version"]);
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let out = c.run(&["version"]);
+        out.ok();
+    }
+}
+
+mod provider_mixups {
+    use super::*;
+
+    /// Issue 17: an OpenAI-style address with the default provider says which flag is
+    /// missing, instead of "File Not Found" and a pull hint.
+    #[test]
+    fn a_v1_address_with_the_ollama_provider_names_the_fix() {
+        let c = Case::ollama();
+        let url = format!("{}/v1", c.mock().url());
+        let out = c.bare(&["--host", &url, "run", "qwen3:8b", "hi"]);
+        assert_eq!(out.code, 2, "{}", out.err);
+        assert!(
+            out.err
+                .contains("this looks like an OpenAI-compatible server: add --provider openai"),
+            "{}",
+            out.err
+        );
+        assert!(c.mock().requests_to("/api/chat").is_empty());
+    }
+
+    /// Issue 17: a 404 that does not speak of a model (a server without `/api/*`) gets the
+    /// same hint, not `ollama pull`.
+    #[test]
+    fn a_bare_404_names_the_openai_provider() {
+        let c = Case::ollama();
+        c.mock()
+            .script("/api/chat", Reply::error(404, "File Not Found"));
+        let out = c.run(&["run", "qwen3:8b", "hi"]);
+        assert_eq!(out.code, 4, "{}", out.err);
+        assert!(out.err.contains("add --provider openai"), "{}", out.err);
+        assert!(!out.err.contains("ollama pull"), "{}", out.err);
     }
 }
 

@@ -158,7 +158,7 @@ impl TypedTool for RunCommand {
         let request = Request::RunCommand { argv: argv.clone() };
         if !self.approver.approve("run_command", &entry, request).await {
             self.audit(&argv, &args, "denied", "");
-            return Err(ToolError::Denied(None));
+            return Err(self.approver.denial());
         }
         let tmp = tempfile::Builder::new()
             .prefix("ollm-tool-")

@@ -408,8 +408,12 @@ async fn denied_calls_do_not_run_but_are_audited() {
     let dir = tempfile::tempdir().unwrap();
     let t = tool(dir.path(), Mode::Headless, Duration::from_secs(20));
     let err = call(&t, "ls", &[]).await.unwrap_err();
-    assert_eq!(err, ToolError::Denied(None));
-    assert_eq!(err.to_string(), "denied by the user");
+    // Issue 17: nobody was asked, so the text does not say "denied by the user".
+    assert_eq!(
+        err,
+        ToolError::Denied(Some(crate::approval::HEADLESS_DENIAL.to_owned()))
+    );
+    assert_eq!(err.to_string(), crate::approval::HEADLESS_DENIAL);
     let log = std::fs::read_to_string(dir.path().join("audit/audit.log")).unwrap();
     assert!(log.contains("\"denied\""));
 }

@@ -75,7 +75,10 @@ async fn write_needs_approval() {
     )
     .await
     .unwrap_err();
-    assert_eq!(err, ToolError::Denied(None));
+    assert_eq!(
+        err,
+        ToolError::Denied(Some(crate::approval::HEADLESS_DENIAL.to_owned()))
+    );
     assert!(!d.path().join("new.txt").exists());
     let (tool, _) = writer(&ws, &[Answer::Once]);
     call(&tool, json!({"path": "sub/new.txt", "content": "hello"}))
