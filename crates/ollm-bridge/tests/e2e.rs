@@ -27,5 +27,7 @@ mod e2e {
     // `cargo xtask e2e --pending`; the gate goes when the core fixes land.
     #[cfg(feature = "e2e-pending")]
     pub(crate) mod runs;
+    // The model calls a real MCP server's read tool (issue 13).
+    pub(crate) mod mcp;
     pub(crate) mod setup;
 }

@@ -26,6 +26,7 @@ Commands:
   /model [NAME]         show or switch the model
   /think [LEVEL]        show or set thinking: on, off, low, medium, high
   /tools [on|off]       list the tools, or offer them or not
+  /mcp                  the MCP servers, their state and tools
   /status               model, context use and token counts
   /save NAME            save the conversation as session NAME
   /load NAME            continue session NAME
@@ -195,7 +196,10 @@ pub(crate) fn interactive(
                     Flow::Exit => break,
                 }
             }
-            Input::Prompt(text) => answer(&text, &mut state, settings, rt),
+            Input::Prompt(text) => {
+                crate::mcp::before_prompt(parts, &state.client, rt);
+                answer(&text, &mut state, settings, rt);
+            }
         }
     }
     if let Some(dir) = history_file.parent() {
@@ -328,6 +332,7 @@ fn command(
                 }
             }
         },
+        "mcp" => say(&crate::mcp::describe_run(parts)),
         "status" => {
             if state.context_length.is_none() {
                 state.context_length = rt

@@ -60,6 +60,13 @@ pub enum Request {
         /// The exact argv.
         argv: Vec<String>,
     },
+    /// A tool from elsewhere (an MCP server) will be called with these arguments.
+    External {
+        /// The tool's name as the model sees it.
+        tool: String,
+        /// Its arguments, as JSON.
+        arguments: String,
+    },
 }
 
 impl fmt::Display for Request {
@@ -79,6 +86,9 @@ impl fmt::Display for Request {
             Request::RunCommand { argv } => {
                 let shown: Vec<String> = argv.iter().map(|a| quote(a)).collect();
                 write!(f, "run_command: {}", shown.join(" "))
+            }
+            Request::External { tool, arguments } => {
+                write!(f, "{} {}", escape(tool), escape(arguments))
             }
         }
     }
@@ -353,6 +363,13 @@ mod tests {
                 preview: "+ new\x07\n- old".into(),
             },
             "write_file a\\u{1b}.txt (3 bytes)\n    + new\\u{7}\n    - old",
+        );
+        check(
+            Request::External {
+                tool: "fs__read_text_file".into(),
+                arguments: "{\"path\":\"a\u{1b}[2J\"}".into(),
+            },
+            r#"fs__read_text_file {"path":"a\u{1b}[2J"}"#,
         );
     }
 }
