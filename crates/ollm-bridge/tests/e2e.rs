@@ -27,5 +27,10 @@ mod e2e {
     // `cargo xtask e2e --pending`; the gate goes when the core fixes land.
     #[cfg(feature = "e2e-pending")]
     pub(crate) mod runs;
+    // The model calls a real MCP server's read tool (issue 13). Pending: on the shared
+    // 2-core machine the run did not finish within its 300 s bound (the filesystem
+    // server's 14 tool schemas make a long prompt, up to 4 turns); see the branch report.
+    #[cfg(feature = "e2e-pending")]
+    pub(crate) mod mcp;
     pub(crate) mod setup;
 }

@@ -26,6 +26,7 @@ Commands:
   /model [NAME]         show or switch the model
   /think [LEVEL]        show or set thinking: on, off, low, medium, high
   /tools [on|off]       list the tools, or offer them or not
+  /mcp                  the MCP servers, their state and tools
   /status               model, context use and token counts
   /set system TEXT      set the system message (as in `ollama run`)
   /set parameter N V    set a sampling parameter: temperature, top_p, top_k,
@@ -213,7 +214,10 @@ pub(crate) fn interactive(
                     Flow::Exit => break,
                 }
             }
-            Input::Prompt(text) => answer(&text, &mut state, settings, rt),
+            Input::Prompt(text) => {
+                crate::mcp::before_prompt(parts, &state.client, rt);
+                answer(&text, &mut state, settings, rt);
+            }
         }
     }
     save_line_history(&mut editor, &history_file);
@@ -429,6 +433,7 @@ fn command(
                 }
             }
         },
+        "mcp" => say(&crate::mcp::describe_run(parts)),
         "status" => {
             if state.context_length.is_none() {
                 state.context_length = rt

@@ -111,6 +111,29 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
             write!(stdout.lock(), "{}", config::render_settings(&settings))?;
             return Ok(());
         }
+        Command::Mcp {
+            action: mcp::McpAction::Add(add),
+        } => {
+            mcp::edit::add(&settings.config_path, add)?;
+            writeln!(
+                stdout.lock(),
+                "added MCP server {:?} to {}",
+                add.name,
+                settings.config_path.display()
+            )?;
+            return Ok(());
+        }
+        Command::Mcp {
+            action: mcp::McpAction::Remove { name },
+        } => {
+            mcp::edit::remove(&settings.config_path, name)?;
+            writeln!(
+                stdout.lock(),
+                "removed MCP server {name:?} from {}",
+                settings.config_path.display()
+            )?;
+            return Ok(());
+        }
         Command::Sessions {
             action: SessionsAction::List,
         } => {
@@ -176,15 +199,31 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
                     errors::OPENAI_HINT
                 )));
             }
-            let parts = run::Parts::new(provider, &settings, plan.approval)?;
-            match plan.prompt.clone() {
+            let mut parts = run::Parts::new(provider, &settings, plan.approval)?;
+            if !plan.no_tools {
+                parts.mcp = rt.block_on(mcp::attach(
+                    &mcp_servers,
+                    &settings.data_dir,
+                    &mut parts.tools,
+                    &parts.approver,
+                ))?;
+            }
+            let result = match plan.prompt.clone() {
                 Some(prompt) => rt.block_on(run::one_shot(&plan, &settings, &parts, &prompt)),
                 None => chat::interactive(&rt, plan, &settings, &parts),
+            };
+            // Every way out of the run passes here: the servers never outlive it.
+            if let Some(servers) = &parts.mcp {
+                rt.block_on(servers.shutdown());
             }
+            result
         }
-        Command::Mcp {
-            action: mcp::McpAction::List,
-        } => rt.block_on(mcp::list(&mcp_servers, &settings.data_dir, &mut out)),
+        Command::Mcp { action } => match action {
+            mcp::McpAction::List => {
+                rt.block_on(mcp::list(&mcp_servers, &settings.data_dir, &mut out))
+            }
+            mcp::McpAction::Add(_) | mcp::McpAction::Remove { .. } => Ok(()),
+        },
         Command::Completions { .. }
         | Command::Man
         | Command::Config { .. }

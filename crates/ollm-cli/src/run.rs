@@ -166,6 +166,8 @@ pub(crate) struct Parts {
     pub(crate) tools: ToolRegistry,
     /// The approval policy they share.
     pub(crate) approver: Arc<Approver>,
+    /// The run's MCP servers, once started (their tools are in `tools`).
+    pub(crate) mcp: Option<Arc<crate::mcp::RunServers>>,
 }
 
 impl Parts {
@@ -180,6 +182,7 @@ impl Parts {
             provider,
             tools,
             approver,
+            mcp: None,
         })
     }
 

@@ -308,6 +308,8 @@ mod server {
 
 mod servers;
 
+mod mcp;
+
 mod terminal {
     //! The interactive chat through a real pseudo-terminal (tmux on a private socket).
     use super::*;

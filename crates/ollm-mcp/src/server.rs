@@ -29,7 +29,7 @@ use crate::McpError;
 use crate::config::ServerConfig;
 use crate::connect::{Handler, Service, start};
 use crate::names::{check_server_name, tool_name};
-use crate::tool::McpTool;
+use crate::tool::{Endpoint, McpTool};
 
 /// Where a server is in its life.
 #[derive(Debug, Clone)]
@@ -131,6 +131,20 @@ impl Server {
     }
 }
 
+impl Endpoint for Server {
+    fn peer(&self) -> Option<Peer<RoleClient>> {
+        Server::peer(self)
+    }
+
+    fn unavailable(&self) -> ToolError {
+        Server::unavailable(self)
+    }
+
+    fn tool_timeout(&self) -> Duration {
+        self.config.tool_timeout
+    }
+}
+
 /// The MCP servers of a run.
 pub struct McpServers {
     servers: Vec<Arc<Server>>,
@@ -190,8 +204,9 @@ impl McpServers {
                 if !names.insert(name.clone()) {
                     return Err(collision(name, &server.config.name, &tool.name));
                 }
+                let endpoint: Arc<dyn Endpoint> = Arc::clone(server) as Arc<dyn Endpoint>;
                 tools.push(Arc::new(McpTool {
-                    server: Arc::clone(server),
+                    server: endpoint,
                     name,
                     tool,
                 }));

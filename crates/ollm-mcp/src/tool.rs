@@ -8,6 +8,9 @@
 //!   `notifications/cancelled` for that request. rmcp does not do this on drop itself.
 //! - A call to a server that has exited fails with an error result naming the server
 //!   (the run goes on); the exit is reported once through the manager.
+//! - A tool reaches its server through the small [`Endpoint`] trait, which the manager's
+//!   server implements: this module never names the manager, so the two do not form a
+//!   module cycle.
 
 use std::sync::Arc;
 
@@ -23,11 +26,19 @@ use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use serde_json::{Map, Value};
 
 use crate::content::result_text;
-use crate::server::Server;
+/// What a tool needs of its server.
+pub(crate) trait Endpoint: Send + Sync {
+    /// The connection, when the server is running.
+    fn peer(&self) -> Option<Peer<RoleClient>>;
+    /// The error result of a call to a server that is not running (marking it exited).
+    fn unavailable(&self) -> ToolError;
+    /// How long one call may take.
+    fn tool_timeout(&self) -> std::time::Duration;
+}
 
 /// A tool of an MCP server, under its namespaced name.
 pub(crate) struct McpTool {
-    pub(crate) server: Arc<Server>,
+    pub(crate) server: Arc<dyn Endpoint>,
     pub(crate) name: String,
     pub(crate) tool: rmcp::model::Tool,
 }
@@ -59,7 +70,7 @@ impl Tool for McpTool {
             peer: Some(peer.clone()),
             id: handle.id.clone(),
         };
-        let timeout = self.server.config.tool_timeout;
+        let timeout = self.server.tool_timeout();
         let response = match tokio::time::timeout(timeout, handle.await_response()).await {
             Ok(response) => response,
             Err(_) => {

@@ -60,6 +60,13 @@ pub enum Request {
         /// The exact argv.
         argv: Vec<String>,
     },
+    /// A tool from elsewhere (an MCP server) will be called with these arguments.
+    External {
+        /// The tool's name as the model sees it.
+        tool: String,
+        /// Its arguments, as JSON.
+        arguments: String,
+    },
 }
 
 impl fmt::Display for Request {
@@ -80,6 +87,9 @@ impl fmt::Display for Request {
             Request::RunCommand { argv } => {
                 let shown: Vec<String> = argv.iter().map(|a| quote(a)).collect();
                 write!(f, "run_command: {}", shown.join(" "))
+            }
+            Request::External { tool, arguments } => {
+                write!(f, "{} {}", escape(tool), escape(arguments))
             }
         }
     }
@@ -385,6 +395,13 @@ mod tests {
                 preview: String::new(),
             },
             "write_file one (1 byte)",
+        );
+        check(
+            Request::External {
+                tool: "fs__read_text_file".into(),
+                arguments: "{\"path\":\"a\u{1b}[2J\"}".into(),
+            },
+            r#"fs__read_text_file {"path":"a\u{1b}[2J"}"#,
         );
     }
 }
