@@ -33,8 +33,7 @@ use crate::collect_rs_files;
 /// Cycles that exist on purpose for now, as (crate, modules in name order): reported as a
 /// note, not a failure. An entry that no longer matches a cycle is itself a problem, so
 /// the list only shrinks.
-const ALLOWED_CYCLES: &[(&str, &[&str])] = &[
-];
+const ALLOWED_CYCLES: &[(&str, &[&str])] = &[];
 
 /// The rule over every workspace member: (problems, notes).
 pub(crate) fn check(metadata: &Value) -> Result<(Vec<String>, Vec<String>)> {

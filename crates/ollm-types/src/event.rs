@@ -148,6 +148,11 @@ pub enum WarningKind {
     Retrying,
     /// The model's output had to be repaired or part of it was not understood.
     MalformedOutput,
+    /// A tool's result was cut to fit the context window (the text says how much).
+    ToolOutputCut,
+    /// The oldest turns were dropped to fit the context window (summarising failed or
+    /// was not enough).
+    TurnsDropped,
     /// Anything else.
     Other,
 }
@@ -235,6 +240,11 @@ pub enum ProviderErrorKind {
     Unsupported,
     /// The consumer cancelled.
     Cancelled,
+    /// A tool's result was cut to fit the context window (the text says how much).
+    ToolOutputCut,
+    /// The oldest turns were dropped to fit the context window (summarising failed or
+    /// was not enough).
+    TurnsDropped,
     /// Anything else.
     Other,
 }

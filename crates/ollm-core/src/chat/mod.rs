@@ -10,10 +10,12 @@
 //! 1. build the request from the history (system prompt, messages, tools as the
 //!    `Strategy` offers them, options; `think` only when the model can think, or when
 //!    its capabilities are unknown);
-//! 2. check its size: the provider's `count_tokens` when it answers, else
-//!    `ceil(chars / 4)` (see [`crate::tokens`] for where the limit comes from); a warning at
-//!    90% or more, and a refusal (an `Error` event of kind `ContextOverflow`) over the
-//!    limit, before anything is sent;
+//! 2. check its size against the window ([`crate::context`] says where the window comes
+//!    from): the provider's `count_tokens` when it answers, else `ceil(chars / 4)`; past
+//!    the compaction threshold (80%) older turns are summarised (or, failing that,
+//!    dropped) and a `Compacted` event says so; a warning at 90% or more, and a refusal
+//!    (an `Error` event of kind `ContextOverflow`) over the window, before anything is
+//!    sent;
 //! 3. stream the reply, forwarding text, thinking and warnings as they arrive and queuing
 //!    tool calls (`ToolCallStarted` as each arrives);
 //! 4. after the stream ends, run all calls **concurrently** (one task each), emitting one
@@ -61,6 +63,7 @@
 
 mod calls;
 mod client;
+mod compact;
 mod run;
 mod settle;
 mod turn;
@@ -70,6 +73,7 @@ use ollm_types::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::context::{Compaction, CompactionConfig};
 use crate::strategy::ToolMode;
 use crate::tokens::ContextLimits;
 
@@ -118,6 +122,12 @@ pub enum ChatEvent {
         /// The turn's usage, where the server reported it.
         usage: Usage,
     },
+    /// The history was compacted to fit the context window (before a request, or by
+    /// [`ChatClient::compact`]): older turns replaced by a summary, or dropped.
+    Compacted {
+        /// What was done, with the sizes before and after.
+        compaction: Compaction,
+    },
     /// Something the user should know.
     Warning {
         /// The warning.
@@ -159,6 +169,8 @@ pub struct ChatConfig {
     pub think: Option<Think>,
     /// Context limits per model.
     pub context_limits: ContextLimits,
+    /// When and how the history is compacted.
+    pub compaction: CompactionConfig,
 }
 
 impl Default for ChatConfig {
@@ -171,6 +183,7 @@ impl Default for ChatConfig {
             options: GenerationOptions::default(),
             think: None,
             context_limits: ContextLimits::default(),
+            compaction: CompactionConfig::default(),
         }
     }
 }

@@ -17,6 +17,7 @@ use super::client::{Shared, lock};
 use super::run::Sink;
 use super::{ChatConfig, ChatOptions};
 use crate::ToolRegistry;
+use crate::context::CompactionConfig;
 use crate::strategy::{Strategy, ToolMode, capabilities_known};
 use crate::tokens::ContextLimits;
 
@@ -30,6 +31,7 @@ pub(super) struct RunSettings {
     pub(super) options: GenerationOptions,
     pub(super) think: Option<Think>,
     pub(super) limits: ContextLimits,
+    pub(super) compaction: CompactionConfig,
     pub(super) info: Option<ModelInfo>,
     pub(super) tools: Arc<ToolRegistry>,
 }
@@ -60,6 +62,7 @@ impl RunSettings {
             options: options.options.clone().unwrap_or(config.options.clone()),
             think: think(shared, config, options, info.as_ref(), sink),
             limits: config.context_limits.clone(),
+            compaction: config.compaction.clone(),
             info,
             tools,
         }

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use ollm_types::{
     FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest,
     ToolCall, Usage, WarningKind,
@@ -19,12 +19,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::calls::{answer_cancelled, execute_all};
 use super::client::{Shared, lock, model_info};
+use super::compact::{Fitted, Room, bound_results, fit};
 use super::run::Sink;
 use super::settle::RunSettings;
 use super::{ChatEvent, ChatOptions};
-use crate::CoreError;
+use crate::context::settle_window;
 use crate::strategy::{Strategy, TextFilter, Turn, TurnOutcome};
-use crate::tokens::{Budget, budget, estimate_text, request_text, usage_percent};
 use crate::tool::ToolOutcome;
 
 /// How a turn ended.
@@ -64,7 +64,6 @@ pub(super) async fn run_chat(
         guard = shared.run_lock.lock() => guard,
     };
     let config = lock(&shared.config).clone();
-    let start_len = lock(&shared.history).len();
     let prompt = if options.images.is_empty() {
         Message::user(prompt)
     } else {
@@ -82,7 +81,7 @@ pub(super) async fn run_chat(
         run_turns(&shared, &mut settings, &cancel, &sink, &mut total).await;
     if reason == FinishReason::Error && recorded_turns == 0 {
         // The failed run recorded no turn: take the prompt back too.
-        sink.unrecord(&shared, start_len);
+        sink.unrecord(&shared);
     }
     sink.finish(reason, total);
 }
@@ -138,10 +137,11 @@ async fn run_turn(
     sink: &Sink,
     total: &mut Usage,
 ) -> Result<TurnEnd, TurnFailure> {
-    let request = build_request(shared, settings);
-    if !check_budget(shared, settings, &request, cancel, sink).await? {
-        return Ok(TurnEnd::Finish(FinishReason::Cancelled));
-    }
+    let (request, room) = match check_budget(shared, settings, cancel, sink).await {
+        Fitted::Send(request, room) => (request, room),
+        Fitted::Cancelled => return Ok(TurnEnd::Finish(FinishReason::Cancelled)),
+        Fitted::Refused => return Err(TurnFailure::Reported),
+    };
     let mut filter = settings.strategy.text_filter();
     let reply = stream_reply(
         shared,
@@ -154,7 +154,8 @@ async fn run_turn(
     );
     match reply.await? {
         Streamed::Done(reply) => {
-            conclude(shared, settings, turn, reply, filter.as_mut(), cancel, sink).await
+            let filter = filter.as_mut();
+            conclude(shared, settings, turn, reply, filter, room, cancel, sink).await
         }
         Streamed::Cancelled(partial) => {
             record_cancelled(shared, settings, sink, &partial.raw, &partial.calls, &[]);
@@ -177,52 +178,27 @@ fn build_request(shared: &Shared, settings: &RunSettings) -> ProviderRequest {
     request
 }
 
-/// Checks the request's size before anything is sent: a warning near the limit, an
-/// error over it. `Ok(false)` when the run was cancelled meanwhile.
+/// Makes the request fit the model's window before anything is sent: the window is
+/// settled here and sent as `options.context_length`; past the threshold the history is
+/// compacted ([`super::compact`]); over the window the request is refused.
 async fn check_budget(
     shared: &Shared,
     settings: &RunSettings,
-    request: &ProviderRequest,
     cancel: &CancellationToken,
     sink: &Sink,
-) -> Result<bool, TurnFailure> {
-    let text = request_text(request);
-    let counted = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => return Ok(false),
-        n = std::panic::AssertUnwindSafe(shared.provider.count_tokens(&settings.model, &text))
-            .catch_unwind() => n,
-    };
-    let estimated = match counted {
-        Ok(Ok(Some(n))) => n,
-        _ => estimate_text(&text),
-    };
-    let limit = settings.limits.effective_limit(
+) -> Fitted {
+    let window = settle_window(
+        &settings.limits,
         &settings.model,
         settings.options.context_length,
-        settings.info.as_ref().and_then(|i| i.context_length),
+        settings.info.as_ref(),
     );
-    match budget(estimated, limit) {
-        Budget::Over => {
-            let error = CoreError::ContextOverflow {
-                model: settings.model.clone(),
-                estimated,
-                limit,
-            };
-            sink.error(ProviderErrorKind::ContextOverflow, error.to_string());
-            return Err(TurnFailure::Reported);
-        }
-        Budget::NearLimit => sink.warn(
-            WarningKind::ContextNearLimit,
-            format!(
-                "the request uses about {estimated} of {limit} tokens ({:.0}%) of {}'s context",
-                usage_percent(estimated, limit),
-                settings.model
-            ),
-        ),
-        Budget::Fits => {}
-    }
-    Ok(true)
+    let build = || {
+        let mut request = build_request(shared, settings);
+        request.options.context_length = u32::try_from(window.tokens).ok();
+        request
+    };
+    fit(shared, settings, window, &build, cancel, sink).await
 }
 
 /// A reply as it streamed in.
@@ -376,6 +352,7 @@ async fn conclude(
     turn: u32,
     reply: Reply,
     filter: &mut dyn TextFilter,
+    room: Room,
     cancel: &CancellationToken,
     sink: &Sink,
 ) -> Result<TurnEnd, TurnFailure> {
@@ -409,7 +386,7 @@ async fn conclude(
             for call in calls.iter().filter(|c| !reply.calls.contains(c)) {
                 sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
             }
-            if !run_calls(shared, settings, raw, calls, cancel, sink).await {
+            if !run_calls(shared, settings, raw, calls, room, cancel, sink).await {
                 return Ok(TurnEnd::Finish(FinishReason::Cancelled));
             }
             TurnEnd::Continue
@@ -427,6 +404,7 @@ async fn run_calls(
     settings: &RunSettings,
     raw: &str,
     calls: &[ToolCall],
+    room: Room,
     cancel: &CancellationToken,
     sink: &Sink,
 ) -> bool {
@@ -435,10 +413,12 @@ async fn run_calls(
         record_cancelled(shared, settings, sink, raw, calls, &results);
         return false;
     }
-    let results: Vec<ToolOutcome> = results
+    let mut results: Vec<ToolOutcome> = results
         .into_iter()
         .map(|r| r.unwrap_or_else(|| ToolOutcome::error("the tool did not run")))
         .collect();
+    let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+    bound_results(&mut results, &names, &room, &settings.compaction, sink);
     let results = &results;
     let turn = Turn::Calls {
         raw,
