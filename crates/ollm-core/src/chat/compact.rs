@@ -31,7 +31,7 @@ use crate::tool::ToolOutcome;
 use crate::{CoreError, History};
 
 /// The size of a request, and how many characters a token stood for in it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Room {
     pub(super) window: usize,
     pub(super) used: usize,
@@ -48,7 +48,7 @@ impl Room {
 /// What the budget step decided.
 pub(super) enum Fitted {
     /// Send this request; `Room` says how full it is.
-    Send(ProviderRequest, Room),
+    Send(Box<ProviderRequest>, Room),
     /// The run was cancelled meanwhile.
     Cancelled,
     /// Over the window and it could not be made to fit: an `Error` was sent.
@@ -105,11 +105,13 @@ pub(super) async fn fit(
         if cancel.is_cancelled() {
             return Fitted::Cancelled;
         }
-        request = build();
-        let Some(after) = measure(shared, &request, window.tokens, cancel).await else {
-            return Fitted::Cancelled;
-        };
-        room = after;
+        if done.summary.is_some() {
+            request = build();
+            let Some(after) = measure(shared, &request, window.tokens, cancel).await else {
+                return Fitted::Cancelled;
+            };
+            room = after;
+        }
         if room.used > window.tokens {
             let Some(after) = drop_oldest(shared, &mut done, room, threshold, build, cancel).await
             else {
@@ -117,10 +119,12 @@ pub(super) async fn fit(
             };
             (request, room) = after;
         }
-        done.tokens_before = before;
-        done.tokens_after = room.used;
-        warn_dropped(sink, &done);
-        sink.send(ChatEvent::Compacted { compaction: done });
+        if done.turns_summarised + done.turns_dropped > 0 {
+            done.tokens_before = before;
+            done.tokens_after = room.used;
+            warn_dropped(sink, &done);
+            sink.send(ChatEvent::Compacted { compaction: done });
+        }
     }
     check(settings, &room, sink, request)
 }
@@ -155,7 +159,7 @@ fn check(settings: &RunSettings, room: &Room, sink: &Sink, request: ProviderRequ
         ),
         Budget::Fits => {}
     }
-    Fitted::Send(request, *room)
+    Fitted::Send(Box::new(request), *room)
 }
 
 /// Replaces the turns between the head and the recent tail by a summary. Nothing to
@@ -224,7 +228,7 @@ async fn drop_oldest(
     build: &(dyn Fn() -> ProviderRequest + Sync),
     cancel: &CancellationToken,
 ) -> Option<(ProviderRequest, Room)> {
-    let mut request = build();
+    let mut request = None;
     while room.used > target {
         let dropped = {
             let mut history = lock(&shared.history);
@@ -234,10 +238,11 @@ async fn drop_oldest(
             break;
         }
         done.turns_dropped += 1;
-        request = build();
-        room = measure(shared, &request, room.window, cancel).await?;
+        let rebuilt = build();
+        room = measure(shared, &rebuilt, room.window, cancel).await?;
+        request = Some(rebuilt);
     }
-    Some((request, room))
+    Some((request.unwrap_or_else(build), room))
 }
 
 /// Drops the oldest turn after the head; `false` when only the newest is left.

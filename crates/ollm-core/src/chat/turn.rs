@@ -146,16 +146,16 @@ async fn run_turn(
     let reply = stream_reply(
         shared,
         settings,
-        request,
+        *request,
         filter.as_mut(),
         cancel,
         sink,
         total,
     );
     match reply.await? {
-        Streamed::Done(reply) => {
-            let filter = filter.as_mut();
-            conclude(shared, settings, turn, reply, filter, room, cancel, sink).await
+        Streamed::Done(mut reply) => {
+            reply.room = room;
+            conclude(shared, settings, turn, reply, filter.as_mut(), cancel, sink).await
         }
         Streamed::Cancelled(partial) => {
             record_cancelled(shared, settings, sink, &partial.raw, &partial.calls, &[]);
@@ -211,6 +211,8 @@ struct Reply {
     usage: Usage,
     /// Why the provider ended it.
     finish: Option<FinishReason>,
+    /// How full the request was (bounds the results of its calls).
+    room: Room,
 }
 
 /// How streaming a reply ended.
@@ -352,7 +354,6 @@ async fn conclude(
     turn: u32,
     reply: Reply,
     filter: &mut dyn TextFilter,
-    room: Room,
     cancel: &CancellationToken,
     sink: &Sink,
 ) -> Result<TurnEnd, TurnFailure> {
@@ -386,7 +387,7 @@ async fn conclude(
             for call in calls.iter().filter(|c| !reply.calls.contains(c)) {
                 sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
             }
-            if !run_calls(shared, settings, raw, calls, room, cancel, sink).await {
+            if !run_calls(shared, settings, raw, calls, reply.room, cancel, sink).await {
                 return Ok(TurnEnd::Finish(FinishReason::Cancelled));
             }
             TurnEnd::Continue
