@@ -32,7 +32,10 @@ async fn check(case: Case) {
     }
     let client = ChatClient::new(Arc::new(provider), ToolRegistry::default(), config);
     let events: Vec<_> = client.chat("hi", ChatOptions::default()).collect().await;
-    assert!(matches!(events.last(), Some(ollm_core::ChatEvent::Finish { .. })));
+    assert!(matches!(
+        events.last(),
+        Some(ollm_core::ChatEvent::Finish { .. })
+    ));
     let window = client.context_window().await;
     assert_eq!((window.tokens, window.source), case.want);
     let chats = mock.requests_to("/api/chat");
