@@ -119,7 +119,11 @@ pub struct MockProvider {
     counted: Mutex<Vec<String>>,
     counter: Counter,
     model_info: Option<ModelInfo>,
+    responder: Option<Responder>,
 }
+
+/// Answers a request with the events of its reply.
+type Responder = Arc<dyn Fn(&ProviderRequest) -> Vec<ProviderEvent> + Send + Sync>;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -174,9 +178,13 @@ impl ProviderAdapter for MockProvider {
     }
 
     fn chat(&self, request: ProviderRequest) -> ProviderStream {
+        let answered = self
+            .responder
+            .as_ref()
+            .map(|f| f(&request).into_iter().map(Step::Event).collect());
         lock(&self.requests).push(request);
-        let script = lock(&self.turns)
-            .pop_front()
+        let script = answered
+            .or_else(|| lock(&self.turns).pop_front())
             .or_else(|| self.forever.clone());
         let script = script.unwrap_or_else(|| {
             vec![Step::Event(ev::error(
@@ -233,9 +241,28 @@ pub struct MockProviderBuilder {
     forever: Option<Vec<Step>>,
     counter: Option<Counter>,
     model_info: Option<ModelInfo>,
+    responder: Option<Responder>,
 }
 
 impl MockProviderBuilder {
+    /// Answers every request with `f(request)` (scripts are then unused): for long
+    /// conversations whose replies depend on what was asked.
+    pub fn respond_with(
+        mut self,
+        f: impl Fn(&ProviderRequest) -> Vec<ProviderEvent> + Send + Sync + 'static,
+    ) -> Self {
+        self.responder = Some(Arc::new(f));
+        self
+    }
+
+    /// Makes `show_model` report this window (the one the server runs with).
+    pub fn window(mut self, n: u32) -> Self {
+        let mut info = self.model_info.unwrap_or_default();
+        info.window = Some(n);
+        self.model_info = Some(info);
+        self
+    }
+
     /// Names the provider (default `mock`).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -310,6 +337,7 @@ impl MockProviderBuilder {
             counted: Mutex::new(Vec::new()),
             counter: self.counter.unwrap_or(Counter::None),
             model_info: self.model_info,
+            responder: self.responder,
         })
     }
 }

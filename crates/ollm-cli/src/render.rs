@@ -519,6 +519,13 @@ impl TextSink<'_> {
                 let line = self.paint(YELLOW, &format!("warning: {}", warning.message));
                 self.status_line(&line)
             }
+            ChatEvent::Compacted { compaction: c } => {
+                let line = format!(
+                    "[context compacted: {} -> {} tokens; {} turns summarised, {} dropped]",
+                    c.tokens_before, c.tokens_after, c.turns_summarised, c.turns_dropped
+                );
+                self.status_line(&self.paint(DIM, &line))
+            }
             ChatEvent::Error { error } => {
                 let mut line = self.paint(RED, &format!("error: {}", error.message));
                 if let Some(hint) = hint_for(error) {

@@ -10,6 +10,8 @@ use ollm_types::{Message, Role};
 use serde::{Deserialize, Serialize};
 
 use crate::CoreError;
+use crate::context::SUMMARY_HEADER;
+use crate::context::split::{head_end, next_cut};
 use crate::tokens::{WARNING_THRESHOLD_PERCENT, estimate_tokens, usage_percent};
 
 /// A conversation: an optional system message and the messages after it.
@@ -19,6 +21,12 @@ pub struct History {
     system: Option<Message>,
     #[serde(default)]
     messages: Vec<Message>,
+    /// The most messages kept (after the system message); older turns are dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_messages: Option<usize>,
+    /// The most estimated tokens kept; older turns are dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<usize>,
 }
 
 /// Counts over a [`History`].
@@ -52,8 +60,45 @@ impl History {
     pub fn with_system(text: impl Into<String>) -> Self {
         History {
             system: Some(Message::system(text)),
-            messages: Vec::new(),
+            ..History::default()
         }
+    }
+
+    /// The same history keeping at most `max_messages` messages and about `max_tokens`
+    /// estimated tokens (`None`: no limit). Past a limit the oldest turns after the first
+    /// user message are dropped whole (a call with its results), never the system
+    /// message, the first user message or the newest turn.
+    pub fn with_limits(mut self, max_messages: Option<usize>, max_tokens: Option<usize>) -> Self {
+        self.max_messages = max_messages;
+        self.max_tokens = max_tokens;
+        self.enforce_limits();
+        self
+    }
+
+    /// The limits set with [`History::with_limits`]: messages, tokens.
+    pub fn limits(&self) -> (Option<usize>, Option<usize>) {
+        (self.max_messages, self.max_tokens)
+    }
+
+    /// Drops the oldest turn after the first user message; `false` when only the newest
+    /// turn is left after it.
+    pub fn drop_oldest_turn(&mut self) -> bool {
+        let head = head_end(&self.messages);
+        let end = next_cut(&self.messages, head + 1);
+        if head >= self.messages.len() || end >= self.messages.len() {
+            return false;
+        }
+        self.messages.drain(head..end);
+        true
+    }
+
+    fn over_limits(&self) -> bool {
+        self.max_messages.is_some_and(|n| self.messages.len() > n)
+            || self.max_tokens.is_some_and(|n| self.estimate_tokens() > n)
+    }
+
+    fn enforce_limits(&mut self) {
+        while self.over_limits() && self.drop_oldest_turn() {}
     }
 
     /// Sets (or with `None`, removes) the system message.
@@ -72,7 +117,13 @@ impl History {
     }
 
     /// Appends a message. A system message replaces the system message instead.
+    /// Past a limit ([`History::with_limits`]) the oldest turns are dropped.
     pub fn push(&mut self, message: Message) {
+        self.push_one(message);
+        self.enforce_limits();
+    }
+
+    fn push_one(&mut self, message: Message) {
         if message.role() == Role::System {
             self.system = Some(message);
         } else {
@@ -80,11 +131,33 @@ impl History {
         }
     }
 
-    /// Appends several messages (see [`History::push`]).
+    /// Appends several messages (see [`History::push`]); limits apply once all are in,
+    /// so a call is never separated from its results.
     pub fn extend(&mut self, messages: impl IntoIterator<Item = Message>) {
         for m in messages {
-            self.push(m);
+            self.push_one(m);
         }
+        self.enforce_limits();
+    }
+
+    /// A one-paragraph description of the conversation: counts, size, and the latest
+    /// compaction summary when there is one.
+    pub fn summary(&self) -> String {
+        let s = self.stats();
+        let mut out = format!(
+            "{} messages ({} user, {} assistant, {} tool; {} tool calls), about {} tokens",
+            s.messages, s.user, s.assistant, s.tool, s.tool_calls, s.estimated_tokens
+        );
+        let compacted = self.messages.iter().rev().find_map(|m| {
+            let text = m.text();
+            text.strip_prefix(SUMMARY_HEADER)
+                .map(|t| t.trim().to_owned())
+        });
+        if let Some(summary) = compacted {
+            out.push_str("; earlier turns were compacted: ");
+            out.push_str(&summary);
+        }
+        out
     }
 
     /// The messages after the system message.
@@ -116,6 +189,14 @@ impl History {
     /// Whether there are no messages after the system message.
     pub fn is_empty(&self) -> bool {
         self.messages.is_empty()
+    }
+
+    /// Replaces `messages()[range]` with `with` (compaction; the caller keeps calls and
+    /// their results together). A range past the end is clipped.
+    pub fn splice(&mut self, range: std::ops::Range<usize>, with: Vec<Message>) {
+        let end = range.end.min(self.messages.len());
+        let start = range.start.min(end);
+        self.messages.splice(start..end, with);
     }
 
     /// Drops the messages back to `len` (used to undo a run that added nothing usable).
@@ -249,6 +330,50 @@ mod tests {
         assert!(h.is_near_capacity(5));
         assert!(!h.is_near_capacity(6));
         assert!((h.usage_percent(10) - 50.0).abs() < f64::EPSILON);
+    }
+
+    #[test]
+    fn limits_drop_whole_old_turns() {
+        use ollm_types::ToolCall;
+        let call = ToolCall::new("c", "t", serde_json::json!({})).unwrap_or_else(|e| panic!("{e}"));
+        let mut h = History::with_system("s").with_limits(Some(4), None);
+        h.push(Message::user("first"));
+        h.push(Message::assistant("a"));
+        h.extend([
+            Message::assistant_with_calls("", vec![call]),
+            Message::tool_result("c", "t", "ok"),
+        ]);
+        h.push(Message::user("second"));
+        // 5 messages: the oldest turn after the first user message ("a") goes.
+        let texts: Vec<String> = h.messages().iter().map(Message::text).collect();
+        assert_eq!(texts, ["first", "", "ok", "second"]);
+        h.push(Message::assistant("b"));
+        // The call and its result go together.
+        let texts: Vec<String> = h.messages().iter().map(Message::text).collect();
+        assert_eq!(texts, ["first", "second", "b"]);
+        assert_eq!(h.system_text().as_deref(), Some("s"));
+        let mut t = History::new().with_limits(None, Some(10));
+        for i in 0..10 {
+            t.push(Message::user(format!("message {i}")));
+        }
+        assert!(t.estimate_tokens() <= 10, "{}", t.estimate_tokens());
+        assert_eq!(t.messages()[0].text(), "message 0");
+        assert!(
+            t.summary().starts_with("4 messages (4 user"),
+            "{}",
+            t.summary()
+        );
+    }
+
+    #[test]
+    fn summary_names_the_compaction() {
+        let mut h = History::new();
+        h.push(Message::user("hi"));
+        h.push(Message::user(format!("{SUMMARY_HEADER}\nwe read a.txt")));
+        assert!(
+            h.summary()
+                .ends_with("earlier turns were compacted: we read a.txt")
+        );
     }
 
     #[test]

@@ -50,6 +50,8 @@
 //! - [`strategy`]: how tools reach the model: natively, as ReAct text, or through a
 //!   schema-constrained reply; the seam the turn loop calls (only [`ToolMode`] is public).
 //! - [`tokens`]: token estimates and per-model context limits.
+//! - [`context`]: the one context window of a chat, compaction (the [`Compactor`] seam)
+//!   and bounded tool output.
 //! - [`history`]: the conversation a client keeps.
 //!
 //! Adapters live in `ollm-bridge`; this crate never speaks HTTP, so its tests use the
@@ -67,6 +69,7 @@
 //!   failed run leaves in it, and [`tokens`] for where the context limit comes from.
 
 pub mod chat;
+pub mod context;
 mod error;
 pub mod history;
 pub mod provider;
@@ -76,6 +79,7 @@ pub mod tokens;
 pub mod tool;
 
 pub use chat::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatRun, DEFAULT_MAX_TOKENS};
+pub use context::{Compaction, CompactionConfig, Compactor, ModelSummary, Window, WindowSource};
 pub use error::CoreError;
 pub use history::{History, HistoryStats};
 pub use provider::{ProviderAdapter, ProviderRegistry, ProviderStream, PullStream};

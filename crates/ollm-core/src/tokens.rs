@@ -4,12 +4,8 @@
 //! - The fallback estimate is `ceil(chars / 4)` over everything the model reads (system
 //!   prompt, messages, tool schemas); a provider's own tokenizer
 //!   ([`crate::ProviderAdapter::count_tokens`]) is preferred whenever it answers.
-//! - The limit for a model is, in order: its entry in [`ContextLimits::models`]; else the
-//!   context window the request asks the server for (`GenerationOptions::context_length`);
-//!   else [`ContextLimits::default`] (4096). When the server reports a trained context
-//!   length (`show_model`) that is smaller, it caps the limit. The trained length is never
-//!   used to *raise* the limit: servers such as Ollama run with a much smaller window than
-//!   the model was trained for and silently cut the front of the prompt.
+//! - Where the window comes from (a setting, the per-model table here, the server's
+//!   report, the default) is decided once, in [`crate::context::window`].
 //! - A request at 90% or more of the limit draws a warning; one over the limit is refused
 //!   before anything is sent.
 
@@ -50,26 +46,6 @@ impl ContextLimits {
     /// The limit listed for `model`, or the default.
     pub fn limit_for(&self, model: &str) -> usize {
         self.models.get(model).copied().unwrap_or(self.default)
-    }
-
-    /// The limit for a request to `model`: the table entry, else the window asked of the
-    /// server (`requested`), else the default; capped by the model's trained length when
-    /// the server reported one (see the module docs).
-    pub fn effective_limit(
-        &self,
-        model: &str,
-        requested: Option<u32>,
-        trained: Option<u32>,
-    ) -> usize {
-        let base = match (self.models.get(model), requested) {
-            (Some(limit), _) => *limit,
-            (None, Some(requested)) => requested as usize,
-            (None, None) => self.default,
-        };
-        match trained {
-            Some(trained) if (trained as usize) < base && trained > 0 => trained as usize,
-            _ => base,
-        }
     }
 }
 
@@ -165,15 +141,5 @@ mod tests {
         assert_eq!(budget(100, 100), Budget::NearLimit);
         assert_eq!(budget(101, 100), Budget::Over);
         assert_eq!(budget(0, 0), Budget::Fits);
-    }
-
-    #[test]
-    fn effective_limit_order() {
-        let t = ContextLimits::default().with_model("m", 1000);
-        assert_eq!(t.effective_limit("m", Some(8000), None), 1000);
-        assert_eq!(t.effective_limit("x", Some(8000), None), 8000);
-        assert_eq!(t.effective_limit("x", None, None), 4096);
-        assert_eq!(t.effective_limit("x", None, Some(2048)), 2048);
-        assert_eq!(t.effective_limit("x", None, Some(131072)), 4096);
     }
 }

@@ -157,6 +157,11 @@ pub enum WarningKind {
     Repetition,
     /// A reply was cut at the generation cap (`max_tokens`).
     TokenLimit,
+    /// A tool's result was cut to fit the context window (the text says how much).
+    ToolOutputCut,
+    /// The oldest turns were dropped to fit the context window (summarising failed or
+    /// was not enough).
+    TurnsDropped,
     /// Anything else.
     Other,
 }
@@ -244,6 +249,11 @@ pub enum ProviderErrorKind {
     Unsupported,
     /// The consumer cancelled.
     Cancelled,
+    /// A tool's result was cut to fit the context window (the text says how much).
+    ToolOutputCut,
+    /// The oldest turns were dropped to fit the context window (summarising failed or
+    /// was not enough).
+    TurnsDropped,
     /// Anything else.
     Other,
 }

@@ -98,6 +98,12 @@ pub struct ModelInfo {
     /// Its trained context window in tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_length: Option<u32>,
+    /// The window a chat gets on this server as it runs, in tokens: llama.cpp's per-slot
+    /// `n_ctx`, vLLM's `max_model_len`, or the `num_ctx` the Ollama adapter would ask
+    /// for. `None` when the server does not say. The runtime enforces this window unless
+    /// a setting names another one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<u32>,
     /// Default runtime parameters, as the server lists them (one `name value` a line).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parameters: Option<String>,

@@ -15,7 +15,10 @@
 //! configured [`OllamaConfig::num_ctx`]; else the model's trained context
 //! length (from `/api/show`) capped at [`OllamaConfig::num_ctx_cap`] (default
 //! [`DEFAULT_NUM_CTX_CAP`] = 8192, because memory grows with the window); else, when the
-//! server does not report a length, the cap itself.
+//! server does not report a length, the cap itself. `show_model` reports that derived
+//! number as the model's `window`; the runtime settles its window from it and sends it
+//! back as `options.context_length`, so the window ollm enforces and the `num_ctx` sent
+//! are one number, computed once.
 //!
 //! # Capabilities
 //! `think` and tools are sent exactly as the request carries them: the runtime reads
@@ -214,6 +217,10 @@ impl Inner {
         }
         let info = management::show(&self.transport, model)
             .await
+            .map(|mut info| {
+                info.window = Some(self.num_ctx(Some(&info)));
+                info
+            })
             .map_err(|e| provider_error(e, Some(model)));
         match &info {
             Ok(info) => {
@@ -250,15 +257,24 @@ impl Inner {
         }
     }
 
+    /// The `num_ctx` this adapter asks for when a request names none: the configured
+    /// value, else the trained length capped at the cap, else the cap. `show_model`
+    /// reports it as the model's `window`, so the runtime enforces (and sends) the same
+    /// number.
+    fn num_ctx(&self, info: Option<&ModelInfo>) -> u32 {
+        let cap = self.config.num_ctx_cap;
+        self.config.num_ctx.unwrap_or_else(|| {
+            info.and_then(|i| i.context_length)
+                .map_or(cap, |c| c.min(cap))
+        })
+    }
+
     /// The plan for a chat with `model`: the `num_ctx` to send.
     async fn plan(&self, req: &ProviderRequest) -> Result<ChatPlan, ProviderError> {
         let keep_alive = self.config.keep_alive.clone();
         match self.show_for_chat(&req.model).await {
             Ok(info) => Ok(ChatPlan {
-                num_ctx: Some(self.config.num_ctx.unwrap_or_else(|| {
-                    info.context_length
-                        .map_or(self.config.num_ctx_cap, |c| c.min(self.config.num_ctx_cap))
-                })),
+                num_ctx: Some(self.num_ctx(Some(&info))),
                 keep_alive,
             }),
             // Unreachable or unknown model: the chat would fail the same way.
@@ -272,7 +288,7 @@ impl Inner {
             }
             // A server that cannot `show` (old, or a proxy): chat without the extras.
             Err(_) => Ok(ChatPlan {
-                num_ctx: Some(self.config.num_ctx.unwrap_or(self.config.num_ctx_cap)),
+                num_ctx: Some(self.num_ctx(None)),
                 keep_alive,
             }),
         }

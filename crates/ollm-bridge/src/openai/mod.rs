@@ -241,7 +241,13 @@ impl ProviderAdapter for OpenAiProvider {
         {
             Ok(found) => Ok(props::model_info(model, found)),
             Err(BridgeError::Http { status: 404, .. } | BridgeError::Decode { .. }) => {
-                Err(props::refusal("show", base))
+                // vLLM has no `/props`; its `/v1/models` says the window (`max_model_len`).
+                let listed = self.list_models().await.ok().and_then(|models| {
+                    models
+                        .into_iter()
+                        .find(|m| m.name == model && m.window.is_some())
+                });
+                listed.ok_or_else(|| props::refusal("show", base))
             }
             Err(e) => Err(self.inner.error(e, None)),
         }
@@ -270,15 +276,18 @@ impl ProviderAdapter for OpenAiProvider {
         Ok(list
             .data
             .into_iter()
-            .map(|m| ModelInfo {
-                name: m.id,
-                size: m.meta.as_ref().and_then(|meta| meta.size),
-                context_length: m.max_model_len.or_else(|| {
-                    m.meta
-                        .as_ref()
-                        .and_then(|meta| meta.n_ctx.or(meta.n_ctx_train))
-                }),
-                ..ModelInfo::default()
+            .map(|m| {
+                // The window a prompt must fit: vLLM's `max_model_len`, llama.cpp's `n_ctx`.
+                let window = m
+                    .max_model_len
+                    .or_else(|| m.meta.as_ref().and_then(|meta| meta.n_ctx));
+                ModelInfo {
+                    name: m.id,
+                    size: m.meta.as_ref().and_then(|meta| meta.size),
+                    context_length: window.or_else(|| m.meta.as_ref()?.n_ctx_train),
+                    window,
+                    ..ModelInfo::default()
+                }
             })
             .collect())
     }

@@ -69,9 +69,12 @@ pub(crate) fn model_info(model: &str, props: Props) -> ModelInfo {
         capabilities.push(Capability::Other("audio".into()));
     }
     let slots = props.total_slots.map(|n| format!("slots {n}"));
+    // The per-slot window is what a prompt must fit: it is the chat's window.
+    let window = props.default_generation_settings.and_then(|g| g.n_ctx);
     ModelInfo {
         name: model.to_owned(),
-        context_length: props.default_generation_settings.and_then(|g| g.n_ctx),
+        context_length: window,
+        window,
         capabilities,
         details: ModelDetails {
             format: Some("gguf".into()),
@@ -121,6 +124,7 @@ mod tests {
         let props: Props = serde_json::from_value(props.clone()).unwrap();
         let info = model_info("m", props);
         assert_eq!(info.context_length, context);
+        assert_eq!(info.window, context);
         let got: Vec<&str> = info.capabilities.iter().map(Capability::as_str).collect();
         assert_eq!(got, caps);
     }

@@ -3,6 +3,7 @@
 mod chat;
 mod fixtures;
 mod management;
+mod window;
 
 use std::time::Duration;
 

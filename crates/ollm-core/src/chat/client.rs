@@ -11,10 +11,12 @@ use ollm_types::{Message, ModelInfo, ProviderErrorKind};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::compact::compact_now;
 use super::run::{ChatRun, supervise};
 use super::{ChatConfig, ChatOptions};
+use crate::context::{Compaction, Compactor, ModelSummary, Window, settle_window};
 use crate::strategy::Learned;
-use crate::{History, ProviderAdapter, ToolRegistry};
+use crate::{CoreError, History, ProviderAdapter, ToolRegistry};
 
 /// What a run shares with the client.
 pub(super) struct Shared {
@@ -28,6 +30,8 @@ pub(super) struct Shared {
     /// Models the server refused `think` for.
     pub(super) no_think: Mutex<HashSet<String>>,
     pub(super) run_lock: tokio::sync::Mutex<()>,
+    /// Writes the summaries compaction needs.
+    pub(super) compactor: Mutex<Arc<dyn Compactor>>,
     next_id: AtomicU64,
 }
 
@@ -79,6 +83,7 @@ impl ChatClient {
                 learned: Mutex::new(HashMap::new()),
                 no_think: Mutex::new(HashSet::new()),
                 run_lock: tokio::sync::Mutex::new(()),
+                compactor: Mutex::new(Arc::new(ModelSummary)),
                 next_id: AtomicU64::new(1),
             }),
         }
@@ -168,6 +173,42 @@ impl ChatClient {
     pub async fn model_info(&self) -> Option<ModelInfo> {
         let model = lock(&self.shared.config).model.clone();
         model_info(&self.shared, &model).await
+    }
+
+    /// Replaces what writes compaction's summaries (default: [`ModelSummary`], the same
+    /// model with a fixed prompt).
+    pub fn set_compactor(&self, compactor: Arc<dyn Compactor>) {
+        *lock(&self.shared.compactor) = compactor;
+    }
+
+    /// The context window a run with the configured model uses, and where it came from
+    /// (the per-run overrides of [`ChatOptions`] aside).
+    pub async fn context_window(&self) -> Window {
+        let config = self.config();
+        let info = model_info(&self.shared, &config.model).await;
+        settle_window(
+            &config.context_limits,
+            &config.model,
+            config.options.context_length,
+            info.as_ref(),
+        )
+    }
+
+    /// Compacts the conversation now (`/compact`): the turns between the first user
+    /// message and the recent ones are replaced by a summary the model writes. Waits for
+    /// a running chat to end. Nothing to summarise is an empty [`Compaction`]; a failed
+    /// summary is an error and leaves the history as it was.
+    pub async fn compact(&self) -> Result<Compaction, CoreError> {
+        let _guard = self.shared.run_lock.lock().await;
+        let config = self.config();
+        let window = self.context_window().await;
+        compact_now(
+            &self.shared,
+            &config.model,
+            window.tokens,
+            &config.compaction,
+        )
+        .await
     }
 
     /// Sends `prompt` and runs turns until the model answers without tool calls, the turn

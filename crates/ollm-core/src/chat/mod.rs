@@ -10,10 +10,12 @@
 //! 1. build the request from the history (system prompt, messages, tools as the
 //!    `Strategy` offers them, options; `think` only when the model can think, or when
 //!    its capabilities are unknown);
-//! 2. check its size: the provider's `count_tokens` when it answers, else
-//!    `ceil(chars / 4)` (see [`crate::tokens`] for where the limit comes from); a warning at
-//!    90% or more, and a refusal (an `Error` event of kind `ContextOverflow`) over the
-//!    limit, before anything is sent;
+//! 2. check its size against the window ([`crate::context`] says where the window comes
+//!    from): the provider's `count_tokens` when it answers, else `ceil(chars / 4)`; past
+//!    the compaction threshold (80%) older turns are summarised (or, failing that,
+//!    dropped) and a `Compacted` event says so; a warning at 90% or more, and a refusal
+//!    (an `Error` event of kind `ContextOverflow`) over the window, before anything is
+//!    sent;
 //! 3. stream the reply, forwarding text (through the strategy's display filter), thinking
 //!    and warnings as they arrive and queuing tool calls (`ToolCallStarted` as each
 //!    arrives; calls read from text when the reply ends);
@@ -90,6 +92,7 @@
 
 mod calls;
 mod client;
+mod compact;
 mod guard;
 mod run;
 mod runaway;
@@ -102,6 +105,7 @@ use ollm_types::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::context::{Compaction, CompactionConfig};
 use crate::strategy::{AutoRules, ToolMode};
 use crate::tokens::ContextLimits;
 
@@ -166,6 +170,12 @@ pub enum ChatEvent {
         /// Why, in words for people (`ollm run --verbose` prints it).
         reason: String,
     },
+    /// The history was compacted to fit the context window (before a request, or by
+    /// [`ChatClient::compact`]): older turns replaced by a summary, or dropped.
+    Compacted {
+        /// What was done, with the sizes before and after.
+        compaction: Compaction,
+    },
     /// Something the user should know.
     Warning {
         /// The warning.
@@ -214,6 +224,8 @@ pub struct ChatConfig {
     pub think: Option<Think>,
     /// Context limits per model.
     pub context_limits: ContextLimits,
+    /// When and how the history is compacted.
+    pub compaction: CompactionConfig,
 }
 
 impl Default for ChatConfig {
@@ -229,6 +241,7 @@ impl Default for ChatConfig {
             options: GenerationOptions::default(),
             think: None,
             context_limits: ContextLimits::default(),
+            compaction: CompactionConfig::default(),
         }
     }
 }

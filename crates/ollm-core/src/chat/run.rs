@@ -189,10 +189,14 @@ impl Sink {
         lock(&self.added).extend(messages);
     }
 
-    /// Removes everything this run added (the history was `len` long before it).
-    pub(super) fn unrecord(&self, shared: &Shared, len: usize) {
-        lock(&shared.history).truncate(len);
-        lock(&self.added).clear();
+    /// Removes everything this run added, which is at the end of the history (a
+    /// compaction keeps the newest turn, so this holds after one too).
+    pub(super) fn unrecord(&self, shared: &Shared) {
+        let mut added = lock(&self.added);
+        let mut history = lock(&shared.history);
+        let len = history.len().saturating_sub(added.len());
+        history.truncate(len);
+        added.clear();
     }
 
     /// Sends the last event.

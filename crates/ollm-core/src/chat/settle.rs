@@ -26,6 +26,7 @@ use super::client::{Shared, lock};
 use super::run::Sink;
 use super::{ChatConfig, ChatEvent, ChatOptions};
 use crate::ToolRegistry;
+use crate::context::CompactionConfig;
 use crate::strategy::{Reason, Strategy, ToolMode, capabilities_known};
 use crate::tokens::ContextLimits;
 
@@ -41,6 +42,7 @@ pub(super) struct RunSettings {
     pub(super) options: GenerationOptions,
     pub(super) think: Option<Think>,
     pub(super) limits: ContextLimits,
+    pub(super) compaction: CompactionConfig,
     pub(super) info: Option<ModelInfo>,
     /// The tools that may run (none with tool choice `none`).
     pub(super) tools: Arc<ToolRegistry>,
@@ -106,6 +108,7 @@ impl RunSettings {
             options: generation,
             think: think(shared, config, options, info.as_ref(), sink),
             limits: config.context_limits.clone(),
+            compaction: config.compaction.clone(),
             info,
             tools,
             offered,

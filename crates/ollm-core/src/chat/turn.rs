@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use ollm_types::{
     FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest,
     ToolCall, ToolChoice, Usage, WarningKind,
@@ -22,14 +22,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::calls::{answer_unfinished, execute_all};
 use super::client::{Shared, lock, model_info};
+use super::compact::{Fitted, Room, bound_results, fit};
 use super::guard::{CallMemory, REPEAT_LIMIT, Source};
 use super::run::Sink;
 use super::runaway::RepeatDetector;
 use super::settle::RunSettings;
 use super::{CANCELLED_RESULT, ChatEvent, ChatOptions, STOPPED_RESULT};
-use crate::CoreError;
+use crate::context::settle_window;
 use crate::strategy::{Reason, Strategy, TextFilter, Turn, TurnOutcome};
-use crate::tokens::{Budget, budget, estimate_text, request_text, usage_percent};
 use crate::tool::ToolOutcome;
 
 /// How a turn ended.
@@ -69,7 +69,6 @@ pub(super) async fn run_chat(
         guard = shared.run_lock.lock() => guard,
     };
     let config = lock(&shared.config).clone();
-    let start_len = lock(&shared.history).len();
     let prompt = if options.images.is_empty() {
         Message::user(prompt)
     } else {
@@ -82,7 +81,7 @@ pub(super) async fn run_chat(
         info = model_info(&shared, &config.model) => info,
     };
     let Some(mut settings) = RunSettings::settle(&shared, &config, &options, info, &sink) else {
-        sink.unrecord(&shared, start_len);
+        sink.unrecord(&shared);
         return sink.finish(FinishReason::Error, Usage::default());
     };
     let mut total = Usage::default();
@@ -90,7 +89,7 @@ pub(super) async fn run_chat(
         run_turns(&shared, &mut settings, &cancel, &sink, &mut total).await;
     if reason == FinishReason::Error && recorded_turns == 0 {
         // The failed run recorded no turn: take the prompt back too.
-        sink.unrecord(&shared, start_len);
+        sink.unrecord(&shared);
     }
     sink.finish(reason, total);
 }
@@ -174,15 +173,16 @@ async fn run_turn(
 ) -> Result<TurnEnd, TurnFailure> {
     let Step { cancel, sink, .. } = step;
     let choice = settings.choice_for_turn(memory.any());
-    let request = build_request(shared, settings, &choice);
-    if !check_budget(shared, settings, &request, cancel, sink).await? {
-        return Ok(TurnEnd::Finish(FinishReason::Cancelled));
-    }
+    let (request, room) = match check_budget(shared, settings, &choice, cancel, sink).await {
+        Fitted::Send(request, room) => (request, room),
+        Fitted::Cancelled => return Ok(TurnEnd::Finish(FinishReason::Cancelled)),
+        Fitted::Refused => return Err(TurnFailure::Reported),
+    };
     let mut filter = settings.strategy.text_filter();
     let reply = stream_reply(
         shared,
         settings,
-        request,
+        *request,
         filter.as_mut(),
         cancel,
         sink,
@@ -198,7 +198,8 @@ async fn run_turn(
             });
             Ok(TurnEnd::Finish(FinishReason::Repetition))
         }
-        Streamed::Done(reply) => {
+        Streamed::Done(mut reply) => {
+            reply.room = room;
             let read = Read {
                 reply,
                 choice: &choice,
@@ -226,52 +227,28 @@ fn build_request(shared: &Shared, settings: &RunSettings, choice: &ToolChoice) -
     request
 }
 
-/// Checks the request's size before anything is sent: a warning near the limit, an
-/// error over it. `Ok(false)` when the run was cancelled meanwhile.
+/// Makes the request fit the model's window before anything is sent: the window is
+/// settled here and sent as `options.context_length`; past the threshold the history is
+/// compacted ([`super::compact`]); over the window the request is refused.
 async fn check_budget(
     shared: &Shared,
     settings: &RunSettings,
-    request: &ProviderRequest,
+    choice: &ToolChoice,
     cancel: &CancellationToken,
     sink: &Sink,
-) -> Result<bool, TurnFailure> {
-    let text = request_text(request);
-    let counted = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => return Ok(false),
-        n = std::panic::AssertUnwindSafe(shared.provider.count_tokens(&settings.model, &text))
-            .catch_unwind() => n,
-    };
-    let estimated = match counted {
-        Ok(Ok(Some(n))) => n,
-        _ => estimate_text(&text),
-    };
-    let limit = settings.limits.effective_limit(
+) -> Fitted {
+    let window = settle_window(
+        &settings.limits,
         &settings.model,
         settings.options.context_length,
-        settings.info.as_ref().and_then(|i| i.context_length),
+        settings.info.as_ref(),
     );
-    match budget(estimated, limit) {
-        Budget::Over => {
-            let error = CoreError::ContextOverflow {
-                model: settings.model.clone(),
-                estimated,
-                limit,
-            };
-            sink.error(ProviderErrorKind::ContextOverflow, error.to_string());
-            return Err(TurnFailure::Reported);
-        }
-        Budget::NearLimit => sink.warn(
-            WarningKind::ContextNearLimit,
-            format!(
-                "the request uses about {estimated} of {limit} tokens ({:.0}%) of {}'s context",
-                usage_percent(estimated, limit),
-                settings.model
-            ),
-        ),
-        Budget::Fits => {}
-    }
-    Ok(true)
+    let build = || {
+        let mut request = build_request(shared, settings, choice);
+        request.options.context_length = u32::try_from(window.tokens).ok();
+        request
+    };
+    fit(shared, settings, window, &build, cancel, sink).await
 }
 
 /// A reply as it streamed in.
@@ -284,6 +261,8 @@ struct Reply {
     usage: Usage,
     /// Why the provider ended it.
     finish: Option<FinishReason>,
+    /// How full the request was (bounds the results of its calls).
+    room: Room,
 }
 
 /// How streaming a reply ended.
@@ -496,6 +475,7 @@ async fn conclude(
                 text: raw,
                 calls: &calls,
                 answered: vec![None; calls.len()],
+                room: &reply.room,
             };
             run_calls(shared, settings, memory, planned, &reply.calls, step, sink).await
         }
@@ -509,6 +489,7 @@ async fn conclude(
                 text: &prose,
                 calls: &calls,
                 answered,
+                room: &reply.room,
             };
             run_calls(shared, settings, memory, planned, &reply.calls, step, sink).await
         }
@@ -554,6 +535,8 @@ struct Planned<'a> {
     text: &'a str,
     calls: &'a [ToolCall],
     answered: Vec<Option<ToolOutcome>>,
+    /// How full the request was (bounds the results).
+    room: &'a Room,
 }
 
 /// Announces the calls that were not announced while streaming (those read from text),
@@ -574,6 +557,7 @@ async fn run_calls(
         text,
         calls,
         answered,
+        room,
     } = planned;
     for call in calls.iter().filter(|c| !announced.contains(c)) {
         sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
@@ -608,10 +592,12 @@ async fn run_calls(
         record_calls_unfinished(shared, settings, sink, partial, &results, CANCELLED_RESULT);
         return TurnEnd::Finish(FinishReason::Cancelled);
     }
-    let results: Vec<ToolOutcome> = results
+    let mut results: Vec<ToolOutcome> = results
         .into_iter()
         .map(|r| r.unwrap_or_else(|| ToolOutcome::error("the tool did not run")))
         .collect();
+    let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+    bound_results(&mut results, &names, room, &settings.compaction, sink);
     let stuck = memory.learn(calls, &results);
     let turn = Turn::Calls {
         raw: text,
