@@ -106,6 +106,23 @@ pub fn redact_url(text: &str) -> String {
     out
 }
 
+/// Splits `host:port`, `[v6]:port`, `[v6]`, a bare v6 address or a bare host; the host
+/// comes back without brackets.
+fn split_host_port(hp: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = hp.strip_prefix('[') {
+        return match rest.split_once(']') {
+            Some((h, tail)) => (h, tail.strip_prefix(':')),
+            None => (hp, None),
+        };
+    }
+    match hp.matches(':').count() {
+        0 => (hp, None),
+        1 => hp.split_once(':').map_or((hp, None), |(h, p)| (h, Some(p))),
+        // A bare IPv6 address without brackets has no port.
+        _ => (hp, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -156,22 +173,5 @@ mod tests {
             let without_tail = redacted.replace(&after, "").replace(&before, "");
             prop_assert!(!without_tail.contains(&key), "{}", redacted);
         }
-    }
-}
-
-/// Splits `host:port`, `[v6]:port`, `[v6]`, a bare v6 address or a bare host; the host
-/// comes back without brackets.
-fn split_host_port(hp: &str) -> (&str, Option<&str>) {
-    if let Some(rest) = hp.strip_prefix('[') {
-        return match rest.split_once(']') {
-            Some((h, tail)) => (h, tail.strip_prefix(':')),
-            None => (hp, None),
-        };
-    }
-    match hp.matches(':').count() {
-        0 => (hp, None),
-        1 => hp.split_once(':').map_or((hp, None), |(h, p)| (h, Some(p))),
-        // A bare IPv6 address without brackets has no port.
-        _ => (hp, None),
     }
 }
