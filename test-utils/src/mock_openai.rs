@@ -182,11 +182,24 @@ struct Shared {
     tokenizer: Mutex<Tokenizer>,
     /// Chat bodies that ended, completed or dropped (the client went away).
     bodies_ended: Mutex<usize>,
+    /// How a request with `tools` is refused, when the server is started without tools.
+    refuse_tools: Mutex<Option<ToolsOff>>,
     body_ended: Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A server started without native tool support: a request with `tools` is refused the
+/// way that server refuses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolsOff {
+    /// llama-server without `--jinja`: 500 "tools param requires --jinja flag".
+    LlamaWithoutJinja,
+    /// vLLM without `--enable-auto-tool-choice --tool-call-parser`: 400 with its
+    /// top-level `{"object": "error", ...}` body.
+    VllmWithoutAutoToolChoice,
 }
 
 /// A running mock server; it stops when dropped.
@@ -240,6 +253,12 @@ impl MockOpenAi {
     /// `default_generation_settings.n_ctx`, `chat_template_caps`, `modalities`).
     pub fn set_props(&self, props: Value) {
         *lock(&self.shared.props) = Some(props);
+    }
+
+    /// Refuses requests with `tools` as the server started without tool support does;
+    /// other requests are answered from the script as usual.
+    pub fn refuse_tools(&self, how: ToolsOff) {
+        *lock(&self.shared.refuse_tools) = Some(how);
     }
 
     /// Chooses the tokenizer dialect.
@@ -343,11 +362,18 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         Err(e) => return error_response(StatusCode::BAD_REQUEST, &e.to_string()),
     };
     let problems = validate_chat_body(&body);
+    let has_tools = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty());
     lock(&shared.requests).push(body);
     if !problems.is_empty() {
         let text = problems.join("; ");
         lock(&shared.violations).extend(problems);
         return error_response(StatusCode::BAD_REQUEST, &text);
+    }
+    if let (true, Some(how)) = (has_tools, *lock(&shared.refuse_tools)) {
+        return tools_refusal(how);
     }
     let Some(reply) = lock(&shared.replies).pop_front() else {
         return error_response(StatusCode::INTERNAL_SERVER_ERROR, "no scripted reply left");
@@ -366,6 +392,30 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             response
         }
         Reply::Sse(script) => sse_response(shared, script),
+    }
+}
+
+/// The refusal of a request with `tools` by a server started without tool support.
+fn tools_refusal(how: ToolsOff) -> Response {
+    match how {
+        ToolsOff::LlamaWithoutJinja => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(json!({"error": {"code": 500,
+                "message": "tools param requires --jinja flag", "type": "server_error"}})),
+        )
+            .into_response(),
+        ToolsOff::VllmWithoutAutoToolChoice => (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({
+                "object": "error",
+                "message": "\"auto\" tool choice requires --enable-auto-tool-choice and \
+                            --tool-call-parser to be set",
+                "type": "BadRequestError",
+                "param": null,
+                "code": 400
+            })),
+        )
+            .into_response(),
     }
 }
 

@@ -82,6 +82,12 @@ pub enum BridgeError {
         /// The cap in bytes.
         limit: usize,
     },
+    /// One server-sent event's data grew past the cap without the event ending.
+    #[error("an event from the server exceeded {limit} bytes")]
+    EventTooLarge {
+        /// The cap in bytes.
+        limit: usize,
+    },
     /// The body ended before the protocol's final message.
     #[error("the reply ended early: {message}")]
     Incomplete {
@@ -99,14 +105,40 @@ pub enum BridgeError {
 impl BridgeError {
     /// Whether sending the same request again could succeed: connection failures and the
     /// statuses 408, 409, 429 and 5xx (but 501). Timeouts are not retried: a model that
-    /// is still loading would be asked to load again.
+    /// is still loading would be asked to load again; nor is a server's refusal of tools
+    /// (llama-server answers it with a 500).
     pub fn is_retryable(&self) -> bool {
         match self {
             BridgeError::Connect { .. } => true,
-            BridgeError::Http { status, .. } => {
+            BridgeError::Http { status, .. } if self.tools_refusal().is_none() => {
                 matches!(status, 408 | 409 | 429) || (*status >= 500 && *status != 501)
             }
             _ => false,
+        }
+    }
+
+    /// When this is an OpenAI-compatible server refusing the request's `tools` because it
+    /// was started without tool support: the hint naming the server flags that enable it.
+    /// llama-server without `--jinja` says "tools param requires --jinja flag"; vLLM
+    /// without `--enable-auto-tool-choice --tool-call-parser` answers 400 naming both.
+    pub fn tools_refusal(&self) -> Option<&'static str> {
+        let BridgeError::Http { body, message, .. } = self else {
+            return None;
+        };
+        let said = |text: &str| body.contains(text) || message.contains(text);
+        if said("requires --jinja") {
+            Some(
+                "llama-server offers native tool calls only when started with --jinja \
+                 (restart it with --jinja); until then ollm describes the tools in the prompt",
+            )
+        } else if said("--enable-auto-tool-choice") || said("--tool-call-parser") {
+            Some(
+                "vLLM offers native tool calls only when started with \
+                 --enable-auto-tool-choice --tool-call-parser <parser> (hermes for Qwen); \
+                 until then ollm describes the tools in the prompt",
+            )
+        } else {
+            None
         }
     }
 
@@ -141,9 +173,9 @@ impl From<BridgeError> for ProviderError {
             }
             BridgeError::Timeout { .. } => (ProviderErrorKind::Timeout, None),
             BridgeError::Http { status, .. } => (status_kind(*status), Some(*status)),
-            BridgeError::Decode { .. } | BridgeError::LineTooLong { .. } => {
-                (ProviderErrorKind::Protocol, None)
-            }
+            BridgeError::Decode { .. }
+            | BridgeError::LineTooLong { .. }
+            | BridgeError::EventTooLarge { .. } => (ProviderErrorKind::Protocol, None),
             BridgeError::Incomplete { .. } => (ProviderErrorKind::IncompleteStream, None),
             BridgeError::InStream { .. } => (ProviderErrorKind::Server, None),
         };
@@ -192,6 +224,13 @@ mod tests {
         for s in [400, 401, 403, 404, 422, 501] {
             assert!(!http(s).is_retryable(), "{s}");
         }
+        let refusal = BridgeError::Http {
+            status: 500,
+            message: "tools param requires --jinja flag".into(),
+            body: String::new(),
+            retry_after: None,
+        };
+        assert!(!refusal.is_retryable());
     }
 
     #[test]

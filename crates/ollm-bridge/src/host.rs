@@ -30,7 +30,7 @@ pub(crate) struct Defaults {
 pub(crate) fn parse(value: &str, defaults: Defaults) -> Result<String, BridgeError> {
     let value = value.trim();
     let invalid = |message: &str| BridgeError::InvalidUrl {
-        url: value.to_owned(),
+        url: redact_url(value),
         message: message.to_owned(),
     };
     if value.chars().any(char::is_whitespace) {
@@ -45,6 +45,12 @@ pub(crate) fn parse(value: &str, defaults: Defaults) -> Result<String, BridgeErr
     let (hostport, path) = match rest.split_once('/') {
         Some((hp, path)) => (hp, path.trim_end_matches('/')),
         None => (rest, ""),
+    };
+    // Credentials (`user:key@host`) are kept for the transport, which sends them as basic
+    // authentication and never prints them.
+    let (userinfo, hostport) = match hostport.rsplit_once('@') {
+        Some((info, hp)) => (format!("{info}@"), hp),
+        None => (String::new(), hostport),
     };
     let (host, port) = split_host_port(hostport);
     let host = match host {
@@ -71,10 +77,33 @@ pub(crate) fn parse(value: &str, defaults: Defaults) -> Result<String, BridgeErr
         path
     };
     Ok(if path.is_empty() {
-        format!("{scheme}://{host}{port}")
+        format!("{scheme}://{userinfo}{host}{port}")
     } else {
-        format!("{scheme}://{host}{port}/{path}")
+        format!("{scheme}://{userinfo}{host}{port}/{path}")
     })
+}
+
+/// `text` with the credentials of every URL in it (`scheme://user:key@host`) replaced by
+/// `***`: for anything printed (errors, `ollm config show`, logs).
+pub fn redact_url(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let authority_end = tail
+            .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace())
+            .unwrap_or(tail.len());
+        match tail[..authority_end].rfind('@') {
+            Some(userinfo_end) => {
+                out.push_str("***");
+                rest = &tail[userinfo_end..];
+            }
+            None => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Splits `host:port`, `[v6]:port`, `[v6]`, a bare v6 address or a bare host; the host
@@ -91,5 +120,58 @@ fn split_host_port(hp: &str) -> (&str, Option<&str>) {
         1 => hp.split_once(':').map_or((hp, None), |(h, p)| (h, Some(p))),
         // A bare IPv6 address without brackets has no port.
         _ => (hp, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn credentials_are_kept_for_sending_and_redacted_for_printing() {
+        let defaults = Defaults {
+            port: Some(11434),
+            path: "",
+        };
+        assert_eq!(
+            parse("http://user:sk-1@h:8080/v1", defaults).unwrap(),
+            "http://user:sk-1@h:8080/v1"
+        );
+        assert_eq!(
+            parse("user:sk-1@h", defaults).unwrap(),
+            "http://user:sk-1@h:11434"
+        );
+        let bad = parse("ftp://user:sk-1@h", defaults).unwrap_err();
+        assert!(!bad.to_string().contains("sk-1"), "{bad}");
+        for (text, want) in [
+            ("http://user:sk-1@h:1/v1", "http://***@h:1/v1"),
+            (
+                "could not connect to https://k@h/x: refused",
+                "could not connect to https://***@h/x: refused",
+            ),
+            ("http://h:1/a@b", "http://h:1/a@b"),
+            ("no url", "no url"),
+            ("a://x@y b://z@w", "a://***@y b://***@w"),
+        ] {
+            assert_eq!(redact_url(text), want, "{text}");
+        }
+    }
+
+    proptest! {
+        /// Whatever the surrounding text, a key in a URL's userinfo is not printed.
+        #[test]
+        fn a_key_in_a_url_never_survives_redaction(
+            before in "[ -~]{0,20}",
+            key in "[A-Za-z0-9_-]{8,20}",
+            host in "[a-z0-9.]{1,12}",
+            after in "[ -~]{0,20}",
+        ) {
+            let text = format!("{before} http://user:{key}@{host}:8080/v1 {after}");
+            let redacted = redact_url(&text);
+            let without_tail = redacted.replace(&after, "").replace(&before, "");
+            prop_assert!(!without_tail.contains(&key), "{}", redacted);
+        }
     }
 }

@@ -38,11 +38,13 @@ mod host;
 pub mod lines;
 pub mod ollama;
 pub mod openai;
+mod repair;
 mod retrying;
 mod shell;
 pub mod transport;
 
 pub use error::{BridgeError, TimeoutPhase, status_kind};
+pub use host::redact_url;
 pub use lines::LineSplitter;
 pub use ollama::{OllamaConfig, OllamaProvider};
 pub use openai::{OpenAiConfig, OpenAiProvider};

@@ -91,6 +91,11 @@ impl LineSplitter {
         (!rest.is_empty()).then_some(rest)
     }
 
+    /// The cap on one line, in bytes.
+    pub fn max_line(&self) -> usize {
+        self.max_line
+    }
+
     /// Bytes held that do not form a complete line yet.
     pub fn pending(&self) -> usize {
         self.buf.len() - self.start

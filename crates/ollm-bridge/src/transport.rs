@@ -88,14 +88,55 @@ impl RetryPolicy {
     }
 }
 
-/// Parses a `Retry-After` value: delta-seconds or an HTTP date (relative to `now`).
+impl RetryPolicy {
+    /// `error` as it is given up on: a server that asked for a longer wait than
+    /// [`RetryPolicy::max_retry_after`] is named with its wait, so the user knows why
+    /// ollm did not try again.
+    pub fn explain(&self, mut error: BridgeError) -> BridgeError {
+        if let BridgeError::Http {
+            message,
+            retry_after: Some(asked),
+            ..
+        } = &mut error
+        {
+            if *asked > self.max_retry_after {
+                message.push_str(&format!(
+                    " (the server asked to wait {:.0} s, longer than the {:.0} s ollm waits; \
+                     try again later)",
+                    asked.as_secs_f64(),
+                    self.max_retry_after.as_secs_f64()
+                ));
+            }
+        }
+        error
+    }
+}
+
+/// Parses a `Retry-After` value: delta-seconds (fractions too, as some servers send
+/// them) or an HTTP date (relative to `now`).
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if let Ok(secs) = value.parse::<u64>() {
         return Some(Duration::from_secs(secs));
     }
+    if value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return value
+            .parse::<f64>()
+            .ok()
+            .and_then(|s| Duration::try_from_secs_f64(s).ok());
+    }
     let when = httpdate::parse_http_date(value).ok()?;
     Some(when.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// The wait a response asks for: `retry-after-ms` (milliseconds, as OpenAI-compatible
+/// servers send it) when present and valid, else `Retry-After`.
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let ms = text("retry-after-ms")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .and_then(|ms| Duration::try_from_secs_f64(ms / 1000.0).ok());
+    ms.or_else(|| text(RETRY_AFTER.as_str()).and_then(|v| parse_retry_after(v, now)))
 }
 
 /// A secret (an API key): never shown by `Debug`.
@@ -204,7 +245,11 @@ impl RequestSpec {
 #[derive(Debug, Clone)]
 pub struct Transport {
     client: reqwest::Client,
+    /// The base URL without credentials: what errors and hints print.
     base: String,
+    /// Credentials the address carried (`http://user:key@host`), sent as basic
+    /// authentication.
+    basic: Option<(String, Secret)>,
     config: HttpConfig,
 }
 
@@ -213,10 +258,18 @@ impl Transport {
     /// such as `/v1`).
     pub fn new(base_url: &str, config: HttpConfig) -> Result<Self, BridgeError> {
         let invalid = |message: String| BridgeError::InvalidUrl {
-            url: base_url.to_owned(),
+            url: crate::redact_url(base_url),
             message,
         };
-        let url = Url::parse(base_url).map_err(|e| invalid(e.to_string()))?;
+        let mut url = Url::parse(base_url).map_err(|e| invalid(e.to_string()))?;
+        let basic = (!url.username().is_empty() || url.password().is_some()).then(|| {
+            let user = percent_decode(url.username());
+            let key = percent_decode(url.password().unwrap_or_default());
+            (user, Secret::new(key))
+        });
+        // Cannot fail for http(s) URLs, which have a host.
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
         if !matches!(url.scheme(), "http" | "https") {
             return Err(invalid(format!("unsupported scheme {:?}", url.scheme())));
         }
@@ -244,7 +297,8 @@ impl Transport {
         let client = builder.build().map_err(|e| invalid(e.to_string()))?;
         Ok(Transport {
             client,
-            base: base_url.trim_end_matches('/').to_owned(),
+            base: url.as_str().trim_end_matches('/').to_owned(),
+            basic,
             config,
         })
     }
@@ -264,6 +318,9 @@ impl Transport {
     pub async fn send_once(&self, spec: &RequestSpec) -> Result<reqwest::Response, BridgeError> {
         let url = format!("{}{}", self.base, spec.path);
         let mut request = self.client.request(spec.method.clone(), &url);
+        if let Some((user, key)) = &self.basic {
+            request = request.basic_auth(user, Some(key.expose()));
+        }
         if let Some(body) = &spec.body {
             request = request
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -283,11 +340,7 @@ impl Transport {
         if status.is_success() {
             return Ok(response);
         }
-        let retry_after = response
-            .headers()
-            .get(RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, SystemTime::now()));
+        let retry_after = retry_after(response.headers(), SystemTime::now());
         let body = read_capped(response, MAX_ERROR_BODY, self.config.idle_timeout)
             .await
             .unwrap_or_default();
@@ -320,7 +373,7 @@ impl Transport {
                             tokio::time::sleep(delay).await;
                         }
                         None => {
-                            yield Attempt::Failed(error);
+                            yield Attempt::Failed(this.config.retry.explain(error));
                             return;
                         }
                     },
@@ -418,14 +471,16 @@ async fn read_capped(
     }
 }
 
-/// The message in an error body: Ollama's `{"error": "..."}` or OpenAI's
-/// `{"error": {"message": "..."}}`; `None` when the body is neither.
+/// The message in an error body: Ollama's `{"error": "..."}`, OpenAI's
+/// `{"error": {"message": "..."}}` or vLLM's older `{"object": "error", "message": ...}`;
+/// `None` when the body is none of these.
 pub fn server_message(body: &str) -> Option<String> {
     let value: serde_json::Value = serde_json::from_str(body).ok()?;
-    match value.get("error")? {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Object(o) => o.get("message")?.as_str().map(str::to_owned),
-        _ => None,
+    match value.get("error") {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(serde_json::Value::Object(o)) => o.get("message")?.as_str().map(str::to_owned),
+        Some(_) => None,
+        None => value.get("message")?.as_str().map(str::to_owned),
     }
 }
 
@@ -434,9 +489,39 @@ pub fn is_loopback(url: &Url) -> bool {
     match url.host() {
         Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(ip)) => ip.is_loopback() || ip.is_unspecified(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback() || ip.is_unspecified(),
+        Some(url::Host::Ipv6(ip)) => {
+            ip.is_loopback()
+                || ip.is_unspecified()
+                || ip
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| v4.is_loopback() || v4.is_unspecified())
+        }
         None => false,
     }
+}
+
+/// A URL's userinfo part, percent-decoded (as typed in the address).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// An error and its sources on one line (reqwest's top-level text alone says little).
@@ -467,6 +552,35 @@ mod tests {
         let earlier = httpdate::fmt_http_date(now - Duration::from_secs(30));
         assert_eq!(parse_retry_after(&earlier, now), Some(Duration::ZERO));
         assert_eq!(parse_retry_after("soon", now), None);
+        // Issue 12: fractions were ignored (a 1.5 s request retried after 0.24 s).
+        assert_eq!(
+            parse_retry_after("1.5", now),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(parse_retry_after("-1", now), None);
+        let headers = |pairs: &[(&'static str, &str)]| {
+            let mut map = HeaderMap::new();
+            for (k, v) in pairs {
+                map.insert(*k, HeaderValue::from_str(v).unwrap());
+            }
+            map
+        };
+        let check = |pairs: &[(&'static str, &str)], want: Option<Duration>| {
+            assert_eq!(retry_after(&headers(pairs), now), want, "{pairs:?}");
+        };
+        check(
+            &[("retry-after-ms", "1500")],
+            Some(Duration::from_millis(1500)),
+        );
+        check(
+            &[("retry-after-ms", "250.5"), ("retry-after", "9")],
+            Some(Duration::from_micros(250_500)),
+        );
+        check(
+            &[("retry-after-ms", "x"), ("retry-after", "2")],
+            Some(Duration::from_secs(2)),
+        );
+        check(&[], None);
     }
 
     fn http(status: u16, retry_after: Option<Duration>) -> BridgeError {
@@ -504,6 +618,15 @@ mod tests {
         let at_cap = policy.delay(0, &http(429, Some(policy.max_retry_after)));
         assert_eq!(at_cap, Some(policy.max_retry_after));
         assert_eq!(policy.delay(0, &http(404, None)), None);
+        let explained = policy.explain(http(429, Some(Duration::from_secs(3600))));
+        assert!(
+            explained.to_string().contains("asked to wait 3600 s"),
+            "{explained}"
+        );
+        assert_eq!(
+            policy.explain(http(429, Some(Duration::from_secs(3)))),
+            http(429, Some(Duration::from_secs(3)))
+        );
         assert_eq!(policy.delay(10, &http(503, None)), None);
     }
 
@@ -513,6 +636,8 @@ mod tests {
             ("http://127.0.0.1:11434", true),
             ("http://localhost:8080/v1", true),
             ("http://[::1]:1", true),
+            ("http://[::ffff:127.0.0.1]:8080", true),
+            ("http://[::ffff:10.0.0.2]:8080", false),
             ("http://0.0.0.0:11434", true),
             ("http://example.com", false),
             ("http://10.0.0.2:11434", false),
@@ -532,6 +657,11 @@ mod tests {
             Some("bad")
         );
         assert_eq!(server_message("oops"), None);
+        assert_eq!(
+            server_message(r#"{"object":"error","message":"no","type":"BadRequestError"}"#)
+                .as_deref(),
+            Some("no")
+        );
     }
 
     #[test]
@@ -541,5 +671,42 @@ mod tests {
             ..HttpConfig::default()
         };
         assert!(!format!("{config:?}").contains("sk-123"));
+    }
+
+    #[tokio::test]
+    async fn credentials_in_the_address_are_sent_but_never_printed() {
+        // Issue 12: `http://user:key@host` was printed in errors. Port 9 on loopback
+        // refuses the connection, so the error path runs without a server.
+        let transport = Transport::new(
+            "http://me:sk-canary%2Fx@127.0.0.1:9/v1",
+            HttpConfig {
+                retry: RetryPolicy::none(),
+                ..HttpConfig::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(transport.base_url(), "http://127.0.0.1:9/v1");
+        assert_eq!(
+            transport
+                .basic
+                .as_ref()
+                .map(|(u, k)| (u.as_str(), k.expose())),
+            Some(("me", "sk-canary/x"))
+        );
+        assert!(!format!("{transport:?}").contains("sk-canary"));
+        let error = transport
+            .send_once(&RequestSpec::get("/models"))
+            .await
+            .unwrap_err();
+        assert!(matches!(error, BridgeError::Connect { .. }), "{error:?}");
+        assert!(
+            !format!("{error} {error:?}").contains("sk-canary"),
+            "{error}"
+        );
+        let invalid = Transport::new("ftp://me:sk-canary@h", HttpConfig::default()).unwrap_err();
+        assert!(
+            !format!("{invalid} {invalid:?}").contains("sk-canary"),
+            "{invalid}"
+        );
     }
 }

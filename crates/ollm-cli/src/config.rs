@@ -3,11 +3,17 @@
 //! [`settle`] is a pure function of the parsed flags, a snapshot of the environment
 //! ([`Env`]) and the file's text, so precedence is tested without touching the process
 //! environment. The commands only ever see [`Settings`].
+//!
+//! Secrets: the API key is an `ollm_bridge::Secret` (no `Debug` or `Display` shows it);
+//! credentials in an address (`http://user:key@host`) stay only in
+//! `ProviderSettings::address` (a `Secret`, for connecting), while `base_url`, which
+//! everything prints, has them redacted to `***@`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ollm_bridge::{Secret, redact_url};
 use serde::{Deserialize, Serialize};
 
 use crate::args::GlobalArgs;
@@ -126,15 +132,18 @@ pub(crate) struct ProviderSettings {
     pub(crate) name: String,
     /// The backend.
     pub(crate) kind: ProviderKind,
-    /// The normalised base URL (scheme, host, port and, for OpenAI, the `/v1` path).
+    /// The normalised base URL (scheme, host, port and, for OpenAI, the `/v1` path), as
+    /// printed: credentials in the address (`user:key@`) are redacted to `***@`.
     pub(crate) base_url: String,
     /// The address as given ended in `/v1`: an OpenAI-style address (a mix-up when the
     /// provider is Ollama; see `errors::looks_openai`).
     pub(crate) v1_address: bool,
+    /// The normalised base URL with its credentials, for connecting only.
+    pub(crate) address: Secret,
     /// The variable the API key came from.
     pub(crate) api_key_env: Option<String>,
-    /// The API key.
-    pub(crate) api_key: Option<String>,
+    /// The API key (a [`Secret`]: no `Debug` or `Display` shows it).
+    pub(crate) api_key: Option<Secret>,
     /// The provider's default model.
     pub(crate) default_model: Option<String>,
     /// The context window to ask for.
@@ -276,8 +285,12 @@ pub(crate) fn settle(
             ProviderKind::Ollama => DEFAULT_OLLAMA.to_owned(),
             ProviderKind::Openai => DEFAULT_OPENAI.to_owned(),
         });
-    let base_url = normalise_host(&raw_host, entry.kind)
-        .ok_or_else(|| CliError::Usage(format!("not a usable server address: {raw_host:?}")))?;
+    let address = normalise_host(&raw_host, entry.kind).ok_or_else(|| {
+        CliError::Usage(format!(
+            "not a usable server address: {:?}",
+            redact_url(&raw_host)
+        ))
+    })?;
 
     let api_key = entry
         .api_key_env
@@ -287,13 +300,15 @@ pub(crate) fn settle(
                 .ok()
                 .or_else(|| env.get(var).map(str::to_owned))
         })
-        .filter(|k| !k.is_empty());
+        .filter(|k| !k.is_empty())
+        .map(Secret::new);
 
     let provider = ProviderSettings {
         name,
         kind: entry.kind,
-        base_url,
         v1_address: raw_host.trim().trim_end_matches('/').ends_with("/v1"),
+        base_url: redact_url(&address),
+        address: Secret::new(address),
         api_key_env: entry.api_key_env.clone(),
         api_key,
         default_model: entry.default_model.clone(),
@@ -409,7 +424,7 @@ pub(crate) fn render_settings(s: &Settings) -> String {
     if let Some(var) = &p.api_key_env {
         out.push_str(&format!(
             "api_key_env = {var:?}  # {}\n",
-            mask(p.api_key.as_deref())
+            mask(p.api_key.as_ref().map(Secret::expose))
         ));
     }
     if let Some(m) = &p.default_model {
@@ -578,9 +593,13 @@ api_key_env = "OLLM_TEST_LAB_KEY"
         let file = Some(parse_file(FILE).unwrap());
         let env = Env::from_pairs(&[("OLLM_TEST_LAB_KEY", "sk-secret-value")]);
         let s = settle(&flags(None, None), &env, "c".into(), file).unwrap();
-        assert_eq!(s.provider.api_key.as_deref(), Some("sk-secret-value"));
+        assert_eq!(
+            s.provider.api_key.as_ref().map(Secret::expose),
+            Some("sk-secret-value")
+        );
         let shown = render_settings(&s);
         assert!(!shown.contains("sk-secret-value"));
+        assert!(!format!("{s:?}").contains("sk-secret-value"));
         assert!(shown.contains("OLLM_TEST_LAB_KEY"));
     }
 
@@ -600,6 +619,32 @@ api_key_env = "OLLM_TEST_LAB_KEY"
             let parsed: Result<toml::Value, _> = toml::from_str(&shown);
             assert!(parsed.is_ok(), "{parsed:?}\n{shown}");
         }
+    }
+
+    #[test]
+    fn credentials_in_the_host_are_kept_for_connecting_and_never_shown() {
+        // Issue 12: `http://user:key@host` was printed by `config show` and in errors.
+        let env = Env::default();
+        let host = "http://me:sk-host-canary@127.0.0.1:8080";
+        let s = settle(&flags(Some("openai"), Some(host)), &env, "c".into(), None).unwrap();
+        assert_eq!(
+            s.provider.address.expose(),
+            "http://me:sk-host-canary@127.0.0.1:8080/v1"
+        );
+        assert_eq!(s.provider.base_url, "http://***@127.0.0.1:8080/v1");
+        assert!(!render_settings(&s).contains("sk-host-canary"));
+        assert!(!format!("{s:?}").contains("sk-host-canary"));
+        let bad = settle(
+            &flags(Some("openai"), Some("ftp://me:sk-host-canary@h")),
+            &env,
+            "c".into(),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            !format!("{bad} {bad:?}").contains("sk-host-canary"),
+            "{bad}"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use ollm_bridge::{
-    BridgeError, HttpConfig, OllamaConfig, OllamaProvider, OpenAiConfig, OpenAiProvider, Secret,
+    BridgeError, HttpConfig, OllamaConfig, OllamaProvider, OpenAiConfig, OpenAiProvider,
 };
 use ollm_core::ProviderAdapter;
 
@@ -17,19 +17,19 @@ pub(crate) fn connect(settings: &ProviderSettings) -> Result<Arc<dyn ProviderAda
     let http = HttpConfig {
         connect_timeout: settings.connect_timeout,
         idle_timeout: settings.idle_timeout,
-        api_key: settings.api_key.clone().map(Secret::new),
+        api_key: settings.api_key.clone(),
         ..HttpConfig::default()
     };
     let built: Result<Arc<dyn ProviderAdapter>, BridgeError> = match settings.kind {
         ProviderKind::Ollama => OllamaProvider::new(OllamaConfig {
-            base_url: settings.base_url.clone(),
+            base_url: settings.address.expose().to_owned(),
             num_ctx: settings.context_length,
             http,
             ..OllamaConfig::default()
         })
         .map(|p| Arc::new(p) as Arc<dyn ProviderAdapter>),
         ProviderKind::Openai => {
-            let mut config = OpenAiConfig::new(settings.base_url.clone());
+            let mut config = OpenAiConfig::new(settings.address.expose());
             config.api_key_env = settings.api_key_env.clone();
             config.http = http;
             OpenAiProvider::new(config).map(|p| Arc::new(p) as Arc<dyn ProviderAdapter>)

@@ -18,18 +18,21 @@ use serde_json::{Map, Value};
 use super::truncation::{TruncationCheck, truncation_warning};
 use super::wire::{ChatLine, WireToolCallIn};
 use crate::lines::DEFAULT_MAX_LINE;
+use crate::repair::Offered;
 use crate::shell::{Decoder, partial};
 use crate::{BridgeError, LineSplitter};
 
 /// How much of a malformed line an error keeps.
 const LINE_IN_ERROR: usize = 200;
 
-/// Mints ids for tool calls the server sent without one: a per-stream random prefix and a
-/// counter, so ids are unique within a conversation and across streams.
+/// Names tool calls: mints ids for calls the server sent without one (a per-stream random
+/// prefix and a counter, so ids are unique within a conversation and across streams), and
+/// brings call names back to the offered tools (see `repair`).
 #[derive(Debug)]
 struct IdMint {
     prefix: String,
     next: u64,
+    offered: Offered,
 }
 
 impl IdMint {
@@ -74,6 +77,7 @@ impl NdjsonDecoder {
             ids: IdMint {
                 prefix: format!("call_{:08x}_", fastrand::u32(..)),
                 next: 0,
+                offered: Offered::default(),
             },
             seen: Seen::default(),
             check,
@@ -90,6 +94,13 @@ impl NdjsonDecoder {
     /// The same decoder minting ids `<prefix>1`, `<prefix>2`, ... (for tests).
     pub fn with_id_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.ids.prefix = prefix.into();
+        self
+    }
+
+    /// The same decoder bringing tool-call names back to the tools the request offered
+    /// (a different case, a `functions.` prefix or a `:N` suffix).
+    pub fn with_tools(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.ids.offered = Offered::new(names);
         self
     }
 
@@ -170,8 +181,16 @@ impl Decoder for NdjsonDecoder {
             return;
         }
         if let Some(line) = self.lines.finish() {
+            let cut = cut_mid_json(line);
             if let Err(e) = decode_line(line, &mut self.seen, &mut self.ids, self.check, out) {
-                return end_with(&mut self.seen, e.into(), out);
+                // A last line that is the start of a JSON value was cut by the end of the
+                // body: the reply is incomplete, not malformed.
+                let error = if cut {
+                    incomplete(&self.seen)
+                } else {
+                    e.into()
+                };
+                return end_with(&mut self.seen, error, out);
             }
         }
         if !self.seen.ended {
@@ -214,6 +233,11 @@ fn incomplete(seen: &Seen) -> ProviderError {
             seen.text_chars, seen.calls
         ),
     })
+}
+
+/// Whether `line` is a JSON text that ended before it was complete.
+fn cut_mid_json(line: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err_and(|e| e.is_eof())
 }
 
 fn protocol(line: &[u8], message: impl std::fmt::Display) -> BridgeError {
@@ -307,8 +331,13 @@ fn tool_call(call: WireToolCallIn, ids: &mut IdMint, out: &mut Vec<ProviderEvent
         Some(id) if !id.is_empty() => id,
         _ => ids.mint(),
     };
-    let name = call.function.name;
-    let arguments = match call.function.arguments {
+    // A flat call (`name` and `arguments` beside `id`, no `function`) is the same call.
+    let (name, arguments) = match call.function {
+        Some(function) => (function.name, function.arguments),
+        None => (call.name.unwrap_or_default(), call.arguments),
+    };
+    let name = ids.offered.normalise(name);
+    let arguments = match arguments {
         Value::Object(map) => Ok(map),
         Value::Null => Ok(Map::new()),
         Value::String(s) if s.trim().is_empty() => Ok(Map::new()),
@@ -554,6 +583,7 @@ mod tests {
         let mut ids = IdMint {
             prefix: "m".into(),
             next: 0,
+            offered: Offered::default(),
         };
         let decoded = decode_line(
             b"not json",
@@ -610,6 +640,80 @@ mod tests {
                 ]
             ),
             "{events:?}"
+        );
+    }
+
+    #[test]
+    fn wire_repair_table() {
+        let call = |id: &str, name: &str, args: Value| ProviderEvent::ToolCall {
+            call: ToolCall::new(id, name, args).unwrap(),
+        };
+        let decode = |calls: Value| {
+            let body = format!(
+                "{}\n{}\n",
+                json!({"message":{"role":"assistant","content":"","tool_calls":calls},"done":false}),
+                json!({"done":true,"done_reason":"stop"})
+            );
+            let mut d = NdjsonDecoder::new(None)
+                .with_id_prefix("m")
+                .with_tools(["read_file".to_owned(), "list_dir".to_owned()]);
+            let mut out = Vec::new();
+            d.push(body.as_bytes(), &mut out);
+            d.finish(&mut out);
+            out.retain(|e| {
+                matches!(
+                    e,
+                    ProviderEvent::ToolCall { .. } | ProviderEvent::Error { .. }
+                )
+            });
+            out
+        };
+        let cases: Vec<(&str, Value, Vec<ProviderEvent>)> = vec![
+            (
+                "flat call without function (was a protocol error)",
+                json!([{"name":"read_file","arguments":{"path":"a"}}]),
+                vec![call("m1", "read_file", json!({"path":"a"}))],
+            ),
+            (
+                "flat call with string arguments and an id",
+                json!([{"id":"c","type":"function","name":"list_dir","arguments":"{\"dir\":\".\"}"}]),
+                vec![call("c", "list_dir", json!({"dir":"."}))],
+            ),
+            (
+                "string arguments, no type, no id",
+                json!([{"function":{"name":"read_file","arguments":"{\"path\":\"b\"}"}}]),
+                vec![call("m1", "read_file", json!({"path":"b"}))],
+            ),
+            (
+                "names off by case, prefix and index",
+                json!([
+                    {"function":{"name":"functions.read_file","arguments":{}}},
+                    {"function":{"name":"LIST_DIR:3","arguments":{}}},
+                    {"function":{"name":"rm_rf","arguments":{}}}
+                ]),
+                vec![
+                    call("m1", "read_file", json!({})),
+                    call("m2", "list_dir", json!({})),
+                    call("m3", "rm_rf", json!({})),
+                ],
+            ),
+        ];
+        for (what, calls, want) in cases {
+            assert_eq!(decode(calls), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_body_cut_mid_json_is_incomplete_not_protocol() {
+        let cut = "{\"message\":{\"content\":\"a\"},\"done\":false}\n{\"message\":{\"cont";
+        assert_eq!(
+            kind(&decode(cut, None)),
+            Some(ProviderErrorKind::IncompleteStream)
+        );
+        // A complete but wrong last line stays a protocol error.
+        assert_eq!(
+            kind(&decode("{\"done\":false}\nnot json", None)),
+            Some(ProviderErrorKind::Protocol)
         );
     }
 }

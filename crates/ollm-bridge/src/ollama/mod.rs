@@ -320,7 +320,9 @@ fn chat_stream(inner: Arc<Inner>, req: ProviderRequest) -> ProviderStream {
             fresh: truncation::is_calibration_sample(&req),
         };
         let spec = RequestSpec { method: Method::POST, path: "/api/chat".into(), body: Some(body) };
-        let decoder = NdjsonDecoder::new(Some(check)).with_max_line(inner.config.max_line);
+        let decoder = NdjsonDecoder::new(Some(check))
+            .with_max_line(inner.config.max_line)
+            .with_tools(req.tools.iter().map(|t| t.name.clone()));
         let hints = ChatHints { model: req.model.clone() };
         let learner = Arc::clone(&inner);
         let sample = check.fresh;

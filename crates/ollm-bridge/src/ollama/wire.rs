@@ -208,14 +208,22 @@ pub struct WireToolCallIn {
     /// The call's id, when the server sent one.
     #[serde(default)]
     pub id: Option<String>,
-    /// The function called.
-    pub function: WireFunctionIn,
+    /// The function called (`None` in a flat call, which has `name` and `arguments` here).
+    #[serde(default)]
+    pub function: Option<WireFunctionIn>,
+    /// A flat call's tool name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A flat call's arguments.
+    #[serde(default)]
+    pub arguments: Value,
 }
 
 /// The function part of a tool call in a reply.
 #[derive(Debug, Deserialize)]
 pub struct WireFunctionIn {
     /// The tool's name.
+    #[serde(default)]
     pub name: String,
     /// The arguments: an object (a string holding one is tolerated and parsed).
     #[serde(default)]

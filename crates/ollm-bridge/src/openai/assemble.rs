@@ -25,7 +25,11 @@
 use ollm_types::{ProviderEvent, ToolCall, Warning, WarningKind};
 use serde_json::{Map, Value};
 
-use super::wire::ToolCallDelta;
+use super::wire::{FunctionDelta, ToolCallDelta};
+use crate::repair::Offered;
+
+/// The slot index of the legacy `function_call` (no real `index` comes that high).
+const LEGACY_INDEX: u32 = u32::MAX;
 
 pub use ollm_types::INVALID_ARGUMENTS_KEY;
 
@@ -51,6 +55,7 @@ pub struct ToolCallAssembler {
     id_prefix: String,
     minted: u32,
     emitted: usize,
+    offered: Offered,
 }
 
 impl ToolCallAssembler {
@@ -62,7 +67,15 @@ impl ToolCallAssembler {
             id_prefix: id_prefix.into(),
             minted: 0,
             emitted: 0,
+            offered: Offered::default(),
         }
+    }
+
+    /// The same assembler bringing call names back to these offered tool names (see
+    /// `repair`).
+    pub fn with_offered(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        self.offered = Offered::new(names);
+        self
     }
 
     /// How many calls were emitted so far.
@@ -70,24 +83,46 @@ impl ToolCallAssembler {
         self.emitted
     }
 
-    /// Takes one fragment (see the module docs for which call it belongs to).
+    /// Takes one fragment (see the module docs for which call it belongs to). A flat
+    /// fragment (`name` and `arguments` beside `id`, no `function`) counts the same.
     pub(crate) fn push(&mut self, delta: &ToolCallDelta<'_>) {
-        let id = delta.id.as_deref().filter(|id| !id.is_empty());
-        let at = self.slot_for(delta.index, id);
+        let function = delta.function.as_ref();
+        let name = function
+            .and_then(|f| f.name.as_deref())
+            .or(delta.name.as_deref());
+        let arguments = function
+            .and_then(|f| f.arguments.as_ref())
+            .or(delta.arguments.as_ref());
+        self.push_parts(delta.index, delta.id.as_deref(), name, arguments);
+    }
+
+    /// Takes a fragment of OpenAI's legacy `function_call` (one call per reply, streamed
+    /// or whole): it gets a slot of its own and a minted id.
+    pub(crate) fn push_legacy(&mut self, function: &FunctionDelta<'_>) {
+        let (name, arguments) = (function.name.as_deref(), function.arguments.as_ref());
+        self.push_parts(Some(LEGACY_INDEX), None, name, arguments);
+    }
+
+    fn push_parts(
+        &mut self,
+        index: Option<u32>,
+        id: Option<&str>,
+        name: Option<&str>,
+        arguments: Option<&Value>,
+    ) {
+        let id = id.filter(|id| !id.is_empty());
+        let at = self.slot_for(index, id);
         let slot = &mut self.slots[at];
         if slot.id.is_none() {
             slot.id = id.map(str::to_owned);
         }
-        let Some(function) = &delta.function else {
-            return;
-        };
-        if let Some(name) = function.name.as_deref() {
+        if let Some(name) = name {
             // Some servers repeat the whole name on every fragment; others stream it.
             if name != slot.name {
                 slot.name.push_str(name);
             }
         }
-        match &function.arguments {
+        match arguments {
             Some(Value::String(fragment)) => slot.arguments.push_str(fragment),
             Some(Value::Object(map)) => slot.object = Some(map.clone()),
             Some(Value::Null) | None => {}
@@ -164,7 +199,7 @@ impl ToolCallAssembler {
         };
         ToolCall {
             id,
-            name: slot.name,
+            name: self.offered.normalise(slot.name),
             arguments,
         }
     }

@@ -144,6 +144,12 @@ impl Inner {
         };
         let base = self.api.base_url();
         let mapped: ProviderError = error.clone().into();
+        if let Some(hint) = error.tools_refusal() {
+            let mut e = mapped.with_hint(hint);
+            e.kind = ProviderErrorKind::ToolsUnsupported;
+            e.retryable = false;
+            return e;
+        }
         match (&error, mapped.kind) {
             (BridgeError::Connect { .. }, _) => mapped.with_hint(format!(
                 "is an OpenAI-compatible server running at {base}? (start it, or set the \
@@ -208,17 +214,12 @@ impl ProviderAdapter for OpenAiProvider {
             path: "/chat/completions".into(),
             body: Some(Bytes::from(body)),
         };
+        let decoder = SseDecoder::new().with_tools(request.tools.iter().map(|t| t.name.clone()));
         let hints = ChatHints {
             inner: Arc::clone(&self.inner),
             model: request.model,
         };
-        shell::exchange(
-            self.inner.api.clone(),
-            spec,
-            SseDecoder::new(),
-            hints,
-            |_| {},
-        )
+        shell::exchange(self.inner.api.clone(), spec, decoder, hints, |_| {})
     }
 
     async fn count_tokens(&self, model: &str, text: &str) -> Result<Option<usize>, ProviderError> {

@@ -3,7 +3,8 @@
 //! It follows the parts of the WHATWG event-stream rules that model servers use: lines
 //! end in `\n` or `\r\n`; a blank line dispatches the event; `data:` lines are joined with
 //! `\n`; `event:` names the event; lines starting with `:` are comments (keep-alives);
-//! `id:`, `retry:` and unknown fields are ignored; one space after the colon is dropped.
+//! `id:`, `retry:` and unknown fields are ignored, but for llama.cpp's legacy `error:`
+//! field, an `error` event of its own; one space after the colon is dropped.
 //! Lines come from the shared [`LineSplitter`], so chunks may be cut anywhere, even inside
 //! a UTF-8 character. At the end of the body an event that was not closed by a blank line
 //! is still dispatched: several servers end with `data: [DONE]` and no blank line.
@@ -19,13 +20,21 @@ pub struct SseEvent<'a> {
     pub data: &'a str,
 }
 
+impl Default for SseFramer {
+    fn default() -> Self {
+        Self::new(LineSplitter::default())
+    }
+}
+
 /// Decodes a byte stream into [`SseEvent`]s.
 ///
 /// Push a chunk with [`SseFramer::push`], then call [`SseFramer::next_event`] until it
 /// returns `Ok(None)`; at the end of the body call [`SseFramer::finish`] and drain again.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SseFramer {
     lines: LineSplitter,
+    /// The cap on one event's joined data (the line cap).
+    max_data: usize,
     event: String,
     has_event: bool,
     data: String,
@@ -39,8 +48,14 @@ impl SseFramer {
     /// A decoder whose lines are capped by `lines`.
     pub fn new(lines: LineSplitter) -> Self {
         SseFramer {
+            max_data: lines.max_line(),
             lines,
-            ..SseFramer::default()
+            event: String::new(),
+            has_event: false,
+            data: String::new(),
+            has_data: false,
+            dispatched: false,
+            finished: false,
         }
     }
 
@@ -101,13 +116,23 @@ impl SseFramer {
                 None => (line, &b""[..]),
             };
             match field {
-                b"data" => {
-                    let value = utf8(value, line)?;
-                    if self.has_data {
-                        self.data.push('\n');
-                    }
-                    self.data.push_str(value);
-                    self.has_data = true;
+                b"data" => append_data(
+                    &mut self.data,
+                    &mut self.has_data,
+                    self.max_data,
+                    utf8(value, line)?,
+                )?,
+                b"error" => {
+                    // llama.cpp's older servers: `error: {...}` as a field of its own.
+                    self.event.clear();
+                    self.event.push_str("error");
+                    self.has_event = true;
+                    append_data(
+                        &mut self.data,
+                        &mut self.has_data,
+                        self.max_data,
+                        utf8(value, line)?,
+                    )?;
                 }
                 b"event" => {
                     let value = utf8(value, line)?;
@@ -127,6 +152,26 @@ impl SseFramer {
             data: &self.data,
         }
     }
+}
+
+/// Adds a `data` value to the pending event's `data`; the event's data may not outgrow
+/// `limit`, so `data:` lines without a blank line between them cannot grow memory without
+/// bound.
+fn append_data(
+    data: &mut String,
+    has_data: &mut bool,
+    limit: usize,
+    value: &str,
+) -> Result<(), BridgeError> {
+    if data.len() + value.len() + usize::from(*has_data) > limit {
+        return Err(BridgeError::EventTooLarge { limit });
+    }
+    if *has_data {
+        data.push('\n');
+    }
+    data.push_str(value);
+    *has_data = true;
+    Ok(())
 }
 
 fn utf8<'a>(value: &'a [u8], line: &[u8]) -> Result<&'a str, BridgeError> {
@@ -212,6 +257,41 @@ mod tests {
         assert_eq!(
             d.next_event().map(|e| e.map(|e| e.data.to_owned())),
             Err(BridgeError::LineTooLong { limit: 8 })
+        );
+    }
+
+    #[test]
+    fn data_lines_without_a_blank_line_are_capped() {
+        // Issue 12: `data:` lines with no blank line between them were joined without a cap.
+        let mut d = SseFramer::new(LineSplitter::new(64));
+        for _ in 0..10 {
+            d.push(b"data: 0123456789\n");
+        }
+        assert_eq!(
+            d.next_event().map(|e| e.map(|e| e.data.to_owned())),
+            Err(BridgeError::EventTooLarge { limit: 64 })
+        );
+        // Exactly at the cap is fine; one byte more is not (every line within its cap).
+        let data_len = |body: &[u8]| {
+            let mut d = SseFramer::new(LineSplitter::new(8));
+            d.push(body);
+            d.next_event().map(|e| e.map(|e| e.data.len()))
+        };
+        assert_eq!(
+            data_len(b"data: a\ndata: a\ndata: a\ndata: ab\n\n"),
+            Ok(Some(8))
+        );
+        assert_eq!(
+            data_len(b"data: a\ndata: a\ndata: a\ndata: a\ndata: a\n\n"),
+            Err(BridgeError::EventTooLarge { limit: 8 })
+        );
+    }
+
+    #[test]
+    fn llama_cpp_legacy_error_field_is_an_error_event() {
+        check(
+            "error: {\"message\":\"boom\"}\n\n",
+            &[(Some("error"), "{\"message\":\"boom\"}")],
         );
     }
 

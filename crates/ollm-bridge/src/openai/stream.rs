@@ -9,6 +9,9 @@
 //!   incomplete-stream error.
 //! - The usage chunk comes after the `finish_reason` chunk, so `Finish` waits for the end.
 //! - `event: error` and `data: {"error": ...}` end the reply with the server's error.
+//! - Wire repair: OpenAI's legacy `function_call` (streamed or whole) is a call like any
+//!   other, and so is a flat call without `function`; names are brought back to the
+//!   offered tools ([`SseDecoder::with_tools`]).
 //! - A reply that made tool calls finishes with [`FinishReason::ToolCalls`] even where the
 //!   server says `stop` (llama.cpp and Ollama `/v1` do).
 
@@ -42,6 +45,8 @@ struct Reply {
     done: bool,
     /// Whether any output (text, reasoning or a tool call) has arrived.
     started: bool,
+    /// The body has ended: an event still pending was cut by that end.
+    ending: bool,
 }
 
 impl Default for SseDecoder {
@@ -72,8 +77,17 @@ impl SseDecoder {
                 usage: None,
                 done: false,
                 started: false,
+                ending: false,
             },
         }
+    }
+
+    /// The same decoder bringing tool-call names back to the tools the request offered
+    /// (a different case, a `functions.` prefix or a `:N` suffix).
+    pub fn with_tools(mut self, names: impl IntoIterator<Item = String>) -> Self {
+        let calls = std::mem::replace(&mut self.reply.calls, ToolCallAssembler::new(""));
+        self.reply.calls = calls.with_offered(names);
+        self
     }
 
     /// Whether any output (text, reasoning or a tool call) has arrived.
@@ -100,6 +114,7 @@ impl Decoder for SseDecoder {
             return;
         }
         self.sse.finish();
+        self.reply.ending = true;
         self.drain(out);
         if self.reply.done {
             return;
@@ -154,6 +169,17 @@ impl SseDecoder {
             }
             match serde_json::from_str::<Chunk<'_>>(event.data) {
                 Ok(chunk) => self.reply.apply(chunk, out),
+                // The last event, cut inside its JSON by the end of the body.
+                Err(e) if self.reply.ending && e.is_eof() => {
+                    let error = BridgeError::Incomplete {
+                        message: "the stream ended inside an event's JSON".into(),
+                    };
+                    let error = match self.reply.started {
+                        true => partial(error.into(), "the text and tool calls"),
+                        false => error.into(),
+                    };
+                    self.reply.fail(out, error);
+                }
                 Err(e) => {
                     let error = BridgeError::Decode {
                         line: BridgeError::cap(event.data, 512),
@@ -178,7 +204,8 @@ impl Reply {
                     .into_iter()
                     .flatten()
                     .any(|t| !t.is_empty())
-                    || delta.tool_calls.as_ref().is_some_and(|c| !c.is_empty());
+                    || delta.tool_calls.as_ref().is_some_and(|c| !c.is_empty())
+                    || delta.function_call.is_some();
                 for reasoning in [&delta.reasoning_content, &delta.reasoning]
                     .into_iter()
                     .flatten()
@@ -195,6 +222,9 @@ impl Reply {
                 }
                 for call in delta.tool_calls.iter().flatten() {
                     self.calls.push(call);
+                }
+                if let Some(legacy) = &delta.function_call {
+                    self.calls.push_legacy(legacy);
                 }
             }
             if let Some(reason) = &choice.finish_reason {
@@ -557,6 +587,132 @@ mod tests {
             let bytes = body.as_bytes();
             let parts = test_utils::split::split_at(bytes, &cuts);
             prop_assert_eq!(merged(decode(&parts)), merged(decode(&[bytes])));
+        }
+    }
+
+    /// Decodes `chunks` (as `data:` events, then `[DONE]`) offering the tools `read_file`
+    /// and `list_dir`, and keeps the tool calls and the finish.
+    fn repaired(chunks: &[Value]) -> Vec<ProviderEvent> {
+        let body = sse(chunks) + "data: [DONE]\n\n";
+        let mut d = SseDecoder::with_id_prefix("m")
+            .with_tools(["read_file".to_owned(), "list_dir".to_owned()]);
+        decode_all(&mut d, body.as_bytes())
+    }
+
+    fn delta(d: Value) -> Value {
+        json!({"choices":[{"index":0,"delta":d}]})
+    }
+
+    #[test]
+    fn a_stream_cut_mid_json_is_incomplete_and_llama_legacy_errors_are_server_errors() {
+        // Issue 12: a body cut inside an event's JSON was a protocol error.
+        let cut = format!(
+            "{}data: {{\"choices\":[{{\"delta\":{{\"cont",
+            sse(&[content("a")])
+        );
+        assert_eq!(
+            kind_of(&decode(&[cut.as_bytes()])),
+            Some(ProviderErrorKind::IncompleteStream)
+        );
+        // A whole event that is not JSON is still a protocol error.
+        assert_eq!(
+            kind_of(&decode(&[b"data: {]\n\n"])),
+            Some(ProviderErrorKind::Protocol)
+        );
+        // Issue 12: llama.cpp's legacy `error:` field was dropped.
+        let events = decode(&[
+            b"error: {\"code\":500,\"message\":\"slot gone\",\"type\":\"server_error\"}\n\n",
+        ]);
+        match events.last() {
+            Some(ProviderEvent::Error { error }) => {
+                assert_eq!(error.kind, ProviderErrorKind::Server);
+                assert!(error.message.contains("slot gone"), "{}", error.message);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn wire_repair_table() {
+        let call = |id: &str, name: &str, args: Value| ProviderEvent::ToolCall {
+            call: ToolCall::new(id, name, args).unwrap(),
+        };
+        let done = finish(FinishReason::ToolCalls);
+        let cases: Vec<(&str, Vec<Value>, Vec<ProviderEvent>)> = vec![
+            (
+                "legacy function_call, streamed",
+                vec![
+                    delta(json!({"function_call":{"name":"read_file","arguments":""}})),
+                    delta(json!({"function_call":{"arguments":"{\"path\":"}})),
+                    delta(json!({"function_call":{"arguments":"\"a\"}"}})),
+                    json!({"choices":[{"index":0,"delta":{},"finish_reason":"function_call"}]}),
+                ],
+                vec![call("m_0", "read_file", json!({"path":"a"})), done.clone()],
+            ),
+            (
+                "legacy function_call, whole",
+                vec![delta(
+                    json!({"function_call":{"name":"list_dir","arguments":"{\"dir\":\".\"}"}}),
+                )],
+                vec![call("m_0", "list_dir", json!({"dir":"."})), done.clone()],
+            ),
+            (
+                "flat call without function or type",
+                vec![delta(json!({"tool_calls":[
+                    {"index":0,"id":"c1","name":"read_file","arguments":"{\"path\":\"x\"}"}
+                ]}))],
+                vec![call("c1", "read_file", json!({"path":"x"})), done.clone()],
+            ),
+            (
+                "flat call streamed, no id (minted), arguments as an object",
+                vec![
+                    delta(json!({"tool_calls":[{"index":0,"name":"list_dir"}]})),
+                    delta(json!({"tool_calls":[{"index":0,"arguments":{"dir":"src"}}]})),
+                ],
+                vec![call("m_0", "list_dir", json!({"dir":"src"})), done.clone()],
+            ),
+            (
+                "names off by case, prefix and index",
+                vec![delta(json!({"tool_calls":[
+                    {"index":0,"id":"a","type":"function",
+                     "function":{"name":"functions.READ_FILE:0","arguments":"{}"}},
+                    {"index":1,"id":"b","function":{"name":"List_Dir","arguments":"{}"}},
+                    {"index":2,"id":"c","function":{"name":"delete_all","arguments":"{}"}}
+                ]}))],
+                vec![
+                    call("a", "read_file", json!({})),
+                    call("b", "list_dir", json!({})),
+                    call("c", "delete_all", json!({})),
+                    done.clone(),
+                ],
+            ),
+        ];
+        for (what, chunks, want) in cases {
+            assert_eq!(repaired(&chunks), want, "{what}");
+        }
+    }
+
+    proptest! {
+        /// A legacy `function_call` cut into any fragments assembles to the one call.
+        #[test]
+        fn any_split_of_a_legacy_call_assembles_it(
+            value in "[a-z0-9 ]{0,20}",
+            cuts in proptest::collection::vec(0usize..40, 0..6),
+        ) {
+            let args = json!({"q": value}).to_string();
+            let mut cuts = cuts;
+            cuts.push(args.len());
+            cuts.sort_unstable();
+            cuts.dedup();
+            let mut chunks = vec![delta(json!({"function_call":{"name":"read_file"}}))];
+            let mut from = 0;
+            for cut in cuts.into_iter().filter(|&c| c <= args.len()) {
+                chunks.push(delta(json!({"function_call":{"arguments":&args[from..cut]}})));
+                from = cut;
+            }
+            let events = repaired(&chunks);
+            let want = ToolCall::new("m_0", "read_file", json!({"q": value})).unwrap();
+            prop_assert_eq!(&events[0], &ProviderEvent::ToolCall { call: want });
         }
     }
 }

@@ -134,6 +134,9 @@ pub(crate) struct Delta<'a> {
     pub(crate) reasoning: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     pub(crate) tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+    /// The legacy (pre-`tools`) single call: name and argument fragments, or whole.
+    #[serde(default, borrow)]
+    pub(crate) function_call: Option<FunctionDelta<'a>>,
 }
 
 /// A fragment of a streamed tool call.
@@ -145,6 +148,12 @@ pub(crate) struct ToolCallDelta<'a> {
     pub(crate) id: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     pub(crate) function: Option<FunctionDelta<'a>>,
+    /// A flat call (`{"name", "arguments"}` without `function`), as some servers send.
+    #[serde(default, borrow)]
+    pub(crate) name: Option<Cow<'a, str>>,
+    /// The arguments of a flat call.
+    #[serde(default)]
+    pub(crate) arguments: Option<Value>,
 }
 
 /// The function part of a [`ToolCallDelta`].

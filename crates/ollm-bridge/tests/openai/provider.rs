@@ -353,3 +353,92 @@ async fn token_counts_probe_the_dialect_once() {
         assert_eq!(mock.tokenize_requests().len(), requests, "{dialect:?}");
     }
 }
+
+/// A request offering `read_file`.
+fn request_with_tools() -> ProviderRequest {
+    let mut request = request();
+    request.tools = vec![ollm_types::ToolSchema::new(
+        "read_file",
+        "reads a file",
+        json!({"type":"object","properties":{"path":{"type":"string"}}}),
+    )];
+    request
+}
+
+#[tokio::test]
+async fn servers_started_without_tool_support_are_tools_unsupported_naming_the_flags() {
+    use test_utils::mock_openai::ToolsOff;
+    for (how, flag) in [
+        (ToolsOff::LlamaWithoutJinja, "--jinja"),
+        (
+            ToolsOff::VllmWithoutAutoToolChoice,
+            "--enable-auto-tool-choice --tool-call-parser",
+        ),
+    ] {
+        let mock = MockOpenAi::start().await.unwrap();
+        mock.refuse_tools(how);
+        let events = collect(&provider(&mock), request_with_tools()).await;
+        let [ProviderEvent::Error { error }] = events.as_slice() else {
+            panic!("{how:?}: expected one error, got {events:?}");
+        };
+        assert_eq!(error.kind, ProviderErrorKind::ToolsUnsupported, "{how:?}");
+        assert!(!error.retryable, "{how:?}");
+        let hint = error.hint.as_deref().unwrap_or_default();
+        assert!(hint.contains(flag), "{how:?}: {hint}");
+        // Refused at once, not retried (llama-server's refusal is a 500).
+        assert_eq!(mock.requests().len(), 1, "{how:?}");
+    }
+}
+
+#[tokio::test]
+async fn legacy_function_calls_and_misnamed_calls_come_through_http() {
+    let mock = MockOpenAi::start().await.unwrap();
+    mock.push_reply(
+        Reply::sse()
+            .data(json!({"choices":[{"index":0,"delta":{"function_call":
+                {"name":"functions.Read_File","arguments":"{\"path\":"}}}]}))
+            .data(json!({"choices":[{"index":0,"delta":{"function_call":
+                {"arguments":"\"a.txt\"}"}}}]}))
+            .finish("function_call")
+            .done()
+            .split_every(7)
+            .reply(),
+    );
+    let events = collect(&provider(&mock), request_with_tools()).await;
+    let calls: Vec<&ToolCall> = events
+        .iter()
+        .filter_map(|e| match e {
+            ProviderEvent::ToolCall { call } => Some(call),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 1, "{events:?}");
+    assert_eq!(calls[0].name, "read_file");
+    assert_eq!(
+        calls[0].arguments,
+        *json!({"path":"a.txt"}).as_object().unwrap()
+    );
+    assert_eq!(
+        events.last(),
+        Some(&ProviderEvent::Finish {
+            reason: FinishReason::ToolCalls
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_429_asking_for_too_long_a_wait_says_so() {
+    let mock = MockOpenAi::start().await.unwrap();
+    let error = final_error(
+        &mock,
+        vec![Reply::http_error(429, "slow down").with_retry_after("120")],
+    )
+    .await;
+    assert_eq!(error.kind, ProviderErrorKind::Busy);
+    assert!(
+        error.message.contains("asked to wait 120 s"),
+        "{}",
+        error.message
+    );
+    assert_eq!(mock.requests().len(), 1);
+}
