@@ -427,7 +427,9 @@ impl TextSink<'_> {
         let silent = match event {
             ChatEvent::TextDelta { text } => text.is_empty(),
             ChatEvent::ThinkingDelta { text } => text.is_empty() || self.style.hide_thinking,
-            ChatEvent::TurnComplete { .. } => true,
+            // Bookkeeping events print nothing in text mode (`--verbose` lines go
+            // through their own path), so they must not erase the status line.
+            ChatEvent::TurnComplete { .. } | ChatEvent::StrategyChosen { .. } => true,
             _ => false,
         };
         if !silent {
