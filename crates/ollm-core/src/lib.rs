@@ -30,7 +30,9 @@
 //! let events: Vec<ChatEvent> =
 //!     runtime.block_on(client.chat("hello", ChatOptions::default()).collect());
 //!
-//! assert_eq!(events[0], ChatEvent::TextDelta { text: "hello".into() });
+//! // A run opens by saying how it offers tools (here: none), then streams the reply.
+//! assert!(matches!(events[0], ChatEvent::StrategyChosen { strategy: None, .. }));
+//! assert_eq!(events[1], ChatEvent::TextDelta { text: "hello".into() });
 //! assert!(matches!(events.last(), Some(ChatEvent::Finish { reason: FinishReason::Stop, .. })));
 //! assert_eq!(client.history().messages().len(), 2); // the prompt and the answer
 //! # Ok::<(), Box<dyn std::error::Error>>(())
