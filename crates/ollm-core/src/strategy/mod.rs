@@ -29,7 +29,7 @@
 //!   native replies keep writing calls as text; native when the model reports tool
 //!   support *or the provider cannot say* (no capabilities, or `show_model` failed);
 //!   ReAct when the server positively reports capabilities without `tools`. Each choice
-//!   comes with its [`Reason`], which the run announces.
+//!   comes with its `Reason`, which the run announces.
 //! - The tool choice is applied in `prepare` and `interpret` only: native sends it as
 //!   the request's `tool_choice`; ReAct and constrained narrow what they offer (`none`:
 //!   nothing; a name: that tool; `required`/a name: no answer branch, an instruction) and
