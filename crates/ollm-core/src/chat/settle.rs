@@ -23,6 +23,7 @@ use ollm_types::{
 };
 
 use super::client::{Shared, lock};
+use super::guard::CallMemory;
 use super::run::Sink;
 use super::{ChatConfig, ChatEvent, ChatOptions};
 use crate::ToolRegistry;
@@ -115,15 +116,32 @@ impl RunSettings {
         })
     }
 
-    /// The tool choice for the next reply: `required` and a named tool bind only until
-    /// the run's first call (see the chat module's Decisions).
-    pub(super) fn choice_for_turn(&self, called: bool) -> ToolChoice {
-        if called && self.choice.requires_call() {
+    /// What the next reply is offered: `required` and a named tool bind only until the
+    /// run's first call (see the chat module's Decisions); right after a turn that
+    /// repeated a call, no tools at all (see `guard.rs`).
+    pub(super) fn offer(&self, memory: &CallMemory) -> Offer<'_> {
+        if memory.repeated() {
+            return Offer {
+                choice: ToolChoice::None,
+                tools: &[],
+            };
+        }
+        let choice = if memory.any() && self.choice.requires_call() {
             ToolChoice::Auto
         } else {
             self.choice.clone()
+        };
+        Offer {
+            choice,
+            tools: &self.offered,
         }
     }
+}
+
+/// What one reply is offered: the tool choice and the tools.
+pub(super) struct Offer<'a> {
+    pub(super) choice: ToolChoice,
+    pub(super) tools: &'a [ToolSchema],
 }
 
 /// The strategy for `mode` and why, going by what the client learned about the model.

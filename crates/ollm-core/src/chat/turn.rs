@@ -26,7 +26,7 @@ use super::compact::{Fitted, Room, bound_results, fit};
 use super::guard::{CallMemory, REPEAT_LIMIT, Source};
 use super::run::Sink;
 use super::runaway::RepeatDetector;
-use super::settle::RunSettings;
+use super::settle::{Offer, RunSettings};
 use super::{CANCELLED_RESULT, ChatEvent, ChatOptions, STOPPED_RESULT};
 use crate::context::settle_window;
 use crate::strategy::{Reason, Strategy, TextFilter, Turn, TurnOutcome};
@@ -172,8 +172,8 @@ async fn run_turn(
     total: &mut Usage,
 ) -> Result<TurnEnd, TurnFailure> {
     let Step { cancel, sink, .. } = step;
-    let choice = settings.choice_for_turn(memory.any());
-    let (request, room) = match check_budget(shared, settings, &choice, cancel, sink).await {
+    let offer = settings.offer(memory);
+    let (request, room) = match check_budget(shared, settings, &offer, cancel, sink).await {
         Fitted::Send(request, room) => (request, room),
         Fitted::Cancelled => return Ok(TurnEnd::Finish(FinishReason::Cancelled)),
         Fitted::Refused => return Err(TurnFailure::Reported),
@@ -202,7 +202,7 @@ async fn run_turn(
             reply.room = room;
             let read = Read {
                 reply,
-                choice: &choice,
+                choice: &offer.choice,
             };
             conclude(shared, settings, memory, read, filter.as_mut(), step).await
         }
@@ -214,8 +214,8 @@ async fn run_turn(
 }
 
 /// The request for the next reply: the history, the options, `think` as settled, and
-/// the tools as the strategy offers them under `choice`.
-fn build_request(shared: &Shared, settings: &RunSettings, choice: &ToolChoice) -> ProviderRequest {
+/// the tools as the strategy offers them under the turn's `offer`.
+fn build_request(shared: &Shared, settings: &RunSettings, offer: &Offer<'_>) -> ProviderRequest {
     let history = lock(&shared.history);
     let mut request = ProviderRequest::new(&settings.model, history.messages().to_vec());
     request.system = history.system_text();
@@ -223,7 +223,7 @@ fn build_request(shared: &Shared, settings: &RunSettings, choice: &ToolChoice) -
     request.think = settings.think;
     settings
         .strategy
-        .prepare(&mut request, &settings.offered, choice);
+        .prepare(&mut request, offer.tools, &offer.choice);
     request
 }
 
@@ -233,7 +233,7 @@ fn build_request(shared: &Shared, settings: &RunSettings, choice: &ToolChoice) -
 async fn check_budget(
     shared: &Shared,
     settings: &RunSettings,
-    choice: &ToolChoice,
+    offer: &Offer<'_>,
     cancel: &CancellationToken,
     sink: &Sink,
 ) -> Fitted {
@@ -244,7 +244,7 @@ async fn check_budget(
         settings.info.as_ref(),
     );
     let build = || {
-        let mut request = build_request(shared, settings, choice);
+        let mut request = build_request(shared, settings, offer);
         request.options.context_length = u32::try_from(window.tokens).ok();
         request
     };

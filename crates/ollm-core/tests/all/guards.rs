@@ -100,6 +100,33 @@ fn a_repeat_is_answered_with_the_head_of_the_earlier_result() {
     assert_eq!(finish_reason(&events), FinishReason::Stop);
 }
 
+/// The reply after a turn that repeated a call is asked for without tools (the model
+/// is to answer from what it has); a fresh call in between brings the tools back.
+#[test]
+fn the_reply_after_a_repeat_is_offered_no_tools() {
+    let tool = RecordingTool::new("list_dir").returns(json!("a.txt"));
+    let provider = MockProvider::builder()
+        .turn(call_turn("c1", json!({"path": "."})))
+        .turn(call_turn("c2", json!({"path": "."})))
+        .turn(call_turn("c3", json!({"path": "src"})))
+        .turn(call_turn("c4", json!({"path": "src"})))
+        .turn(vec![ev::text("a.txt"), ev::finish()])
+        .build();
+    let c = client(provider.clone(), registry([tool.clone()]));
+    let events = block_on(chat(&c, "list it"));
+    check_events(&events);
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    assert_eq!(tool.call_count(), 2);
+    let offered: Vec<usize> = provider.requests().iter().map(|r| r.tools.len()).collect();
+    assert_eq!(offered, [1, 1, 0, 1, 0]);
+    let choices: Vec<ToolChoice> = provider
+        .requests()
+        .iter()
+        .map(|r| r.tool_choice.clone())
+        .collect();
+    assert_eq!(choices[2], ToolChoice::None);
+}
+
 #[test]
 fn a_reply_that_repeats_itself_is_stopped() {
     // The stream never finishes: only the detector can end this turn.
