@@ -80,7 +80,9 @@ pub mod strategy;
 pub mod tokens;
 pub mod tool;
 
-pub use chat::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatRun, DEFAULT_MAX_TOKENS};
+pub use chat::{
+    ANSWER_NUDGE, ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatRun, DEFAULT_MAX_TOKENS,
+};
 pub use context::{Compaction, CompactionConfig, Compactor, ModelSummary, Window, WindowSource};
 pub use error::CoreError;
 pub use history::{History, HistoryStats};

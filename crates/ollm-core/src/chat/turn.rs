@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::calls::{answer_unfinished, execute_all};
 use super::client::{Shared, lock, model_info};
 use super::compact::{Fitted, Room, bound_results, fit};
-use super::guard::{CallMemory, REPEAT_LIMIT, Source};
+use super::guard::{ANSWER_NUDGE, CallMemory, REPEAT_LIMIT, Source};
 use super::run::Sink;
 use super::runaway::RepeatDetector;
 use super::settle::{Offer, RunSettings};
@@ -542,7 +542,7 @@ struct Planned<'a> {
 /// Announces the calls that were not announced while streaming (those read from text),
 /// runs the calls of `planned` that are new to the run, answers the repeated ones from
 /// what their twins produced (see `guard.rs`) and the decided ones as decided, and
-/// records the turn. Ends the run when cancelled meanwhile (what was produced is recorded
+/// records the turn (a turn of repeats only: the answer nudge instead). Ends the run when cancelled meanwhile (what was produced is recorded
 /// too) or when a call was asked for the [`REPEAT_LIMIT`]th time.
 async fn run_calls(
     shared: &Shared,
@@ -599,12 +599,19 @@ async fn run_calls(
     let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
     bound_results(&mut results, &names, room, &settings.compaction, sink);
     let stuck = memory.learn(calls, &results);
-    let turn = Turn::Calls {
-        raw: text,
-        calls,
-        results: &results,
-    };
-    sink.record(shared, settings.strategy.record(turn));
+    if memory.repeated() {
+        // Only repeats: the history gets the nudge instead (see `guard.rs`).
+        if stuck.is_none() {
+            sink.record(shared, vec![Message::user(ANSWER_NUDGE)]);
+        }
+    } else {
+        let turn = Turn::Calls {
+            raw: text,
+            calls,
+            results: &results,
+        };
+        sink.record(shared, settings.strategy.record(turn));
+    }
     match stuck {
         Some(i) => {
             warn_stuck(sink, &calls[i]);

@@ -1,7 +1,7 @@
 //! The loop and runaway guards, the generation cap, the tool choice and the explained
 //! strategy choice, in runs against scripted providers.
 
-use ollm_core::{ChatEvent, ChatOptions, DEFAULT_MAX_TOKENS, ToolMode};
+use ollm_core::{ANSWER_NUDGE, ChatEvent, ChatOptions, DEFAULT_MAX_TOKENS, ToolMode};
 use ollm_types::{
     Capability, FinishReason, ProviderErrorKind, ProviderEvent, Role, ToolChoice, WarningKind,
 };
@@ -125,6 +125,21 @@ fn the_reply_after_a_repeat_is_offered_no_tools() {
         .map(|r| r.tool_choice.clone())
         .collect();
     assert_eq!(choices[2], ToolChoice::None);
+    // The repeats' turns are not in the history: the nudge stands in for each of them.
+    let history = c.history();
+    let texts: Vec<String> = history.messages().iter().map(|m| m.text()).collect();
+    assert_eq!(count_text(&texts, ANSWER_NUDGE), 2, "{texts:?}");
+    let ids: Vec<String> = history
+        .messages()
+        .iter()
+        .flat_map(|m| m.tool_calls().map(|c| c.id.clone()))
+        .collect();
+    assert_eq!(ids, ["c1", "c3"]);
+    check_history(&history);
+}
+
+fn count_text(texts: &[String], text: &str) -> usize {
+    texts.iter().filter(|t| t.as_str() == text).count()
 }
 
 #[test]
