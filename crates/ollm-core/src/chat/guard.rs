@@ -16,16 +16,20 @@
 //!   `FinishReason::Repetition` and a `Repetition` warning, after the turn is recorded.
 //! - The memory lasts one run (one prompt): a new prompt may well need a fresh result.
 //!   Error results are remembered too: the same arguments give the same error.
-//! - A turn whose calls all repeat earlier ones is not recorded: its calls get their
-//!   results as events (1:1), but the history gets the [`ANSWER_NUDGE`] user message
-//!   instead, and the next reply is asked for with no tools offered
-//!   ([`CallMemory::repeated`], applied in `settle.rs`). Measured on
-//!   Qwen2.5-Coder-0.5B (`docs/tool-calling.md`): with the repeated call and its "not
-//!   run again" result in the history it answers with the same call again, or talks
-//!   about the error, whether or not tools are offered; after its first result and the
-//!   nudge, with no tools, it answers from the result (4 of 4 probes, about 1.5 s). A call
-//!   it still writes as text is read and run as usual, and a turn with a fresh call
-//!   offers the tools again, so a two-step task goes on.
+//! - A turn none of whose calls ran, because each repeated an earlier call or named a
+//!   tool that is not offered, is followed by the [`ANSWER_NUDGE`] user message, and
+//!   the next reply is asked for with no tools offered ([`CallMemory::answer_due`],
+//!   applied in `settle.rs`). A turn of repeats only is not recorded at all (its calls
+//!   still get their results as events, 1:1); a turn with an unknown tool is, so the
+//!   model reads `Unknown tool ...; available: ...`. Measured on Qwen2.5-Coder-0.5B
+//!   through llama-server (`docs/tool-calling.md`): with the repeated call and its "not
+//!   run again" result in the history it answers with the same call again or talks
+//!   about the error (0-2 of 4 probes, tools offered or not); after its first result and
+//!   the nudge it answers from the result (4 of 4 answered, about 1.5 s). After
+//!   `Unknown tool "multiply"` it invents `unknown_tool` calls; with the nudge it
+//!   answers "42" (2 of 2 probes). A call it still writes as text is read and run as
+//!   usual, and a turn with a fresh call offers the tools again, so a two-step task
+//!   goes on.
 
 use std::collections::HashMap;
 
@@ -49,6 +53,8 @@ pub(super) struct CallMemory {
     seen: HashMap<String, Seen>,
     /// Whether every call of the last turn with calls was one the run had made before.
     repeated: bool,
+    /// Whether the next reply is to answer: asked with the nudge and no tools.
+    answer_due: bool,
 }
 
 /// A call made in this run: its result and how often it was asked for.
@@ -78,6 +84,16 @@ impl CallMemory {
     /// Whether every call of the last turn with calls was one the run had made before.
     pub(super) fn repeated(&self) -> bool {
         self.repeated
+    }
+
+    /// Whether the next reply is to answer (see the module docs).
+    pub(super) fn answer_due(&self) -> bool {
+        self.answer_due
+    }
+
+    /// Says whether the next reply is to answer: after a turn none of whose calls ran.
+    pub(super) fn set_answer_due(&mut self, due: bool) {
+        self.answer_due = due;
     }
 
     /// Where each of `calls` gets its result from.

@@ -117,10 +117,10 @@ impl RunSettings {
     }
 
     /// What the next reply is offered: `required` and a named tool bind only until the
-    /// run's first call (see the chat module's Decisions); right after a turn that
-    /// repeated a call, no tools at all (see `guard.rs`).
+    /// run's first call (see the chat module's Decisions); right after a turn none of
+    /// whose calls ran, no tools at all (see `guard.rs`).
     pub(super) fn offer(&self, memory: &CallMemory) -> Offer<'_> {
-        if memory.repeated() {
+        if memory.answer_due() {
             return Offer {
                 choice: ToolChoice::None,
                 tools: &[],

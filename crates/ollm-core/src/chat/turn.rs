@@ -542,7 +542,7 @@ struct Planned<'a> {
 /// Announces the calls that were not announced while streaming (those read from text),
 /// runs the calls of `planned` that are new to the run, answers the repeated ones from
 /// what their twins produced (see `guard.rs`) and the decided ones as decided, and
-/// records the turn (a turn of repeats only: the answer nudge instead). Ends the run when cancelled meanwhile (what was produced is recorded
+/// records the turn and the answer nudge as `guard.rs` says. Ends the run when cancelled meanwhile (what was produced is recorded
 /// too) or when a call was asked for the [`REPEAT_LIMIT`]th time.
 async fn run_calls(
     shared: &Shared,
@@ -599,19 +599,24 @@ async fn run_calls(
     let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
     bound_results(&mut results, &names, room, &settings.compaction, sink);
     let stuck = memory.learn(calls, &results);
-    if memory.repeated() {
-        // Only repeats: the history gets the nudge instead (see `guard.rs`).
-        if stuck.is_none() {
-            sink.record(shared, vec![Message::user(ANSWER_NUDGE)]);
-        }
-    } else {
+    // None ran (repeats, unknown tools): the nudge follows; a turn of repeats only is
+    // not recorded (see `guard.rs`).
+    let idle = (0..calls.len())
+        .all(|i| !settings.tools.contains(&calls[i].name) || sources[i] == Source::Earlier);
+    memory.set_answer_due(idle && stuck.is_none());
+    let mut record = Vec::new();
+    if !memory.repeated() {
         let turn = Turn::Calls {
             raw: text,
             calls,
             results: &results,
         };
-        sink.record(shared, settings.strategy.record(turn));
+        record = settings.strategy.record(turn);
     }
+    if memory.answer_due() {
+        record.push(Message::user(ANSWER_NUDGE));
+    }
+    sink.record(shared, record);
     match stuck {
         Some(i) => {
             warn_stuck(sink, &calls[i]);

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use ollm_core::chat::CANCELLED_RESULT;
-use ollm_core::{ChatClient, ChatEvent, ChatOptions};
+use ollm_core::{ANSWER_NUDGE, ChatClient, ChatEvent, ChatOptions};
 use ollm_types::{FinishReason, ProviderErrorKind, ProviderEvent, Role, Usage};
 use proptest::prelude::*;
 use serde_json::json;
@@ -32,6 +32,12 @@ fn arb_plan() -> impl Strategy<Value = Vec<Vec<(Kind, bool)>>> {
         Just(Kind::Invalid)
     ];
     prop::collection::vec(prop::collection::vec((kind, any::<bool>()), 1..4), 0..4)
+}
+
+/// Whether none of a turn's calls runs (all name an unknown tool): the answer nudge
+/// follows it in the history.
+fn idle(turn: &[(Kind, bool)]) -> bool {
+    turn.iter().all(|(k, _)| *k == Kind::Unknown)
 }
 
 struct Scenario {
@@ -141,7 +147,8 @@ proptest! {
         let h = s.client.history();
         let msgs = h.messages();
         let calls: usize = s.plan.iter().map(Vec::len).sum();
-        prop_assert_eq!(msgs.len(), 1 + s.plan.len() + calls + 1);
+        let nudges = s.plan.iter().filter(|t| idle(t)).count();
+        prop_assert_eq!(msgs.len(), 1 + s.plan.len() + calls + nudges + 1);
         prop_assert_eq!(msgs[0].role(), Role::User);
         prop_assert_eq!(msgs[0].text(), "go");
         let mut i = 1;
@@ -149,6 +156,10 @@ proptest! {
             prop_assert_eq!(msgs[i].role(), Role::Assistant);
             prop_assert_eq!(msgs[i].tool_calls().count(), turn.len());
             i += 1 + turn.len();
+            if idle(turn) {
+                prop_assert_eq!(msgs[i].text(), ANSWER_NUDGE);
+                i += 1;
+            }
         }
         let last = msgs.last().unwrap();
         prop_assert_eq!(last.role(), Role::Assistant);
@@ -186,7 +197,7 @@ proptest! {
                 prop_assert_eq!(m.tool_call_id(), Some(calls[k].id.as_str()));
                 prop_assert!(!calls[k].id.is_empty());
             }
-            i += 1 + turn.len();
+            i += 1 + turn.len() + usize::from(idle(turn));
         }
     }
 
@@ -213,7 +224,7 @@ proptest! {
                     Kind::Invalid => prop_assert!(content.starts_with("Error: invalid arguments for ok"), "{}", content),
                 }
             }
-            i += 1 + turn.len();
+            i += 1 + turn.len() + usize::from(idle(turn));
         }
         // Invalid arguments never reached the tool.
         prop_assert_eq!(s.ok_calls, ok_runs);
