@@ -10,6 +10,7 @@
 //! - `mcp-servers`: install the real MCP servers the `ollm-mcp` tests run (see [`mcp`]).
 //! - `eval`: the tool-calling benchmark on the real model (see [`eval`]).
 //! - `bench`: `cargo bench -p ollm-bridge`, passing any further arguments through.
+//! - `fuzz`: the long-running randomized check of the decoders and parsers (see [`fuzz`]).
 //! - `dist`: the release tarball of the CLI (see [`dist`]).
 //! - `release`: bump, date the changelog, package, commit and tag (see [`release`]).
 //!
@@ -27,6 +28,7 @@ mod cycles;
 mod dist;
 mod eval;
 mod examples;
+mod fuzz;
 mod llama;
 mod mcp;
 mod release;
@@ -58,6 +60,11 @@ Tasks:
                        strategy, details in target/eval/ (--smoke: 4 tasks)
   mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
   bench [ARGS]         cargo bench -p ollm-bridge ARGS
+  fuzz [--cases N] [--minutes M]
+                       randomized check of both stream decoders, the line splitter,
+                       the text-call parsers and the session loader: no panic, caps
+                       held, same result however the bytes are cut (N cases per
+                       target, default 2000; rounds with fresh seeds for M minutes)
   dist                 release binary, completions, man page, README, licences: a tarball
                        and its SHA-256 in target/dist/
   release X.Y.Z [--no-tag]
@@ -137,6 +144,7 @@ fn run() -> Result<()> {
                 .args(&rest);
             run_cmd(&mut cmd)
         }
+        "fuzz" => fuzz::run(&root, &fuzz::Options::parse(&rest)?),
         "dist" => {
             no_more_args(&task, &rest)?;
             dist::run(&root).map(drop)

@@ -137,7 +137,8 @@ pub(crate) struct RunArgs {
     /// The model (falls back to OLLM_MODEL, then the provider's default model).
     pub(crate) model: Option<String>,
     /// The prompt; without one (and without piped input) an interactive chat starts.
-    #[arg(trailing_var_arg = true)]
+    /// Flags may follow it (`run m "hi" --yes`, as in `ollama run`); after a literal `--`
+    /// every word is prompt, even one that starts with `-`.
     pub(crate) prompt: Vec<String>,
     /// Offer the model no tools.
     #[arg(long)]
@@ -363,6 +364,41 @@ mod tests {
             let argv = ["ollm", "run", "m", bad[0], bad[1], "hi"];
             assert_eq!(sampling_of(&argv), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn flags_after_the_prompt_are_flags_until_a_double_dash() {
+        let run_of = |argv: &[&str]| match Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(Command::Run(run)) => Some((run.prompt, run.yes, run.no_tools)),
+            _ => None,
+        };
+        let check = |argv: &[&str], expected: Option<(&[&str], bool, bool)>| {
+            let expected =
+                expected.map(|(p, y, n)| (p.iter().map(|w| (*w).to_owned()).collect(), y, n));
+            assert_eq!(run_of(argv), expected, "{argv:?}");
+        };
+        check(
+            &["ollm", "run", "m", "x", "--yes"],
+            Some((&["x"], true, false)),
+        );
+        check(
+            &["ollm", "run", "m", "two words", "-y", "--no-tools"],
+            Some((&["two words"], true, true)),
+        );
+        check(
+            &["ollm", "run", "m", "a", "--yes", "b"],
+            Some((&["a", "b"], true, false)),
+        );
+        check(
+            &["ollm", "run", "m", "--", "x", "--yes"],
+            Some((&["x", "--yes"], false, false)),
+        );
+        check(
+            &["ollm", "run", "m", "x", "--", "-y", "--no-tools"],
+            Some((&["x", "-y", "--no-tools"], false, false)),
+        );
+        // A flag-like word that is no flag is refused, not silently sent as prompt.
+        check(&["ollm", "run", "m", "x", "--frobnicate"], None);
     }
 
     #[test]

@@ -20,9 +20,16 @@ use crate::args::GlobalArgs;
 use crate::exit::CliError;
 
 /// A snapshot of the variables ollm reads (and of any `api_key_env` they name).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Env {
     vars: BTreeMap<String, String>,
+}
+
+/// The names only: the values include every key in the environment.
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.vars.keys()).finish()
+    }
 }
 
 impl Env {
@@ -619,6 +626,14 @@ api_key_env = "OLLM_TEST_LAB_KEY"
             let parsed: Result<toml::Value, _> = toml::from_str(&shown);
             assert!(parsed.is_ok(), "{parsed:?}\n{shown}");
         }
+    }
+
+    #[test]
+    fn the_environment_snapshot_debug_prints_names_not_values() {
+        // Issue 12: the snapshot holds every variable, keys included; `Debug` showed them.
+        let env = Env::from_pairs(&[("OPENAI_API_KEY", "sk-env-canary"), ("OLLM_MODEL", "m")]);
+        let shown = format!("{env:?}");
+        assert_eq!(shown, r#"{"OLLM_MODEL", "OPENAI_API_KEY"}"#);
     }
 
     #[test]

@@ -145,6 +145,12 @@ impl SseFramer {
         }
     }
 
+    /// Bytes held for the event being read: its unfinished line, its name and its data
+    /// so far. Each part is capped by the line cap, so this stays under three times it.
+    pub fn pending(&self) -> usize {
+        self.lines.pending() + self.event.len() + self.data.len()
+    }
+
     fn dispatch(&mut self) -> SseEvent<'_> {
         self.dispatched = true;
         SseEvent {

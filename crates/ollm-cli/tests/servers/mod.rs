@@ -362,6 +362,40 @@ mod tools {
         assert_eq!(out.out, "all done\n");
     }
 
+    /// The user's words as the first request sent them.
+    fn prompt_sent(c: &Case<Ollama>) -> String {
+        let msgs = chat_messages(c.mock(), 0);
+        let user = msgs.iter().rfind(|m| m["role"] == "user").unwrap();
+        user["content"].as_str().unwrap().to_owned()
+    }
+
+    /// Issue 12: a flag after the prompt is a flag (as in `ollama run`), not prompt
+    /// text; after `--` every word is prompt.
+    #[test]
+    fn a_flag_after_the_prompt_is_a_flag_and_double_dash_ends_flags() {
+        let c = Case::ollama();
+        script_write(&c);
+        let out = c.run(&["run", "qwen3:8b", "write it", "--yes"]);
+        out.ok();
+        assert_eq!(prompt_sent(&c), "write it");
+        assert_eq!(
+            std::fs::read_to_string(c.o.dir.path().join("out.txt")).unwrap(),
+            "written by the model"
+        );
+
+        let c = Case::ollama();
+        script_write(&c);
+        let out = c.run(&["run", "qwen3:8b", "--", "write it", "--yes"]);
+        out.ok();
+        assert_eq!(prompt_sent(&c), "write it --yes");
+        assert!(!c.o.dir.path().join("out.txt").exists());
+        assert!(
+            tool_reply(&c).contains("no one could be asked"),
+            "{}",
+            tool_reply(&c)
+        );
+    }
+
     #[test]
     fn read_file_needs_no_approval() {
         let c = Case::ollama();

@@ -143,6 +143,19 @@ fn stop_group(_pgid: i32) {}
 
 /// Runs the command to its end, its timeout, or until the future is dropped.
 pub async fn run(spawn: Spawn<'_>) -> Result<Finished, ToolError> {
+    run_confined_by(spawn, super::sandbox::restrict_thread).await
+}
+
+/// How the spawning thread is confined: [`super::sandbox::restrict_thread`], or in tests
+/// a stand-in that reports what a kernel without Landlock would.
+pub(crate) type Restrict = fn(&super::sandbox::Plan) -> Result<super::sandbox::Applied, String>;
+
+/// [`run`] with the function that confines the spawning thread (the seam through which
+/// tests simulate a kernel without Landlock).
+pub(crate) async fn run_confined_by(
+    spawn: Spawn<'_>,
+    restrict: Restrict,
+) -> Result<Finished, ToolError> {
     let (program, args) = spawn
         .argv
         .split_first()
@@ -164,13 +177,16 @@ pub async fn run(spawn: Spawn<'_>) -> Result<Finished, ToolError> {
         .kill_on_drop(true);
     #[cfg(unix)]
     command.process_group(0);
-    let (mut child, confined) =
-        spawn_child(&mut command, spawn.sandbox.as_ref(), spawn.require_sandbox).map_err(|e| {
-            match e {
-                ToolError::Failed(m) => ToolError::Failed(format!("cannot start {program}: {m}")),
-                other => other,
-            }
-        })?;
+    let (mut child, confined) = spawn_child(
+        &mut command,
+        spawn.sandbox.as_ref(),
+        spawn.require_sandbox,
+        restrict,
+    )
+    .map_err(|e| match e {
+        ToolError::Failed(m) => ToolError::Failed(format!("cannot start {program}: {m}")),
+        other => other,
+    })?;
     let _group = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()));
     let mut out = Capture::new(child.stdout.take(), spawn.cap);
     let mut err = Capture::new(child.stderr.take(), spawn.cap);
@@ -216,8 +232,9 @@ fn spawn_child(
     command: &mut tokio::process::Command,
     plan: Option<&super::sandbox::Plan>,
     required: bool,
+    restrict: Restrict,
 ) -> Result<(tokio::process::Child, bool), ToolError> {
-    use super::sandbox::{Applied, restrict_thread};
+    use super::sandbox::Applied;
     let failed = |e: std::io::Error| ToolError::Failed(e.to_string());
     let Some(plan) = plan else {
         return Ok((command.spawn().map_err(failed)?, false));
@@ -227,7 +244,7 @@ fn spawn_child(
         scope
             .spawn(|| {
                 let _runtime = handle.enter();
-                let applied = restrict_thread(plan).map_err(ToolError::Failed)?;
+                let applied = restrict(plan).map_err(ToolError::Failed)?;
                 if applied == Applied::Unsupported && required {
                     return Err(ToolError::Failed(
                         "this kernel has no Landlock and the sandbox is required; not run".into(),
