@@ -722,10 +722,10 @@ api_key_env = "OLLM_TEST_LAB_KEY"
     /// `[models."NAME"]`, `compact` and `compact_threshold`.
     #[test]
     fn context_settings_come_from_the_file() {
-        let check = |file: &str, expected: Result<ContextSettings, ()>| {
-            let file = parse_file(file).unwrap();
+        let check = |text: &str, expected: Result<ContextSettings, ()>| {
+            let file = parse_file(text).unwrap();
             let got = settle(&flags(None, None), &Env::default(), "c".into(), Some(file));
-            assert_eq!(got.map(|s| s.context).map_err(|_| ()), expected, "{file:?}");
+            assert_eq!(got.map(|s| s.context).map_err(|_| ()), expected, "{text:?}");
         };
         check("", Ok(ContextSettings::default()));
         check(
