@@ -382,7 +382,15 @@ mod tests {
         let check = |argv: &[&str], expected| assert_eq!(run_of(argv), expected, "{argv:?}");
         check(&["ollm", "run", "m", "hi"], Some((None, false)));
         check(
-            &["ollm", "run", "m", "--context-length", "2048", "--no-compact", "hi"],
+            &[
+                "ollm",
+                "run",
+                "m",
+                "--context-length",
+                "2048",
+                "--no-compact",
+                "hi",
+            ],
             Some((Some(2048), true)),
         );
         check(&["ollm", "run", "m", "--context-length", "0", "hi"], None);

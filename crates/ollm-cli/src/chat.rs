@@ -494,7 +494,11 @@ fn compact(state: &mut State, settings: &Settings, rt: &tokio::runtime::Runtime)
             return say("nothing to compact: the conversation is only its first and latest turns");
         }
         Ok(c) => c,
-        Err(e) => return say(&format!("error: the conversation could not be compacted: {e}")),
+        Err(e) => {
+            return say(&format!(
+                "error: the conversation could not be compacted: {e}"
+            ));
+        }
     };
     say(&format!(
         "compacted: {} turns summarised, about {} → {} tokens ({:.1} s)",

@@ -412,9 +412,7 @@ fn context_settings(file: &FileConfig, provider: Option<u32>) -> Result<ContextS
         ));
     }
     let defaults = ContextSettings::default();
-    let compact_threshold = file
-        .compact_threshold
-        .unwrap_or(defaults.compact_threshold);
+    let compact_threshold = file.compact_threshold.unwrap_or(defaults.compact_threshold);
     if !(1..=100).contains(&compact_threshold) {
         return Err(CliError::Usage(format!(
             "compact_threshold in the config must be a percentage from 1 to 100, not {compact_threshold}"
@@ -710,7 +708,10 @@ api_key_env = "OLLM_TEST_LAB_KEY"
         )
         .unwrap();
         let shown = render_settings(&with_context);
-        assert!(shown.contains("\n[models.\"qwen3:8b\"]\ncontext_length = 9\n"), "{shown}");
+        assert!(
+            shown.contains("\n[models.\"qwen3:8b\"]\ncontext_length = 9\n"),
+            "{shown}"
+        );
         for s in [with_model, without, with_context] {
             let shown = render_settings(&s);
             let parsed: Result<toml::Value, _> = toml::from_str(&shown);

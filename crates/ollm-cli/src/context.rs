@@ -15,9 +15,9 @@
 //!   Ollama, `/props` on llama.cpp, `max_model_len` in `/v1/models` on vLLM), or the
 //!   default.
 
+use ollm_core::ChatConfig;
 use ollm_core::context::{Window, WindowSource, settle_window};
 use ollm_core::tokens::ContextLimits;
-use ollm_core::ChatConfig;
 use ollm_types::ModelInfo;
 
 use crate::config::{ContextSettings, ProviderKind};
@@ -61,7 +61,11 @@ pub(crate) struct Origin<'a> {
 
 /// "2048 tokens (server: /props n_ctx)": the window and where it came from.
 pub(crate) fn describe(window: Window, origin: Origin<'_>, info: Option<&ModelInfo>) -> String {
-    format!("{} tokens ({})", window.tokens, source(window, origin, info))
+    format!(
+        "{} tokens ({})",
+        window.tokens,
+        source(window, origin, info)
+    )
 }
 
 /// `ollm show`'s window line: the window a run with `model` gets from the config and the
@@ -128,7 +132,11 @@ mod tests {
             chat.options.context_length,
             info.as_ref(),
         );
-        let origin = Origin { chat: &chat, flag, kind };
+        let origin = Origin {
+            chat: &chat,
+            flag,
+            kind,
+        };
         assert_eq!(describe(window, origin, info.as_ref()), expected);
     }
 
@@ -156,10 +164,34 @@ mod tests {
             ..every.clone()
         };
         let gguf = || server(2048, Some("gguf"));
-        check(none.clone(), Some(999), Openai, gguf(), "999 tokens (--context-length)");
-        check(table.clone(), None, Openai, gguf(), "1500 tokens (config [models.\"m\"])");
-        check(every.clone(), None, Ollama, gguf(), "3000 tokens (config context_length)");
-        check(none.clone(), None, Openai, gguf(), "2048 tokens (server: /props n_ctx)");
+        check(
+            none.clone(),
+            Some(999),
+            Openai,
+            gguf(),
+            "999 tokens (--context-length)",
+        );
+        check(
+            table.clone(),
+            None,
+            Openai,
+            gguf(),
+            "1500 tokens (config [models.\"m\"])",
+        );
+        check(
+            every.clone(),
+            None,
+            Ollama,
+            gguf(),
+            "3000 tokens (config context_length)",
+        );
+        check(
+            none.clone(),
+            None,
+            Openai,
+            gguf(),
+            "2048 tokens (server: /props n_ctx)",
+        );
         check(
             none.clone(),
             None,

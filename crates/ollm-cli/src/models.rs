@@ -404,7 +404,10 @@ pub(crate) mod tests {
         show(&Fake, "qwen3:8b", &window, &mut out).await.unwrap();
         let shown = text(out);
         assert!(shown.contains("context length   40960"), "{shown}");
-        assert!(shown.contains("window           qwen3:8b of 40960"), "{shown}");
+        assert!(
+            shown.contains("window           qwen3:8b of 40960"),
+            "{shown}"
+        );
         assert!(
             shown.contains("  Capabilities\n    completion\n    tools\n"),
             "{shown}"

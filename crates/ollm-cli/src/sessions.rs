@@ -310,7 +310,11 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = Session::open(d.path(), "long").unwrap();
         msgs(&s, 5);
-        let compacted = vec![Message::user("m0"), Message::user("[Summary] m1 to m3"), Message::user("m4")];
+        let compacted = vec![
+            Message::user("m0"),
+            Message::user("[Summary] m1 to m3"),
+            Message::user("m4"),
+        ];
         let record = Record::Compact {
             summary: Some("m1 to m3".into()),
             turns_summarised: 3,
@@ -319,9 +323,15 @@ mod tests {
         };
         s.append(std::slice::from_ref(&record)).unwrap();
         let line = std::fs::read_to_string(s.path()).unwrap();
-        assert!(line.contains(r#"{"type":"compact","summary":"m1 to m3","#), "{line}");
+        assert!(
+            line.contains(r#"{"type":"compact","summary":"m1 to m3","#),
+            "{line}"
+        );
         assert_eq!(s.load().unwrap().messages, compacted);
-        s.append(&[Record::Message { message: Message::user("after") }]).unwrap();
+        s.append(&[Record::Message {
+            message: Message::user("after"),
+        }])
+        .unwrap();
         let mut expected = compacted;
         expected.push(Message::user("after"));
         assert_eq!(s.load().unwrap().messages, expected);

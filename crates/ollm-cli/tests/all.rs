@@ -530,13 +530,17 @@ mod terminal {
         let o = Ollm::new();
         let url = s.mock.url();
         let args = ["--host", &url, "run", "qwen3:8b", "--no-tools"];
-        let t = Tmux::start(&o, &[&args[..], &["--context-length", "200", "--session", "c"]].concat());
+        let t = Tmux::start(
+            &o,
+            &[&args[..], &["--context-length", "200", "--session", "c"]].concat(),
+        );
         t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
         t.send(&["/compact", "Enter"]);
         t.wait_for_prompt("nothing to compact", |s| s.contains("nothing to compact"));
         let blah = "blah ".repeat(80);
         for n in 1..=2 {
-            s.mock.script("/api/chat", answer(&[&format!("answer {n} {blah}")]));
+            s.mock
+                .script("/api/chat", answer(&[&format!("answer {n} {blah}")]));
             t.send(&[&format!("question {n}"), "Enter"]);
             t.wait_for_prompt("an answer", |s| s.contains(&format!("answer {n} blah")));
         }
@@ -545,9 +549,12 @@ mod terminal {
             s.contains("window:   200 tokens (--context-length)")
                 && s.contains("compact:  at 80% of the window")
         });
-        s.mock.script("/api/chat", answer(&["The user asked two questions."]));
+        s.mock
+            .script("/api/chat", answer(&["The user asked two questions."]));
         t.send(&["/compact", "Enter"]);
-        t.wait_for_prompt("the compaction", |s| s.contains("compacted: 2 turns summarised"));
+        t.wait_for_prompt("the compaction", |s| {
+            s.contains("compacted: 2 turns summarised")
+        });
         s.mock.script("/api/chat", answer(&["third answer"]));
         t.send(&["question 3", "Enter"]);
         t.wait_for_prompt("the third answer", |s| s.contains("third answer"));

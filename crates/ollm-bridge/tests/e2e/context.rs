@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::StreamExt;
+use ollm_core::ProviderAdapter;
 use ollm_core::{
     ChatClient, ChatConfig, ChatEvent, ChatOptions, Tool, ToolError, ToolRegistry, WindowSource,
 };
-use ollm_core::ProviderAdapter;
 use ollm_types::{Role, ToolSchema, WarningKind};
 use serde_json::{Map, Value, json};
 
@@ -25,7 +25,12 @@ use super::setup::{provider, server};
 /// A file of `lines` numbered lines about `topic` (about 60 characters a line).
 fn file_text(topic: &str, lines: usize) -> String {
     (1..=lines)
-        .map(|i| format!("{topic} note {i}: the value of setting {topic}_{i} is {}.\n", i * 7))
+        .map(|i| {
+            format!(
+                "{topic} note {i}: the value of setting {topic}_{i} is {}.\n",
+                i * 7
+            )
+        })
         .collect()
 }
 
@@ -78,7 +83,11 @@ async fn a_twelve_prompt_chat_with_file_reads_never_dead_ends() {
     let client = ChatClient::new(provider, tools, config);
     let window = client.context_window().await;
     assert_eq!(window.source, WindowSource::Server);
-    assert_eq!(Some(window.tokens as u32), served, "the window is /props n_ctx");
+    assert_eq!(
+        Some(window.tokens as u32),
+        served,
+        "the window is /props n_ctx"
+    );
     let started = Instant::now();
     let mut completed = 0;
     for i in 0..12 {
@@ -92,13 +101,23 @@ async fn a_twelve_prompt_chat_with_file_reads_never_dead_ends() {
             match e {
                 ChatEvent::Error { error } => panic!("prompt {i}: {error:?}"),
                 ChatEvent::Warning { warning } => {
-                    assert_ne!(warning.kind, WarningKind::PromptTruncated, "prompt {i}: {warning:?}");
-                    eprintln!("prompt {i}: warning {:?}: {}", warning.kind, warning.message);
+                    assert_ne!(
+                        warning.kind,
+                        WarningKind::PromptTruncated,
+                        "prompt {i}: {warning:?}"
+                    );
+                    eprintln!(
+                        "prompt {i}: warning {:?}: {}",
+                        warning.kind, warning.message
+                    );
                 }
                 ChatEvent::Compacted { compaction: c } => eprintln!(
                     "prompt {i}: compacted {} -> {} tokens, {} turns summarised, {} dropped, \
                      summary in {} ms",
-                    c.tokens_before, c.tokens_after, c.turns_summarised, c.turns_dropped,
+                    c.tokens_before,
+                    c.tokens_after,
+                    c.turns_summarised,
+                    c.turns_dropped,
                     c.summary_ms
                 ),
                 ChatEvent::TurnComplete { usage, .. } => {
@@ -113,8 +132,16 @@ async fn a_twelve_prompt_chat_with_file_reads_never_dead_ends() {
         completed += 1;
     }
     let history = client.history();
-    let calls: usize = history.messages().iter().map(|m| m.tool_calls().count()).sum();
-    let results = history.messages().iter().filter(|m| m.role() == Role::Tool).count();
+    let calls: usize = history
+        .messages()
+        .iter()
+        .map(|m| m.tool_calls().count())
+        .sum();
+    let results = history
+        .messages()
+        .iter()
+        .filter(|m| m.role() == Role::Tool)
+        .count();
     assert_eq!(calls, results, "calls and results stay paired");
     eprintln!(
         "completed {completed} of 12 prompts in {:.1} s; window {} tokens",

@@ -61,7 +61,14 @@ async fn num_ctx_sent_equals_the_window_enforced() {
         // The adapter's configured num_ctx is what the server reports as the window.
         (40960, Some(4096), None, None, None, (4096, Server)),
         // A run's setting (the CLI's `--context-length`) beats everything.
-        (40960, Some(4096), Some(16384), None, Some(2000), (16384, Setting)),
+        (
+            40960,
+            Some(4096),
+            Some(16384),
+            None,
+            Some(2000),
+            (16384, Setting),
+        ),
         // The per-model table (the CLI's `[models."NAME"]`).
         (40960, None, None, Some(3000), None, (3000, Setting)),
         // The run's setting beats the table.

@@ -110,11 +110,29 @@ mod tests {
     fn order() {
         use WindowSource::*;
         let none = (None, None);
-        check((Some(1000), None), Some(8000), Some(2048), None, (8000, Setting));
+        check(
+            (Some(1000), None),
+            Some(8000),
+            Some(2048),
+            None,
+            (8000, Setting),
+        );
         check((Some(1000), None), None, Some(2048), None, (1000, Setting));
-        check((Some(1000), Some(3000)), None, Some(2048), None, (1000, Setting));
+        check(
+            (Some(1000), Some(3000)),
+            None,
+            Some(2048),
+            None,
+            (1000, Setting),
+        );
         check((None, Some(3000)), None, Some(2048), None, (3000, Setting));
-        check((None, Some(3000)), Some(500), Some(2048), None, (500, Setting));
+        check(
+            (None, Some(3000)),
+            Some(500),
+            Some(2048),
+            None,
+            (500, Setting),
+        );
         check(none, None, Some(2048), Some(32768), (2048, Server));
         check(none, None, None, Some(2048), (2048, Default));
         check(none, None, None, Some(131072), (4096, Default));

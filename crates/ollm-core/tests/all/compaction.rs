@@ -241,7 +241,10 @@ fn the_event_shows_the_whole_result_and_the_history_holds_what_the_model_read() 
     assert!(shown[0].matches('x').count() >= 50_000, "the event was cut");
     let history = c.history();
     let kept = history.messages()[2].text();
-    assert!(kept.contains("characters left out]") && kept.len() < 10_000, "{kept}");
+    assert!(
+        kept.contains("characters left out]") && kept.len() < 10_000,
+        "{kept}"
+    );
     let added = events.iter().find_map(|e| match e {
         ChatEvent::Finish { added, .. } => Some(added.clone()),
         _ => None,
