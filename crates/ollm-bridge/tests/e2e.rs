@@ -18,6 +18,8 @@
 
 mod e2e {
     pub(crate) mod adapter;
+    // Issue 11: a 12-prompt chat with file reads in the server's small window.
+    pub(crate) mod context;
     // On Qwen2.5-Coder-0.5B the constrained reply picks the final answer with an invented
     // time ("2023-04-15T14:30:00Z") instead of calling get_time: pending with `runs`.
     #[cfg(feature = "e2e-pending")]

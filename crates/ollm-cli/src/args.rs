@@ -18,7 +18,7 @@ Running a model:
   ollm run MODEL            an interactive chat (the first word after run is the model)
 
 Chat commands:
-  /help or /?  /clear  /model [NAME]  /think [LEVEL]  /tools [on|off|yes]  /status
+  /help or /?  /clear  /compact  /model [NAME]  /think [LEVEL]  /tools [on|off|yes]  /status
   /set system TEXT  /set parameter NAME VALUE  /set think  /set nothink
   /show info|parameters|system  /save NAME [--force]  /load NAME  /bye or /exit
 
@@ -184,6 +184,14 @@ pub(crate) struct RunArgs {
     /// The system prompt.
     #[arg(long, value_name = "TEXT")]
     pub(crate) system: Option<String>,
+    /// The context window in tokens, over the config and what the server reports (on
+    /// Ollama it is also the `num_ctx` sent).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) context_length: Option<u32>,
+    /// Never compact the conversation: a prompt over the window is refused (`/compact`
+    /// compacts by hand).
+    #[arg(long)]
+    pub(crate) no_compact: bool,
     /// Sampling options sent with every request of the run.
     #[command(flatten)]
     pub(crate) sampling: SamplingArgs,
@@ -399,6 +407,30 @@ mod tests {
         );
         // A flag-like word that is no flag is refused, not silently sent as prompt.
         check(&["ollm", "run", "m", "x", "--frobnicate"], None);
+    }
+
+    #[test]
+    fn context_length_and_no_compact_parse() {
+        let run_of = |argv: &[&str]| match Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(Command::Run(run)) => Some((run.context_length, run.no_compact)),
+            _ => None,
+        };
+        let check = |argv: &[&str], expected| assert_eq!(run_of(argv), expected, "{argv:?}");
+        check(&["ollm", "run", "m", "hi"], Some((None, false)));
+        check(
+            &[
+                "ollm",
+                "run",
+                "m",
+                "--context-length",
+                "2048",
+                "--no-compact",
+                "hi",
+            ],
+            Some((Some(2048), true)),
+        );
+        check(&["ollm", "run", "m", "--context-length", "0", "hi"], None);
+        check(&["ollm", "run", "m", "--context-length", "big", "hi"], None);
     }
 
     #[test]

@@ -23,11 +23,12 @@ const HELP: &str = "\
 Commands:
   /help                 this help
   /clear                forget the conversation
+  /compact              summarise the older turns now, to make room in the window
   /model [NAME]         show or switch the model
   /think [LEVEL]        show or set thinking: on, off, low, medium, high
   /tools [on|off]       list the tools, or offer them or not
   /mcp                  the MCP servers, their state and tools
-  /status               model, context use and token counts
+  /status               model, context window and use, token counts
   /set system TEXT      set the system message (as in `ollama run`)
   /set parameter N V    set a sampling parameter: temperature, top_p, top_k,
                         repeat_penalty, seed, num_predict, num_ctx, stop
@@ -131,7 +132,6 @@ struct State {
     last: Summary,
     total_prompt: u64,
     total_completion: u64,
-    context_length: Option<u32>,
 }
 
 fn say(text: &str) {
@@ -174,12 +174,9 @@ pub(crate) fn interactive(
         last: Summary::default(),
         total_prompt: 0,
         total_completion: 0,
-        context_length: settings.provider.context_length,
     };
-    match preflight(rt, parts, settings, &state.plan.chat.model) {
-        Ok(window) => state.context_length = state.context_length.or(window),
-        Err(Some(problem)) => say(&problem),
-        Err(None) => {}
+    if let Some(problem) = preflight(rt, parts, settings, &state.plan.chat.model) {
+        say(&problem);
     }
     say(&format!(
         "ollm chat with {} via {} — /help for commands, Ctrl-D or /bye to leave",
@@ -234,32 +231,32 @@ fn save_line_history(editor: &mut DefaultEditor, history_file: &std::path::Path)
     let _ = editor.save_history(history_file);
 }
 
-/// Checks the server before the first prompt, as `ollama run` does: `Ok` with the model's
-/// context window when the server told it, `Err(Some)` with what is wrong (one line and a
-/// hint). The chat still starts either way, so slash commands stay usable.
+/// Checks the server before the first prompt, as `ollama run` does: what is wrong (one
+/// line and a hint), if anything. The chat still starts either way, so slash commands
+/// stay usable.
 fn preflight(
     rt: &tokio::runtime::Runtime,
     parts: &Parts,
     settings: &Settings,
     model: &str,
-) -> Result<Option<u32>, Option<String>> {
+) -> Option<String> {
     if crate::errors::looks_openai(settings) {
-        return Err(Some(format!(
+        return Some(format!(
             "error: {} is an OpenAI-style address but the provider is ollama\n  hint: {}",
             settings.provider.base_url,
             crate::errors::OPENAI_HINT
-        )));
+        ));
     }
     let e = match rt.block_on(parts.provider.show_model(model)) {
-        Ok(info) => return Ok(info.context_length),
-        Err(e) if e.kind == ollm_types::ProviderErrorKind::Unsupported => return Err(None),
+        Ok(_) => return None,
+        Err(e) if e.kind == ollm_types::ProviderErrorKind::Unsupported => return None,
         Err(e) => e,
     };
     let headline = crate::errors::headline(&e);
-    Err(Some(match crate::errors::hint(&e, settings) {
+    Some(match crate::errors::hint(&e, settings) {
         Some(h) => format!("error: {headline}\n  hint: {h}"),
         None => format!("error: {headline}"),
-    }))
+    })
 }
 
 /// The terminal's width (`COLUMNS`, else 80), for text this module wraps itself.
@@ -320,8 +317,10 @@ fn answer(text: &str, state: &mut State, settings: &Settings, rt: &tokio::runtim
         state.total_completion += u64::from(u);
     }
     if let Some(s) = &state.session {
-        if !outcome.messages.is_empty() {
-            run::save_turn(s, settings, &model, state.session_fresh, &outcome.messages);
+        let history = state.client.history();
+        let change = run::Change::of(&outcome, history.messages());
+        if !change.is_empty() {
+            run::save_turn(s, settings, &model, state.session_fresh, change);
             state.session_fresh = false;
         }
     }
@@ -390,7 +389,6 @@ fn command(
                 }
                 state.plan.chat.model = m.to_owned();
                 state.client.set_model(m);
-                state.context_length = settings.provider.context_length;
                 say(&format!("model: {m}"));
             }
         },
@@ -435,14 +433,10 @@ fn command(
         },
         "mcp" => say(&crate::mcp::describe_run(parts)),
         "status" => {
-            if state.context_length.is_none() {
-                state.context_length = rt
-                    .block_on(parts.provider.show_model(&state.plan.chat.model))
-                    .ok()
-                    .and_then(|m| m.context_length);
-            }
-            say(&status_text(state, settings));
+            let window = window_text(state, settings, rt);
+            say(&status_text(state, settings, &window));
         }
+        "compact" => compact(state, settings, rt),
         "save" => match arg {
             None => say("usage: /save NAME [--force]"),
             Some(words) => match save_as(words, state, settings) {
@@ -486,6 +480,39 @@ fn command(
         other => say(&format!("unknown command /{other}; /help lists them")),
     }
     Flow::Continue
+}
+
+/// `/compact`: summarises the older turns now (the same as compaction near the window
+/// does on its own), says what it did and records it in the session.
+fn compact(state: &mut State, settings: &Settings, rt: &tokio::runtime::Runtime) {
+    let model = state.plan.chat.model.clone();
+    crate::status::set(format!("summarising the conversation with {model}…"));
+    let done = rt.block_on(state.client.compact());
+    crate::status::clear();
+    let c = match done {
+        Ok(c) if c.turns_summarised == 0 => {
+            return say("nothing to compact: the conversation is only its first and latest turns");
+        }
+        Ok(c) => c,
+        Err(e) => {
+            return say(&format!(
+                "error: the conversation could not be compacted: {e}"
+            ));
+        }
+    };
+    say(&format!(
+        "compacted: {} turns summarised, about {} → {} tokens ({:.1} s)",
+        c.turns_summarised,
+        c.tokens_before,
+        c.tokens_after,
+        c.summary_ms as f64 / 1000.0
+    ));
+    if let Some(s) = &state.session {
+        let history = state.client.history();
+        let change = run::Change::Compacted(&c, history.messages());
+        run::save_turn(s, settings, &model, state.session_fresh, change);
+        state.session_fresh = false;
+    }
 }
 
 /// The dim line after an answer: tokens and time, where the server said.
@@ -535,12 +562,7 @@ fn info_text(
     let model = state.plan.chat.model.clone();
     match rt.block_on(parts.provider.show_model(&model)) {
         Ok(info) => {
-            if info.context_length.is_some() {
-                state.context_length = info.context_length;
-            }
-            let window = info
-                .context_length
-                .map_or("unknown".to_owned(), |c| c.to_string());
+            let window = window_text(state, settings, rt).1;
             format!(
                 "model:    {model}\nprovider: {} ({})\ncontext:  {window}\ncapabilities: {}",
                 settings.provider.name,
@@ -556,20 +578,46 @@ fn info_text(
     }
 }
 
-fn status_text(state: &State, settings: &Settings) -> String {
+/// The window the next request gets (as core settles it) and, in words, where it came
+/// from.
+fn window_text(
+    state: &State,
+    settings: &Settings,
+    rt: &tokio::runtime::Runtime,
+) -> (usize, String) {
+    let (window, info) = rt.block_on(async {
+        let window = state.client.context_window().await;
+        (window, state.client.model_info().await)
+    });
+    let chat = state.client.config();
+    let origin = crate::context::Origin {
+        chat: &chat,
+        flag: state.plan.context_flag,
+        kind: settings.provider.kind,
+    };
+    let text = crate::context::describe(window, origin, info.as_ref());
+    (window.tokens, text)
+}
+
+fn status_text(state: &State, settings: &Settings, (window, source): &(usize, String)) -> String {
     let used = state
         .last
         .usage
         .prompt_tokens
         .map(|p| u64::from(p) + u64::from(state.last.usage.completion_tokens.unwrap_or(0)));
-    let context = match (used, state.context_length) {
-        (Some(u), Some(c)) if c > 0 => format!("{u} / {c} tokens ({}%)", u * 100 / u64::from(c)),
-        (Some(u), _) => format!("{u} tokens (limit unknown)"),
-        (None, Some(c)) => format!("nothing sent yet / {c} tokens"),
-        (None, None) => "nothing sent yet".to_owned(),
+    let window = *window as u64;
+    let context = match used {
+        Some(u) if window > 0 => format!("{u} / {window} tokens ({}%)", u * 100 / window),
+        _ => format!("nothing sent yet / {window} tokens"),
+    };
+    let compaction = &state.plan.chat.compaction;
+    let compact = if compaction.enabled {
+        format!("at {}% of the window", compaction.threshold_percent)
+    } else {
+        "off (/compact compacts by hand)".to_owned()
     };
     format!(
-        "model:    {}\nprovider: {} ({})\nmessages: {}\ncontext:  {}\ntokens:   {} in, {} out this chat\nsession:  {}",
+        "model:    {}\nprovider: {} ({})\nmessages: {}\nwindow:   {source}\ncontext:  {}\ncompact:  {compact}\ntokens:   {} in, {} out this chat\nsession:  {}",
         state.plan.chat.model,
         settings.provider.name,
         settings.provider.base_url,

@@ -82,6 +82,23 @@ pub(crate) struct FileConfig {
     pub(crate) tools: ToolsEntry,
     /// MCP servers, by name (see `mcp.rs`).
     pub(crate) mcp_servers: BTreeMap<String, crate::mcp::McpServerEntry>,
+    /// The context window of every model, in tokens (over what the server reports).
+    pub(crate) context_length: Option<u32>,
+    /// Compact a long conversation when it nears the window (default `true`).
+    pub(crate) compact: Option<bool>,
+    /// Compact when a request would use more than this percent of the window (1-100,
+    /// default 80).
+    pub(crate) compact_threshold: Option<u8>,
+    /// Per-model settings: `[models."NAME"]`.
+    pub(crate) models: BTreeMap<String, ModelEntry>,
+}
+
+/// One `[models."NAME"]` table.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ModelEntry {
+    /// The model's context window, in tokens (over every other setting but the flag).
+    pub(crate) context_length: Option<u32>,
 }
 
 /// One `[providers.NAME]` table.
@@ -180,6 +197,30 @@ pub(crate) struct ToolSettings {
     pub(crate) sandbox: ollm_tools::Sandbox,
 }
 
+/// The context window and compaction, settled from the config (see `context.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ContextSettings {
+    /// The window of every model: the provider's `context_length`, else the top-level one.
+    pub(crate) length: Option<u32>,
+    /// Windows by model, from `[models."NAME"]`.
+    pub(crate) models: BTreeMap<String, u32>,
+    /// Compact automatically.
+    pub(crate) compact: bool,
+    /// When, in percent of the window.
+    pub(crate) compact_threshold: u8,
+}
+
+impl Default for ContextSettings {
+    fn default() -> Self {
+        ContextSettings {
+            length: None,
+            models: BTreeMap::new(),
+            compact: true,
+            compact_threshold: ollm_core::context::CompactionConfig::default().threshold_percent,
+        }
+    }
+}
+
 /// Everything the commands need to know, settled.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Settings {
@@ -197,6 +238,8 @@ pub(crate) struct Settings {
     pub(crate) tools: ToolSettings,
     /// Every provider name known (built-in and from the file).
     pub(crate) known_providers: Vec<String>,
+    /// The context window and compaction.
+    pub(crate) context: ContextSettings,
 }
 
 /// The programs `run_command` may start unless the config says otherwise: read-only ones.
@@ -346,6 +389,7 @@ pub(crate) fn settle(
         pass_env: file.tools.pass_env.clone(),
         sandbox: file.tools.sandbox.unwrap_or_default(),
     };
+    let context = context_settings(&file, provider.context_length)?;
     Ok(Settings {
         config_path,
         config_found,
@@ -354,6 +398,38 @@ pub(crate) fn settle(
         data_dir,
         tools,
         known_providers,
+        context,
+    })
+}
+
+/// The context settings of `file`; `provider` is the provider's own `context_length`,
+/// which goes over the top-level one. A window of 0 or a threshold outside 1-100 is a
+/// usage error.
+fn context_settings(file: &FileConfig, provider: Option<u32>) -> Result<ContextSettings, CliError> {
+    let mut models = BTreeMap::new();
+    for (name, entry) in &file.models {
+        if let Some(n) = entry.context_length {
+            models.insert(name.clone(), n);
+        }
+    }
+    let length = provider.or(file.context_length);
+    if length == Some(0) || models.values().any(|n| *n == 0) {
+        return Err(CliError::Usage(
+            "context_length in the config must be at least 1".into(),
+        ));
+    }
+    let defaults = ContextSettings::default();
+    let compact_threshold = file.compact_threshold.unwrap_or(defaults.compact_threshold);
+    if !(1..=100).contains(&compact_threshold) {
+        return Err(CliError::Usage(format!(
+            "compact_threshold in the config must be a percentage from 1 to 100, not {compact_threshold}"
+        )));
+    }
+    Ok(ContextSettings {
+        length,
+        models,
+        compact: file.compact.unwrap_or(true),
+        compact_threshold,
     })
 }
 
@@ -422,6 +498,12 @@ pub(crate) fn render_settings(s: &Settings) -> String {
         None => line("# model", "(none set)".to_owned()),
     }
     line("known_providers", format!("{:?}", s.known_providers));
+    let c = &s.context;
+    if let Some(n) = c.length {
+        line("context_length", n.to_string());
+    }
+    line("compact", c.compact.to_string());
+    line("compact_threshold", c.compact_threshold.to_string());
     out.push_str(&format!("\n[providers.{}]\n", p.name));
     let kind = match p.kind {
         ProviderKind::Ollama => "ollama",
@@ -454,6 +536,9 @@ pub(crate) fn render_settings(s: &Settings) -> String {
         t.output_limit,
         t.audit_log.display().to_string()
     ));
+    for (model, n) in &c.models {
+        out.push_str(&format!("\n[models.{model:?}]\ncontext_length = {n}\n"));
+    }
     out
 }
 
@@ -621,11 +706,58 @@ api_key_env = "OLLM_TEST_LAB_KEY"
         )
         .unwrap();
         let without = settle(&flags(None, None), &Env::default(), "c".into(), None).unwrap();
-        for s in [with_model, without] {
+        let file = parse_file("context_length = 2048\n[models.\"qwen3:8b\"]\ncontext_length = 9\n");
+        let with_context = settle(
+            &flags(None, None),
+            &Env::default(),
+            "c".into(),
+            Some(file.unwrap()),
+        )
+        .unwrap();
+        let shown = render_settings(&with_context);
+        assert!(
+            shown.contains("\n[models.\"qwen3:8b\"]\ncontext_length = 9\n"),
+            "{shown}"
+        );
+        for s in [with_model, without, with_context] {
             let shown = render_settings(&s);
             let parsed: Result<toml::Value, _> = toml::from_str(&shown);
             assert!(parsed.is_ok(), "{parsed:?}\n{shown}");
         }
+    }
+
+    /// Issue 11: `context_length` (top level, or the provider's over it),
+    /// `[models."NAME"]`, `compact` and `compact_threshold`.
+    #[test]
+    fn context_settings_come_from_the_file() {
+        let check = |text: &str, expected: Result<ContextSettings, ()>| {
+            let file = parse_file(text).unwrap();
+            let got = settle(&flags(None, None), &Env::default(), "c".into(), Some(file));
+            assert_eq!(got.map(|s| s.context).map_err(|_| ()), expected, "{text:?}");
+        };
+        check("", Ok(ContextSettings::default()));
+        check(
+            "context_length = 2048\ncompact = false\ncompact_threshold = 70\n\
+             [models.\"qwen3:8b\"]\ncontext_length = 8192\n[models.other]\n",
+            Ok(ContextSettings {
+                length: Some(2048),
+                models: [("qwen3:8b".to_owned(), 8192)].into(),
+                compact: false,
+                compact_threshold: 70,
+            }),
+        );
+        check(
+            "context_length = 2048\n[providers.ollama]\nkind = \"ollama\"\ncontext_length = 3000\n",
+            Ok(ContextSettings {
+                length: Some(3000),
+                ..ContextSettings::default()
+            }),
+        );
+        check("context_length = 0", Err(()));
+        check("[models.m]\ncontext_length = 0", Err(()));
+        check("compact_threshold = 0", Err(()));
+        check("compact_threshold = 101", Err(()));
+        assert!(parse_file("[models.m]\nwindow = 3").is_err());
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod ago;
 mod args;
 mod chat;
 mod config;
+mod context;
 mod errors;
 mod exit;
 mod mcp;
@@ -176,7 +177,12 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
     let mut out = stdout.lock();
     let result = match cli.command {
         Command::List => rt.block_on(models::list(provider.as_ref(), &mut out)),
-        Command::Show { model } => rt.block_on(models::show(provider.as_ref(), &model, &mut out)),
+        Command::Show { model } => {
+            let window = |info: &ollm_types::ModelInfo| {
+                context::for_show(&settings.context, settings.provider.kind, &model, info)
+            };
+            rt.block_on(models::show(provider.as_ref(), &model, &window, &mut out))
+        }
         Command::Rm { model } => rt.block_on(models::remove(provider.as_ref(), &model, &mut out)),
         Command::Ps => rt.block_on(models::ps(provider.as_ref(), &mut out)),
         Command::Version => rt.block_on(models::version(provider.as_ref(), &url, &mut out)),

@@ -10,6 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use ollm_core::ProviderAdapter;
+use ollm_types::ModelInfo;
 
 use crate::exit::CliError;
 
@@ -78,10 +79,12 @@ pub(crate) async fn list(p: &dyn ProviderAdapter, out: &mut dyn Write) -> Result
     Ok(())
 }
 
-/// `ollm show MODEL`.
+/// `ollm show MODEL`; `window` says the context window a run gets and where it comes
+/// from (see `context.rs`).
 pub(crate) async fn show(
     p: &dyn ProviderAdapter,
     model: &str,
+    window: &dyn Fn(&ModelInfo) -> String,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let m = p.show_model(model).await?;
@@ -101,6 +104,7 @@ pub(crate) async fn show(
     if let Some(c) = m.context_length {
         rows.push(vec!["    context length".to_owned(), c.to_string()]);
     }
+    rows.push(vec!["    window".to_owned(), window(&m)]);
     if let Some(s) = m.size {
         rows.push(vec!["    size".to_owned(), human_bytes(s)]);
     }
@@ -396,15 +400,22 @@ pub(crate) mod tests {
             )
         );
         let mut out = Vec::new();
-        show(&Fake, "qwen3:8b", &mut out).await.unwrap();
+        let window = |m: &ModelInfo| format!("{} of {}", m.name, m.context_length.unwrap_or(0));
+        show(&Fake, "qwen3:8b", &window, &mut out).await.unwrap();
         let shown = text(out);
         assert!(shown.contains("context length   40960"), "{shown}");
+        assert!(
+            shown.contains("window           qwen3:8b of 40960"),
+            "{shown}"
+        );
         assert!(
             shown.contains("  Capabilities\n    completion\n    tools\n"),
             "{shown}"
         );
         assert!(shown.contains("    top_k 20"), "{shown}");
-        let err = show(&Fake, "nope", &mut Vec::new()).await.unwrap_err();
+        let err = show(&Fake, "nope", &window, &mut Vec::new())
+            .await
+            .unwrap_err();
         assert_eq!(err.exit_code(), crate::exit::MODEL_NOT_FOUND);
         let mut out = Vec::new();
         ps(&Fake, &mut out).await.unwrap();

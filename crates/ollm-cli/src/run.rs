@@ -5,7 +5,9 @@ use std::io::{IsTerminal, Read, Write};
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use ollm_core::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ProviderAdapter, ToolRegistry};
+use ollm_core::{
+    ChatClient, ChatConfig, ChatEvent, ChatOptions, Compaction, ProviderAdapter, ToolRegistry,
+};
 use ollm_types::{FinishReason, Message};
 
 use crate::args::{OutputFormat, RunArgs};
@@ -36,6 +38,8 @@ pub(crate) struct RunPlan {
     pub(crate) approval: Mode,
     /// Explain the run on stderr (`--verbose`).
     pub(crate) verbose: bool,
+    /// `--context-length`, to say where the window came from (it is in `chat` too).
+    pub(crate) context_flag: Option<u32>,
 }
 
 /// What the terminal looks like, for settling.
@@ -136,12 +140,12 @@ pub(crate) fn settle(
     chat.options.top_k = sampling.top_k;
     chat.options.seed = sampling.seed;
     chat.options.stop.clone_from(&sampling.stop);
-    if let Some(ctx) = settings.provider.context_length {
-        chat.options.context_length = Some(ctx);
-        chat.context_limits
-            .models
-            .insert(chat.model.clone(), ctx as usize);
-    }
+    crate::context::apply(
+        &mut chat,
+        &settings.context,
+        args.context_length,
+        args.no_compact,
+    );
     Ok(RunPlan {
         prompt,
         format: args.output_format,
@@ -155,6 +159,7 @@ pub(crate) fn settle(
         session: args.session.clone(),
         approval,
         verbose: args.verbose,
+        context_flag: args.context_length,
     })
 }
 
@@ -209,6 +214,9 @@ pub(crate) struct Outcome {
     /// reported them on `Finish`: nothing for a run that failed before recording a turn
     /// (or that was abandoned before it finished).
     pub(crate) messages: Vec<Message>,
+    /// The run's last compaction, if it compacted the history (then `messages` is not
+    /// enough to save: the whole history changed).
+    pub(crate) compaction: Option<Compaction>,
 }
 
 /// Runs one prompt through `client`, showing events in `sink`; Ctrl-C cancels the run
@@ -237,9 +245,22 @@ pub(crate) async fn generate_with(
 ) -> Result<Outcome, CliError> {
     let run = client.chat(prompt.to_owned(), options);
     let cancel = run.cancel_token();
+    let compacted = std::sync::Mutex::new(None);
+    let run = run.inspect(|event| {
+        if let ChatEvent::Compacted { compaction } = event {
+            if let Ok(mut last) = compacted.lock() {
+                *last = Some(compaction.clone());
+            }
+        }
+    });
     let mut summary = drive(run, || cancel.cancel(), interrupts, sink, model).await?;
     let messages = std::mem::take(&mut summary.added);
-    Ok(Outcome { summary, messages })
+    let compaction = compacted.into_inner().unwrap_or_else(|e| e.into_inner());
+    Ok(Outcome {
+        summary,
+        messages,
+        compaction,
+    })
 }
 
 /// Shows `events` in `sink` until the run finishes; each item of `interrupts` (Ctrl-C)
@@ -315,11 +336,11 @@ pub(crate) async fn one_shot(
         Some(name) => Some(Session::open(&settings.data_dir, name)?),
         None => None,
     };
-    let history = match &session {
+    let loaded = match &session {
         Some(s) => load_session(s)?,
         None => Vec::new(),
     };
-    let client = parts.client(&plan.chat, &history)?;
+    let client = parts.client(&plan.chat, &loaded)?;
     let options = ChatOptions {
         no_tools: plan.no_tools,
         ..ChatOptions::default()
@@ -329,7 +350,9 @@ pub(crate) async fn one_shot(
     let outcome = generate(&client, prompt, options, sink.as_mut(), model).await?;
     drop(sink);
     if let Some(s) = &session {
-        save_turn(s, settings, model, history.is_empty(), &outcome.messages);
+        let history = client.history();
+        let change = Change::of(&outcome, history.messages());
+        save_turn(s, settings, model, loaded.is_empty(), change);
     }
     status_of(&outcome.summary)
 }
@@ -401,14 +424,39 @@ pub(crate) fn load_session(session: &Session) -> Result<Vec<Message>, CliError> 
     Ok(loaded.messages)
 }
 
-/// Appends a generation's messages to a session (with a `meta` record first for a new
-/// one); a failure to save is a warning, not a failed run.
+/// What a run (or `/compact`) changed in the conversation, to append to its session.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Change<'a> {
+    /// These messages were added at the end.
+    Added(&'a [Message]),
+    /// The history was compacted: it is now these messages (a `compact` record, so the
+    /// session resumes with exactly what the model saw).
+    Compacted(&'a Compaction, &'a [Message]),
+}
+
+impl<'a> Change<'a> {
+    /// What `outcome` changed; `history` is the client's messages after it.
+    pub(crate) fn of(outcome: &'a Outcome, history: &'a [Message]) -> Self {
+        match &outcome.compaction {
+            Some(c) => Change::Compacted(c, history),
+            None => Change::Added(&outcome.messages),
+        }
+    }
+
+    /// Whether there is nothing to save.
+    pub(crate) fn is_empty(&self) -> bool {
+        matches!(self, Change::Added(m) if m.is_empty())
+    }
+}
+
+/// Appends a change of the conversation to a session (with a `meta` record first for a
+/// new one); a failure to save is a warning, not a failed run.
 pub(crate) fn save_turn(
     session: &Session,
     settings: &Settings,
     model: &str,
     fresh: bool,
-    messages: &[Message],
+    change: Change<'_>,
 ) {
     let mut records = Vec::new();
     if fresh {
@@ -418,11 +466,19 @@ pub(crate) fn save_turn(
             model: model.to_owned(),
         });
     }
-    records.extend(
-        messages
-            .iter()
-            .map(|m| Record::Message { message: m.clone() }),
-    );
+    match change {
+        Change::Added(messages) => records.extend(
+            messages
+                .iter()
+                .map(|m| Record::Message { message: m.clone() }),
+        ),
+        Change::Compacted(c, messages) => records.push(Record::Compact {
+            summary: c.summary.clone(),
+            turns_summarised: c.turns_summarised,
+            turns_dropped: c.turns_dropped,
+            messages: messages.to_vec(),
+        }),
+    }
     if let Err(e) = session.append(&records) {
         render::warn(&format!(
             "could not save session {:?} to {}: {e}",

@@ -35,6 +35,19 @@ pub(crate) enum Record {
     },
     /// `/clear`: the messages before this line are no longer part of the conversation.
     Clear,
+    /// The conversation was compacted (automatically or by `/compact`): from here on it
+    /// is `messages`, the history the model saw after the compaction, summary included.
+    Compact {
+        /// The summary written, if one was (turns may be dropped without one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        /// How many turns the summary replaced.
+        turns_summarised: usize,
+        /// How many turns were dropped without a summary.
+        turns_dropped: usize,
+        /// The whole conversation after the compaction.
+        messages: Vec<Message>,
+    },
 }
 
 /// What loading a session found.
@@ -146,6 +159,7 @@ impl Session {
                 Record::Meta { model, .. } => loaded.model = Some(model),
                 Record::Message { message } => loaded.messages.push(message),
                 Record::Clear => loaded.messages.clear(),
+                Record::Compact { messages, .. } => loaded.messages = messages,
             }
         }
         Ok(loaded)
@@ -287,6 +301,40 @@ mod tests {
         msgs(&s, 1);
         assert_eq!(s.load().unwrap().messages, vec![Message::user("m0")]);
         assert_eq!(list(d.path()).unwrap()[0].name, "work");
+    }
+
+    /// Issue 11: a `compact` record replaces what came before it, and the messages after
+    /// it follow, so a resumed session is what the model saw.
+    #[test]
+    fn a_compact_record_replaces_the_conversation_before_it() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Session::open(d.path(), "long").unwrap();
+        msgs(&s, 5);
+        let compacted = vec![
+            Message::user("m0"),
+            Message::user("[Summary] m1 to m3"),
+            Message::user("m4"),
+        ];
+        let record = Record::Compact {
+            summary: Some("m1 to m3".into()),
+            turns_summarised: 3,
+            turns_dropped: 0,
+            messages: compacted.clone(),
+        };
+        s.append(std::slice::from_ref(&record)).unwrap();
+        let line = std::fs::read_to_string(s.path()).unwrap();
+        assert!(
+            line.contains(r#"{"type":"compact","summary":"m1 to m3","#),
+            "{line}"
+        );
+        assert_eq!(s.load().unwrap().messages, compacted);
+        s.append(&[Record::Message {
+            message: Message::user("after"),
+        }])
+        .unwrap();
+        let mut expected = compacted;
+        expected.push(Message::user("after"));
+        assert_eq!(s.load().unwrap().messages, expected);
     }
 
     #[cfg(unix)]

@@ -520,6 +520,54 @@ mod terminal {
         }
     }
 
+    /// Issue 11: `/status` says the window and where it came from; `/compact` summarises
+    /// the older turns now, the next request carries the summary, and the session
+    /// records it.
+    #[test]
+    fn compact_summarises_now_and_status_shows_the_window() {
+        use servers::{Ollama, answer};
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let args = ["--host", &url, "run", "qwen3:8b", "--no-tools"];
+        let t = Tmux::start(
+            &o,
+            &[&args[..], &["--context-length", "200", "--session", "c"]].concat(),
+        );
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
+        t.send(&["/compact", "Enter"]);
+        t.wait_for_prompt("nothing to compact", |s| s.contains("nothing to compact"));
+        let blah = "blah ".repeat(80);
+        for n in 1..=2 {
+            s.mock
+                .script("/api/chat", answer(&[&format!("answer {n} {blah}")]));
+            t.send(&[&format!("question {n}"), "Enter"]);
+            t.wait_for_prompt("an answer", |s| s.contains(&format!("answer {n} blah")));
+        }
+        t.send(&["/status", "Enter"]);
+        t.wait_for_prompt("the status", |s| {
+            s.contains("window:   200 tokens (--context-length)")
+                && s.contains("compact:  at 80% of the window")
+        });
+        s.mock
+            .script("/api/chat", answer(&["The user asked two questions."]));
+        t.send(&["/compact", "Enter"]);
+        t.wait_for_prompt("the compaction", |s| {
+            s.contains("compacted: 2 turns summarised")
+        });
+        s.mock.script("/api/chat", answer(&["third answer"]));
+        t.send(&["question 3", "Enter"]);
+        t.wait_for_prompt("the third answer", |s| s.contains("third answer"));
+        let chats = s.mock.requests_to("/api/chat");
+        assert_eq!(chats.len(), 4);
+        let third = chats[3].body["messages"].to_string();
+        assert!(third.contains("The user asked two questions."), "{third}");
+        assert!(!third.contains("answer 1"), "{third}");
+        let session = std::fs::read_to_string(o.data_dir().join("sessions/c.jsonl")).unwrap();
+        assert!(session.contains(r#""type":"compact""#), "{session}");
+        t.send(&["/bye", "Enter"]);
+    }
+
     /// A tool call that needs approval asks on the terminal: `y` runs it, `n` denies it.
     #[test]
     fn approval_is_asked_on_the_terminal() {

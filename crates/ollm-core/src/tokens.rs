@@ -23,8 +23,13 @@ pub const WARNING_THRESHOLD_PERCENT: f64 = 90.0;
 pub struct ContextLimits {
     /// Limits by model name.
     pub models: BTreeMap<String, usize>,
-    /// The limit for models not listed.
+    /// The limit for models not listed, when the server reports no window.
     pub default: usize,
+    /// A window set for every model not listed (a setting, such as the CLI's config
+    /// `context_length`): unlike [`ContextLimits::default`] it goes over what the
+    /// server reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_model: Option<usize>,
 }
 
 impl Default for ContextLimits {
@@ -32,6 +37,7 @@ impl Default for ContextLimits {
         ContextLimits {
             models: BTreeMap::new(),
             default: 4096,
+            every_model: None,
         }
     }
 }
@@ -43,9 +49,20 @@ impl ContextLimits {
         self
     }
 
-    /// The limit listed for `model`, or the default.
+    /// The same table with a window for every model not listed.
+    pub fn with_every_model(mut self, limit: usize) -> Self {
+        self.every_model = Some(limit);
+        self
+    }
+
+    /// The window set for `model`: its entry, else the one for every model.
+    pub fn setting_for(&self, model: &str) -> Option<usize> {
+        self.models.get(model).copied().or(self.every_model)
+    }
+
+    /// The limit set for `model` (see [`ContextLimits::setting_for`]), or the default.
     pub fn limit_for(&self, model: &str) -> usize {
-        self.models.get(model).copied().unwrap_or(self.default)
+        self.setting_for(model).unwrap_or(self.default)
     }
 }
 

@@ -209,6 +209,8 @@ fn chat_messages(mock: &MockOllama, n: usize) -> Vec<Value> {
     chats[n].body["messages"].as_array().unwrap().clone()
 }
 
+mod context;
+
 mod ollama_one_shot {
     use super::*;
 

@@ -45,6 +45,12 @@
 //!   own text followed by a user message of `Observation: <json>` lines, which is what a
 //!   model without tool support can read. A ReAct or constrained reply that could not be
 //!   read is recorded with the correction message that answers it.
+//! - **A cut tool result** (one that would take more than its share of the window
+//!   left, [`crate::context::bound`]): the `ToolResult` event carries the tool's whole
+//!   output, sent as the tool finished (the user sees what the tool did, and results show
+//!   as they arrive, before every call is done); the model reads the cut text, and the
+//!   history (so `Finish`'s `added` and anything saved from it) holds exactly that, never
+//!   the whole output. A `ToolOutputCut` warning says a result was cut.
 //! - **History on error**: the failed turn records nothing; if no turn of the run was
 //!   recorded, the prompt is removed too, so the client is as before and the same prompt
 //!   can be sent again.
@@ -149,7 +155,9 @@ pub enum ChatEvent {
         call_id: String,
         /// The tool.
         name: String,
-        /// The result text the model will read.
+        /// The tool's whole result text. The model reads it, unless it was cut to fit
+        /// the window: then a `ToolOutputCut` warning follows and the history holds the
+        /// cut text (see the module docs).
         content: String,
         /// Whether it is an error result (unknown tool, invalid arguments, failure,
         /// denial, cancellation).

@@ -2,8 +2,8 @@
 //!
 //! # Decisions
 //! - Order: an explicit setting (the run's `options.context_length`, which the CLI fills
-//!   from `--context-length` or the config's `context_length`; then the per-model table
-//!   [`ContextLimits::models`]) > what the server reports as the window it runs with
+//!   from `--context-length`; then the per-model table [`ContextLimits::models`]; then
+//!   [`ContextLimits::every_model`], the CLI's config `context_length`) > what the server reports as the window it runs with
 //!   ([`ModelInfo::window`]) > [`ContextLimits::default`] (4096), capped by the model's
 //!   trained length when that is smaller. A trained length is never used to *raise*
 //!   the window: servers run with less than the model was trained for and cut the front.
@@ -56,7 +56,7 @@ pub fn settle_window(
     let setting = requested
         .filter(|n| *n > 0)
         .map(|n| n as usize)
-        .or_else(|| limits.models.get(model).copied());
+        .or_else(|| limits.setting_for(model));
     if let Some(tokens) = setting {
         return Window {
             tokens,
@@ -84,7 +84,7 @@ mod tests {
     use super::*;
 
     fn check(
-        table: Option<usize>,
+        (table, every): (Option<usize>, Option<usize>),
         requested: Option<u32>,
         window: Option<u32>,
         trained: Option<u32>,
@@ -93,6 +93,9 @@ mod tests {
         let mut limits = ContextLimits::default();
         if let Some(t) = table {
             limits = limits.with_model("m", t);
+        }
+        if let Some(e) = every {
+            limits = limits.with_every_model(e);
         }
         let info = ModelInfo {
             window,
@@ -106,12 +109,34 @@ mod tests {
     #[test]
     fn order() {
         use WindowSource::*;
-        check(Some(1000), Some(8000), Some(2048), None, (8000, Setting));
-        check(Some(1000), None, Some(2048), None, (1000, Setting));
-        check(None, None, Some(2048), Some(32768), (2048, Server));
-        check(None, None, None, Some(2048), (2048, Default));
-        check(None, None, None, Some(131072), (4096, Default));
-        check(None, None, None, None, (4096, Default));
-        check(None, Some(0), Some(0), None, (4096, Default));
+        let none = (None, None);
+        check(
+            (Some(1000), None),
+            Some(8000),
+            Some(2048),
+            None,
+            (8000, Setting),
+        );
+        check((Some(1000), None), None, Some(2048), None, (1000, Setting));
+        check(
+            (Some(1000), Some(3000)),
+            None,
+            Some(2048),
+            None,
+            (1000, Setting),
+        );
+        check((None, Some(3000)), None, Some(2048), None, (3000, Setting));
+        check(
+            (None, Some(3000)),
+            Some(500),
+            Some(2048),
+            None,
+            (500, Setting),
+        );
+        check(none, None, Some(2048), Some(32768), (2048, Server));
+        check(none, None, None, Some(2048), (2048, Default));
+        check(none, None, None, Some(131072), (4096, Default));
+        check(none, None, None, None, (4096, Default));
+        check(none, Some(0), Some(0), None, (4096, Default));
     }
 }

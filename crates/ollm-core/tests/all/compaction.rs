@@ -222,6 +222,39 @@ fn a_large_tool_result_is_cut_with_a_marker() {
     }
 }
 
+/// Issue 11: the `ToolResult` event carries the tool's whole output (what the user is
+/// shown), while the model, the history and `Finish`'s `added` (what a session saves)
+/// all hold the same cut text.
+#[test]
+fn the_event_shows_the_whole_result_and_the_history_holds_what_the_model_read() {
+    let provider = reading_model(WINDOW);
+    let c = client_with(provider.clone(), reader(50_000), |_| {});
+    let events = block_on(chat(&c, "read it"));
+    let shown: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::ToolResult { content, .. } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shown.len(), 1);
+    assert!(shown[0].matches('x').count() >= 50_000, "the event was cut");
+    let history = c.history();
+    let kept = history.messages()[2].text();
+    assert!(
+        kept.contains("characters left out]") && kept.len() < 10_000,
+        "{kept}"
+    );
+    let added = events.iter().find_map(|e| match e {
+        ChatEvent::Finish { added, .. } => Some(added.clone()),
+        _ => None,
+    });
+    assert_eq!(added.as_deref(), Some(history.messages()));
+    let requests = provider.requests();
+    let read = &requests.last().expect("a second request").messages;
+    assert_eq!(read[2].text(), kept, "the model read something else");
+}
+
 #[test]
 fn with_compaction_off_an_overflow_is_refused_with_a_hint() {
     let provider = reading_model(300);
