@@ -417,6 +417,12 @@ mod tests {
                 model
             }),
             Just(Record::Clear),
+            "\\PC{0,12}".prop_map(|t| Record::Compact {
+                summary: Some(t.clone()),
+                turns_summarised: 1,
+                turns_dropped: 0,
+                messages: vec![Message::user(t)],
+            }),
         ];
         prop_oneof![
             6 => record.prop_map(Piece::Record),
@@ -477,6 +483,7 @@ mod tests {
                         Record::Meta { model, .. } => expected.model = Some(model),
                         Record::Message { message } => expected.messages.push(message),
                         Record::Clear => expected.messages.clear(),
+                        Record::Compact { messages, .. } => expected.messages = messages,
                     }
                 }
                 proptest::prop_assert_eq!(first, expected);
