@@ -5,7 +5,9 @@
 //!
 //! In `text` the answer goes to stdout and everything else (thinking, tool calls, warnings,
 //! errors) to stderr, so `ollm run m "q" > answer.txt` holds the answer alone; on a
-//! terminal both streams show, styled, and the answer's markdown is rendered as it streams.
+//! terminal both streams show, styled, and the answer's markdown is rendered as it streams
+//! and wrapped at word boundaries to the terminal's width ([`crate::wrap::StreamWrap`]);
+//! piped output keeps the model's lines as they are.
 //! The JSON shapes are written out by hand here rather than derived from the runtime's
 //! serde, so that they stay what `docs/output-formats.md` says whatever the runtime does.
 
@@ -19,6 +21,7 @@ use ollm_types::{
 use serde_json::{Value, json};
 
 use crate::args::OutputFormat;
+use crate::wrap::StreamWrap;
 
 /// The version of the JSON shapes; bumped only with an incompatible change.
 pub(crate) const SCHEMA_VERSION: u32 = 1;
@@ -321,6 +324,8 @@ pub(crate) struct TextSink<'a> {
     answer_written: bool,
     answer_ends_with_newline: bool,
     markdown: Markdown,
+    /// Word wrapping of the answer to the terminal's width (on a terminal only).
+    wrap: Option<StreamWrap>,
     pending_calls: BTreeMap<String, ToolCall>,
 }
 
@@ -340,7 +345,19 @@ impl<'a> TextSink<'a> {
             answer_written: false,
             answer_ends_with_newline: true,
             markdown: Markdown::default(),
+            wrap: style
+                .terminal
+                .then(|| StreamWrap::new(crate::wrap::terminal_width())),
             pending_calls: BTreeMap::new(),
+        }
+    }
+
+    /// The answer text held back by the styler and the wrapper, styles closed.
+    fn answer_tail(&mut self) -> String {
+        let tail = self.markdown.flush(self.style.styled);
+        match &mut self.wrap {
+            Some(w) => w.feed(&tail) + &w.flush(),
+            None => tail,
         }
     }
 
@@ -356,9 +373,12 @@ impl<'a> TextSink<'a> {
     fn break_line(&mut self, end: bool) -> io::Result<()> {
         self.close_thinking()?;
         if self.answer_written && !self.answer_ends_with_newline && (end || self.style.terminal) {
-            let tail = self.markdown.flush(self.style.styled);
+            let tail = self.answer_tail();
             self.out.write_all(tail.as_bytes())?;
             writeln!(self.out)?;
+            if let Some(w) = &mut self.wrap {
+                w.at_line_start();
+            }
             self.answer_ends_with_newline = true;
         }
         self.out.flush()?;
@@ -473,11 +493,14 @@ impl TextSink<'_> {
                     return Ok(());
                 }
                 self.close_thinking()?;
-                let shown = if self.style.styled {
+                let mut shown = if self.style.styled {
                     self.markdown.feed(text)
                 } else {
                     text.clone()
                 };
+                if let Some(w) = &mut self.wrap {
+                    shown = w.feed(&shown);
+                }
                 self.out.write_all(shown.as_bytes())?;
                 self.answer_written = true;
                 self.answer_ends_with_newline = text.ends_with('\n');
@@ -518,7 +541,8 @@ impl TextSink<'_> {
                 self.status_line(&line)
             }
             ChatEvent::Warning { warning } => {
-                let line = self.paint(YELLOW, &format!("warning: {}", warning.message));
+                let short = crate::errors::short_warning(warning);
+                let line = self.paint(YELLOW, &format!("warning: {short}"));
                 self.status_line(&line)
             }
             ChatEvent::Compacted { compaction: c } => {
@@ -529,7 +553,8 @@ impl TextSink<'_> {
                 self.status_line(&self.paint(DIM, &line))
             }
             ChatEvent::Error { error } => {
-                let mut line = self.paint(RED, &format!("error: {}", error.message));
+                let headline = crate::errors::headline(error);
+                let mut line = self.paint(RED, &format!("error: {headline}"));
                 if let Some(hint) = hint_for(error) {
                     line.push_str(&format!("\n  hint: {hint}"));
                 }
@@ -538,7 +563,7 @@ impl TextSink<'_> {
             ChatEvent::TurnComplete { .. } => {
                 // Each turn's text is its own message: a fence its prose left open (the
                 // markup of a call cut out of it) must not style the next turn as code.
-                let tail = self.markdown.flush(self.style.styled);
+                let tail = self.answer_tail();
                 self.out.write_all(tail.as_bytes())?;
                 self.markdown = Markdown::default();
                 self.out.flush()
