@@ -594,7 +594,8 @@ const MAX_HEADING: usize = 6;
 
 /// A streaming markdown styler for terminals: headings, fenced code, `inline code` and
 /// **bold**, decided as the text arrives (a marker split across chunks is held back until
-/// the next chunk settles it). Line-level styles are known from the first characters of a
+/// the next chunk settles it: at most a heading marker, one `*` or one backtick). A run of
+/// two or more backticks mid-line is shown as typed, so a flood of them stays visible. Line-level styles are known from the first characters of a
 /// line, so nothing already printed ever needs restyling.
 #[derive(Debug, Default)]
 pub(crate) struct Markdown {
@@ -606,6 +607,9 @@ pub(crate) struct Markdown {
     heading: bool,
     bold: bool,
     code: bool,
+    /// Backticks in the current run: one is held (it may be inline code's marker), a
+    /// second shows the run is text, so the run is printed as it arrives.
+    ticks: u8,
 }
 
 impl Markdown {
@@ -624,7 +628,9 @@ impl Markdown {
 
     /// Prints what is held back and closes any open style.
     pub(crate) fn flush(&mut self, styled: bool) -> String {
-        let mut out = std::mem::take(&mut self.pending);
+        let mut out = String::new();
+        self.settle_tick(&mut out);
+        out.push_str(&std::mem::take(&mut self.pending));
         if styled && (self.bold || self.code || self.heading || self.in_fence) {
             out.push_str(RESET);
         }
@@ -687,6 +693,7 @@ impl Markdown {
 
     fn inline(&mut self, c: char, out: &mut String) {
         if c == '\n' {
+            self.settle_tick(out);
             out.push_str(&std::mem::take(&mut self.pending));
             self.bold = false;
             self.code = false;
@@ -712,14 +719,32 @@ impl Markdown {
             }
             out.push('*');
         }
+        if c == '`' {
+            match self.ticks {
+                0 => self.ticks = 1,
+                1 => {
+                    out.push_str("``");
+                    self.ticks = 2;
+                }
+                _ => out.push('`'),
+            }
+            return;
+        }
+        self.settle_tick(out);
         match c {
             '*' if !self.code => self.pending.push('*'),
-            '`' => {
-                self.code = !self.code;
-                out.push_str(&self.style());
-            }
             _ => out.push(c),
         }
+    }
+
+    /// Decides a held backtick once the next character shows it stands alone: it opens
+    /// or closes inline code (and is not shown). A run of two or more is shown as it is.
+    fn settle_tick(&mut self, out: &mut String) {
+        if self.ticks == 1 {
+            self.code = !self.code;
+            out.push_str(&self.style());
+        }
+        self.ticks = 0;
     }
 }
 
@@ -1089,6 +1114,26 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Issue 17: single backticks style inline code; runs of them are shown as typed, as
+    /// they arrive.
+    #[test]
+    fn backtick_runs_show_and_single_ones_style() {
+        let mut md = Markdown::default();
+        let mut shown = md.feed("ticks: ");
+        for i in 1..=100 {
+            shown.push_str(&md.feed("``````````"));
+            assert_eq!(
+                strip(&shown).matches('`').count(),
+                10 * i,
+                "nothing is held"
+            );
+        }
+        assert_eq!(strip(&shown), format!("ticks: {}", "`".repeat(1000)));
+        let out = md.feed(" a `b` c\n") + &md.flush(true);
+        assert_eq!(strip(&out), " a b c\n");
+        assert!(out.contains(CYAN), "{out:?}");
     }
 
     proptest::proptest! {
