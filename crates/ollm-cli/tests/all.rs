@@ -682,6 +682,13 @@ mod terminal {
             body["messages"][0],
             serde_json::json!({"role": "system", "content": "answer in French"})
         );
+        // `/model NAME` asks the server first: a model it lacks is refused.
+        t.send(&["/model nosuch", "Enter"]);
+        t.wait_for_prompt("the refused model", |s| {
+            s.contains("the model stays qwen3:8b")
+        });
+        t.send(&["/model", "Enter"]);
+        t.wait_for_prompt("the model kept", |s| s.contains("model: qwen3:8b"));
         t.send(&["/bye", "Enter"]);
     }
 
@@ -809,7 +816,7 @@ mod terminal {
         t.wait_for_prompt("the prompt", |s| s.contains(">>>"));
         t.send(&["/tools", "Enter"]);
         t.wait_for_prompt("the tool list", |s| {
-            s.contains("read_file") && s.contains("run_command")
+            s.contains("read_file") && s.contains("run_command") && s.contains("approval: ")
         });
         t.send(&["C-d"]);
         let deadline = Instant::now() + Duration::from_secs(20);

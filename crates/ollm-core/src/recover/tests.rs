@@ -371,7 +371,10 @@ fn a_reply_opening_with_code_streams() {
     check(&[&flood], &flood);
     // The fenced code is no call, but a marker line after it still is.
     check(
-        &["```sh\nls\n```\n", "<tool_call>\n{\"name\": \"read_file\"}\n"],
+        &[
+            "```sh\nls\n```\n",
+            "<tool_call>\n{\"name\": \"read_file\"}\n",
+        ],
         "```sh\nls\n```\n",
     );
 }
