@@ -24,11 +24,12 @@ pub(crate) const OPENAI_HINT: &str =
 pub(crate) fn headline(e: &ProviderError) -> String {
     match e.kind {
         ProviderErrorKind::Connection => "cannot reach the server".to_owned(),
-        ProviderErrorKind::Timeout => "the server stopped answering".to_owned(),
         ProviderErrorKind::IncompleteStream => {
             "the reply ended early (what was shown of it is partial)".to_owned()
         }
-        _ => crate::wrap::shorten(e.message.lines().next().unwrap_or_default(), 160),
+        // The rest are already one line in the adapters' words (a timeout says how long
+        // it waited; an unsupported command names what the server offers instead).
+        _ => e.message.lines().next().unwrap_or_default().to_owned(),
     }
 }
 
