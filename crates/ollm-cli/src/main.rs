@@ -57,7 +57,7 @@ fn main() -> ExitCode {
                 CliError::Reported(_) => {}
                 CliError::Cancelled => eprintln!("cancelled"),
                 CliError::Provider(p) => {
-                    eprintln!("error: {p}");
+                    eprintln!("error: {}", errors::headline(p));
                     if let Some(hint) = render::hint_for(p) {
                         eprintln!("  hint: {hint}");
                     }

@@ -5,7 +5,9 @@
 //!
 //! In `text` the answer goes to stdout and everything else (thinking, tool calls, warnings,
 //! errors) to stderr, so `ollm run m "q" > answer.txt` holds the answer alone; on a
-//! terminal both streams show, styled, and the answer's markdown is rendered as it streams.
+//! terminal both streams show, styled, and the answer's markdown is rendered as it streams
+//! and wrapped at word boundaries to the terminal's width ([`crate::wrap::StreamWrap`]);
+//! piped output keeps the model's lines as they are.
 //! The JSON shapes are written out by hand here rather than derived from the runtime's
 //! serde, so that they stay what `docs/output-formats.md` says whatever the runtime does.
 
@@ -19,6 +21,7 @@ use ollm_types::{
 use serde_json::{Value, json};
 
 use crate::args::OutputFormat;
+use crate::wrap::StreamWrap;
 
 /// The version of the JSON shapes; bumped only with an incompatible change.
 pub(crate) const SCHEMA_VERSION: u32 = 1;
@@ -321,6 +324,8 @@ pub(crate) struct TextSink<'a> {
     answer_written: bool,
     answer_ends_with_newline: bool,
     markdown: Markdown,
+    /// Word wrapping of the answer to the terminal's width (on a terminal only).
+    wrap: Option<StreamWrap>,
     pending_calls: BTreeMap<String, ToolCall>,
 }
 
@@ -340,7 +345,19 @@ impl<'a> TextSink<'a> {
             answer_written: false,
             answer_ends_with_newline: true,
             markdown: Markdown::default(),
+            wrap: style
+                .terminal
+                .then(|| StreamWrap::new(crate::wrap::terminal_width())),
             pending_calls: BTreeMap::new(),
+        }
+    }
+
+    /// The answer text held back by the styler and the wrapper, styles closed.
+    fn answer_tail(&mut self) -> String {
+        let tail = self.markdown.flush(self.style.styled);
+        match &mut self.wrap {
+            Some(w) => w.feed(&tail) + &w.flush(),
+            None => tail,
         }
     }
 
@@ -356,9 +373,12 @@ impl<'a> TextSink<'a> {
     fn break_line(&mut self, end: bool) -> io::Result<()> {
         self.close_thinking()?;
         if self.answer_written && !self.answer_ends_with_newline && (end || self.style.terminal) {
-            let tail = self.markdown.flush(self.style.styled);
+            let tail = self.answer_tail();
             self.out.write_all(tail.as_bytes())?;
             writeln!(self.out)?;
+            if let Some(w) = &mut self.wrap {
+                w.at_line_start();
+            }
             self.answer_ends_with_newline = true;
         }
         self.out.flush()?;
@@ -473,11 +493,14 @@ impl TextSink<'_> {
                     return Ok(());
                 }
                 self.close_thinking()?;
-                let shown = if self.style.styled {
+                let mut shown = if self.style.styled {
                     self.markdown.feed(text)
                 } else {
                     text.clone()
                 };
+                if let Some(w) = &mut self.wrap {
+                    shown = w.feed(&shown);
+                }
                 self.out.write_all(shown.as_bytes())?;
                 self.answer_written = true;
                 self.answer_ends_with_newline = text.ends_with('\n');
@@ -518,7 +541,8 @@ impl TextSink<'_> {
                 self.status_line(&line)
             }
             ChatEvent::Warning { warning } => {
-                let line = self.paint(YELLOW, &format!("warning: {}", warning.message));
+                let short = crate::errors::short_warning(warning);
+                let line = self.paint(YELLOW, &format!("warning: {short}"));
                 self.status_line(&line)
             }
             ChatEvent::Compacted { compaction: c } => {
@@ -529,7 +553,8 @@ impl TextSink<'_> {
                 self.status_line(&self.paint(DIM, &line))
             }
             ChatEvent::Error { error } => {
-                let mut line = self.paint(RED, &format!("error: {}", error.message));
+                let headline = crate::errors::headline(error);
+                let mut line = self.paint(RED, &format!("error: {headline}"));
                 if let Some(hint) = hint_for(error) {
                     line.push_str(&format!("\n  hint: {hint}"));
                 }
@@ -538,7 +563,7 @@ impl TextSink<'_> {
             ChatEvent::TurnComplete { .. } => {
                 // Each turn's text is its own message: a fence its prose left open (the
                 // markup of a call cut out of it) must not style the next turn as code.
-                let tail = self.markdown.flush(self.style.styled);
+                let tail = self.answer_tail();
                 self.out.write_all(tail.as_bytes())?;
                 self.markdown = Markdown::default();
                 self.out.flush()
@@ -569,7 +594,8 @@ const MAX_HEADING: usize = 6;
 
 /// A streaming markdown styler for terminals: headings, fenced code, `inline code` and
 /// **bold**, decided as the text arrives (a marker split across chunks is held back until
-/// the next chunk settles it). Line-level styles are known from the first characters of a
+/// the next chunk settles it: at most a heading marker, one `*` or one backtick). A run of
+/// two or more backticks mid-line is shown as typed, so a flood of them stays visible. Line-level styles are known from the first characters of a
 /// line, so nothing already printed ever needs restyling.
 #[derive(Debug, Default)]
 pub(crate) struct Markdown {
@@ -581,6 +607,9 @@ pub(crate) struct Markdown {
     heading: bool,
     bold: bool,
     code: bool,
+    /// Backticks in the current run: one is held (it may be inline code's marker), a
+    /// second shows the run is text, so the run is printed as it arrives.
+    ticks: u8,
 }
 
 impl Markdown {
@@ -599,7 +628,9 @@ impl Markdown {
 
     /// Prints what is held back and closes any open style.
     pub(crate) fn flush(&mut self, styled: bool) -> String {
-        let mut out = std::mem::take(&mut self.pending);
+        let mut out = String::new();
+        self.settle_tick(&mut out);
+        out.push_str(&std::mem::take(&mut self.pending));
         if styled && (self.bold || self.code || self.heading || self.in_fence) {
             out.push_str(RESET);
         }
@@ -662,6 +693,7 @@ impl Markdown {
 
     fn inline(&mut self, c: char, out: &mut String) {
         if c == '\n' {
+            self.settle_tick(out);
             out.push_str(&std::mem::take(&mut self.pending));
             self.bold = false;
             self.code = false;
@@ -687,14 +719,32 @@ impl Markdown {
             }
             out.push('*');
         }
+        if c == '`' {
+            match self.ticks {
+                0 => self.ticks = 1,
+                1 => {
+                    out.push_str("``");
+                    self.ticks = 2;
+                }
+                _ => out.push('`'),
+            }
+            return;
+        }
+        self.settle_tick(out);
         match c {
             '*' if !self.code => self.pending.push('*'),
-            '`' => {
-                self.code = !self.code;
-                out.push_str(&self.style());
-            }
             _ => out.push(c),
         }
+    }
+
+    /// Decides a held backtick once the next character shows it stands alone: it opens
+    /// or closes inline code (and is not shown). A run of two or more is shown as it is.
+    fn settle_tick(&mut self, out: &mut String) {
+        if self.ticks == 1 {
+            self.code = !self.code;
+            out.push_str(&self.style());
+        }
+        self.ticks = 0;
     }
 }
 
@@ -1064,6 +1114,26 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Issue 17: single backticks style inline code; runs of them are shown as typed, as
+    /// they arrive.
+    #[test]
+    fn backtick_runs_show_and_single_ones_style() {
+        let mut md = Markdown::default();
+        let mut shown = md.feed("ticks: ");
+        for i in 1..=100 {
+            shown.push_str(&md.feed("``````````"));
+            assert_eq!(
+                strip(&shown).matches('`').count(),
+                10 * i,
+                "nothing is held"
+            );
+        }
+        assert_eq!(strip(&shown), format!("ticks: {}", "`".repeat(1000)));
+        let out = md.feed(" a `b` c\n") + &md.flush(true);
+        assert_eq!(strip(&out), " a b c\n");
+        assert!(out.contains(CYAN), "{out:?}");
     }
 
     proptest::proptest! {

@@ -392,6 +392,11 @@ pub(crate) fn verbose_line(event: &ChatEvent) -> Option<String> {
             let name = strategy.map_or("none".to_owned(), |s| s.to_string());
             Some(format!("ollm: tool strategy: {name} ({reason})"))
         }
+        // The short error and retry lines hide the transport's detail; here it is.
+        ChatEvent::Error { error } => Some(format!("ollm: detail: {}", error.message)),
+        ChatEvent::Warning { warning } if warning.kind == ollm_types::WarningKind::Retrying => {
+            Some(format!("ollm: detail: {}", warning.message))
+        }
         _ => None,
     }
 }

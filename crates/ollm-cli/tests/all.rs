@@ -730,6 +730,13 @@ mod terminal {
             body["messages"][0],
             serde_json::json!({"role": "system", "content": "answer in French"})
         );
+        // `/model NAME` asks the server first: a model it lacks is refused.
+        t.send(&["/model nosuch", "Enter"]);
+        t.wait_for_prompt("the refused model", |s| {
+            s.contains("the model stays qwen3:8b")
+        });
+        t.send(&["/model", "Enter"]);
+        t.wait_for_prompt("the model kept", |s| s.contains("model: qwen3:8b"));
         t.send(&["/bye", "Enter"]);
     }
 
@@ -828,13 +835,36 @@ mod terminal {
 
     /// Issue 17: an answer of thousands of backticks streams as it arrives.
     #[test]
+    fn a_backtick_flood_still_streams() {
+        use servers::{Ollama, chunk};
+        use test_utils::mock_ollama::Reply;
+        let s = Ollama::start();
+        let o = Ollm::new();
+        let url = s.mock.url();
+        let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
+        // Numbered runs, so the flood is no loop the runaway guard would stop (a run of
+        // 512 identical characters is one: see ollm-core's chat/runaway.rs).
+        let mut parts = vec![chunk("ticks: ")];
+        parts.extend((10..70).map(|i| chunk(&format!("{i}{}", "`".repeat(50)))));
+        // The stream never ends: what shows was released while it was still running.
+        s.mock
+            .script("/api/chat", Reply::ndjson(&parts).then_stall());
+        t.send(&["flood", "Enter"]);
+        t.wait_for("the flood on screen", |s| s.matches('`').count() >= 3000);
+        t.send(&["C-c"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("cancelled"));
+        t.send(&["/bye", "Enter"]);
+    }
+
+    #[test]
     fn ctrl_d_leaves_and_history_is_saved() {
         let o = Ollm::new();
         let t = Tmux::start(&o, &["run", "tiny-model"]);
         t.wait_for_prompt("the prompt", |s| s.contains(">>>"));
         t.send(&["/tools", "Enter"]);
         t.wait_for_prompt("the tool list", |s| {
-            s.contains("read_file") && s.contains("run_command")
+            s.contains("read_file") && s.contains("run_command") && s.contains("approval: ")
         });
         t.send(&["C-d"]);
         let deadline = Instant::now() + Duration::from_secs(20);

@@ -345,8 +345,9 @@ impl TypedTool for WriteFile {
         }
         blocking(move || {
             replace_atomically(&target, content.as_bytes())?;
+            let unit = if content.len() == 1 { "byte" } else { "bytes" };
             Ok(Value::String(format!(
-                "wrote {} bytes to {shown}",
+                "wrote {} {unit} to {shown}",
                 content.len()
             )))
         })

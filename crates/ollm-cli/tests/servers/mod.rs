@@ -532,6 +532,39 @@ mod failures {
         assert_eq!(out.code, 3, "{}", out.err);
     }
 
+    /// Issue 17: a wrong host is one line of what happened and one hint, for `run`,
+    /// `list` and the OpenAI provider alike; the transport's chain only with `--verbose`.
+    #[test]
+    fn a_wrong_host_is_one_line_and_a_hint() {
+        let c = Case::down();
+        for out in [
+            c.run(&["run", "qwen3:8b", "hi"]),
+            c.run(&["list"]),
+            c.run_openai(&["run", "m", "hi"]),
+        ] {
+            assert_eq!(out.code, 3, "{}", out.err);
+            let lines: Vec<&str> = out.err.lines().collect();
+            let [retries @ .., error, hint] = &lines[..] else {
+                panic!("{}", out.err);
+            };
+            assert_eq!(*error, "error: cannot reach the server", "{}", out.err);
+            assert!(hint.starts_with("  hint: "), "{}", out.err);
+            // A retry is one short line each, not the transport's chain again.
+            for retry in retries {
+                assert!(retry.starts_with("warning: retry "), "{}", out.err);
+                assert!(retry.len() < 110, "{}", out.err);
+            }
+            assert!(!out.err.contains("error sending request"), "{}", out.err);
+        }
+        let out = c.run(&["run", "qwen3:8b", "--verbose", "hi"]);
+        assert!(
+            out.err.contains("ollm: detail: could not connect"),
+            "{}",
+            out.err
+        );
+        assert!(out.err.contains("error sending request"), "{}", out.err);
+    }
+
     #[test]
     fn openai_model_not_found_exits_4() {
         let c = Case::openai();
@@ -1012,7 +1045,11 @@ mod server_behaviour {
         let out = c.run(&["run", "qwen3:8b", "hi"]);
         assert_eq!(out.code, 1, "{}", out.err);
         assert_eq!(out.out, "half\n");
-        assert!(out.err.contains("partial"), "{}", out.err);
+        // Issue 17: one line and no transport detail (that is behind `--verbose`).
+        assert_eq!(
+            out.err.trim_end(),
+            "error: the reply ended early (what was shown of it is partial)"
+        );
         c.mock().script(
             "/api/chat",
             Reply::ndjson(&[chunk("x"), json!({"error": "model runner crashed"})]),

@@ -241,6 +241,28 @@ pub(super) fn list_lines(text: &str, from: usize) -> Vec<usize> {
     starts
 }
 
+/// The longest info string (after ```` ``` ````) a fence around calls may have.
+const MAX_CALL_INFO: usize = 32;
+
+/// Whether a fence's info string (the rest of its opening line) is one calls are fenced
+/// in: none, `json` or `tool_call`. Bounded, so a stream can tell early.
+fn call_fence_info(info: &str) -> bool {
+    let trimmed = info.trim();
+    info.len() <= MAX_CALL_INFO
+        && (trimmed.is_empty() || trimmed.eq_ignore_ascii_case("json") || trimmed == "tool_call")
+}
+
+/// For a reply that opens with a fence: `None` while its opening line may still become
+/// that of a fence around calls, else whether it is one.
+pub(super) fn call_fence(rest: &str) -> Option<bool> {
+    let after_open = rest.strip_prefix("```")?;
+    match after_open.find('\n') {
+        Some(end) => Some(call_fence_info(&after_open[..end])),
+        None if after_open.len() > MAX_CALL_INFO => Some(false),
+        None => None,
+    }
+}
+
 /// The inner text of a reply that is nothing but fenced blocks: each block's body.
 pub(super) fn only_fences(text: &str) -> Option<Vec<&str>> {
     let mut bodies = Vec::new();
@@ -248,8 +270,7 @@ pub(super) fn only_fences(text: &str) -> Option<Vec<&str>> {
     while !rest.is_empty() {
         let after_open = rest.strip_prefix("```")?;
         let info_end = after_open.find('\n')?;
-        let info = after_open[..info_end].trim();
-        if !(info.is_empty() || info.eq_ignore_ascii_case("json") || info == "tool_call") {
+        if !call_fence_info(&after_open[..info_end]) {
             return None;
         }
         let body = &after_open[info_end + 1..];

@@ -1,6 +1,9 @@
 //! Hold-back for streaming display: text that cannot start a call is released as it
 //! arrives; text that may (a line opening with a marker or `[`, or a reply opening with
-//! `{`, `[` or a fence) is held until the reply ends and [`super::recover`] decides.
+//! `{`, `[` or a fence calls are fenced in) is held until the reply ends and
+//! [`super::recover`] decides. A reply opening with a fence in another language
+//! (```` ```python ````) streams: its opening line (at most 32 bytes of info string)
+//! settles that it is no call.
 //!
 //! Decisions: the released text is always a prefix of the final prose, so nothing is
 //! lost or shown twice whatever the chunking (a property test checks this over arbitrary
@@ -148,7 +151,8 @@ impl HoldBack {
                     }
                     if !decided {
                         let rest = text[from..].trim_start();
-                        if rest.is_empty() || "```".starts_with(rest) {
+                        let fence = rest.starts_with("```").then(|| scan::call_fence(rest));
+                        if rest.is_empty() || "```".starts_with(rest) || fence == Some(None) {
                             return from;
                         }
                         self.stage = Stage::Body {
@@ -157,7 +161,9 @@ impl HoldBack {
                         };
                         self.lines.line = from;
                         self.lines.ticks_at = from;
-                        if rest.starts_with(['{', '[']) || rest.starts_with("```") {
+                        // A reply opening with a fence in another language (```` ```rust ````)
+                        // is no call in fences: it streams, scanned line by line.
+                        if rest.starts_with(['{', '[']) || fence == Some(Some(true)) {
                             self.lines.held = Some(from);
                             return from;
                         }
@@ -347,7 +353,7 @@ mod tests {
         if body.is_empty()
             || body.starts_with('{')
             || body.starts_with('[')
-            || body.starts_with("```")
+            || (body.starts_with("```") && scan::call_fence(body) != Some(false))
             || "```".starts_with(body)
         {
             return if from == 0 { lead_at.min(from) } else { from };

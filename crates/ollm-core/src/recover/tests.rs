@@ -436,4 +436,28 @@ proptest! {
         prop_assert_eq!(&shown, &whole.prose);
         prop_assert_eq!(recovery, whole);
     }
+/// Issue 17: a reply that opens with a fence in another language (or with a run of
+/// backticks) streams as it arrives; only a fence calls are written in is held.
+#[test]
+fn a_reply_opening_with_code_streams() {
+    let check = |chunks: &[&str], shown: &str| {
+        let mut hold = HoldBack::default();
+        let got: String = chunks.iter().map(|c| hold.push(c).to_owned()).collect();
+        assert_eq!(got, shown, "{chunks:?}");
+    };
+    let code = ["```python\n", "print(1)\n", "```\n", "Done."];
+    check(&code, &code.concat());
+    check(&["```", "pyth"], "");
+    check(&["```json\n", "{\"name\": \"read_file\"}\n"], "");
+    check(&["```tool_call\n", "{"], "");
+    let flood = "`".repeat(3000);
+    check(&[&flood], &flood);
+    // The fenced code is no call, but a marker line after it still is.
+    check(
+        &[
+            "```sh\nls\n```\n",
+            "<tool_call>\n{\"name\": \"read_file\"}\n",
+        ],
+        "```sh\nls\n```\n",
+    );
 }

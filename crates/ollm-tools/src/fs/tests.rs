@@ -88,6 +88,12 @@ async fn write_needs_approval() {
         std::fs::read_to_string(d.path().join("sub/new.txt")).unwrap(),
         "hello"
     );
+    // Issue 17: one byte is "1 byte".
+    let (tool, _) = writer(&ws, &[Answer::Once]);
+    let done = call(&tool, json!({"path": "one.txt", "content": "x"}))
+        .await
+        .unwrap();
+    assert_eq!(done, json!("wrote 1 byte to one.txt"));
 }
 
 #[tokio::test]
