@@ -206,7 +206,11 @@ impl Run {
             let offered = tools.contains(&call.name);
             if offered && !ran.contains(&key) {
                 assert!(!is_error, "a fresh call fails: {events:#?}");
-                assert_eq!(tools.validate(&call.name, &call.arguments), Ok(()), "{call:?}");
+                assert_eq!(
+                    tools.validate(&call.name, &call.arguments),
+                    Ok(()),
+                    "{call:?}"
+                );
                 ran.push(key);
             } else {
                 assert!(is_error, "a repeat or unknown tool ran: {events:#?}");

@@ -436,6 +436,8 @@ proptest! {
         prop_assert_eq!(&shown, &whole.prose);
         prop_assert_eq!(recovery, whole);
     }
+}
+
 /// Issue 17: a reply that opens with a fence in another language (or with a run of
 /// backticks) streams as it arrives; only a fence calls are written in is held.
 #[test]
