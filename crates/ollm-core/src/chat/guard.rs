@@ -27,7 +27,9 @@
 //!   about the error (0-2 of 4 probes, tools offered or not); after its first result and
 //!   the nudge it answers from the result (4 of 4 answered, about 1.5 s). After
 //!   `Unknown tool "multiply"` it invents `unknown_tool` calls; with the nudge it
-//!   answers "42" (2 of 2 probes). A call it still writes as text is read and run as
+//!   answers "42" (2 of 2 probes). A reply after a result that the runaway detector
+//!   stops (this model lists the same calls line after line) is treated alike: not
+//!   recorded, the nudge follows, once. A call it still writes as text is read and run as
 //!   usual, and a turn with a fresh call offers the tools again, so a two-step task
 //!   goes on.
 

@@ -190,13 +190,21 @@ async fn run_turn(
     );
     match reply.await? {
         Streamed::Done(reply) if reply.finish == Some(FinishReason::Repetition) => {
-            record_unfinished(shared, settings, sink, &reply, STOPPED_RESULT);
+            let end = if ask_again(memory, &reply) {
+                // After a result: not recorded; the nudge asks for the answer (guard.rs).
+                memory.set_answer_due(true);
+                sink.record(shared, vec![Message::user(ANSWER_NUDGE)]);
+                TurnEnd::Continue
+            } else {
+                record_unfinished(shared, settings, sink, &reply, STOPPED_RESULT);
+                TurnEnd::Finish(FinishReason::Repetition)
+            };
             let usage = reply.usage;
             sink.send(ChatEvent::TurnComplete {
                 turn: step.turn,
                 usage,
             });
-            Ok(TurnEnd::Finish(FinishReason::Repetition))
+            Ok(end)
         }
         Streamed::Done(mut reply) => {
             reply.room = room;
@@ -211,6 +219,12 @@ async fn run_turn(
             Ok(TurnEnd::Finish(FinishReason::Cancelled))
         }
     }
+}
+
+/// Whether a reply stopped for repeating itself is asked for again, with the answer
+/// nudge: once per nudge, after the run has results, when no native call came with it.
+fn ask_again(memory: &CallMemory, reply: &Reply) -> bool {
+    memory.any() && !memory.answer_due() && reply.calls.is_empty()
 }
 
 /// The request for the next reply: the history, the options, `think` as settled, and

@@ -463,3 +463,44 @@ fn a_reply_opening_with_code_streams() {
         "```sh\nls\n```\n",
     );
 }
+
+/// A small model's call whose name carries the path (`read_config.toml`) is the offered
+/// `read_*` tool that takes a path, with that path; nothing else is guessed.
+#[test]
+fn a_path_in_the_name_is_the_path_argument() {
+    let path = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    let tools = offered(&json!({"read_file": path, "list_dir": path, "search_text": {}}));
+    let check = |reply: &str, expected: Value| {
+        assert_eq!(
+            Value::Array(spelled(&recover(reply, &tools))),
+            expected,
+            "{reply}"
+        );
+    };
+    check(
+        r#"{"name": "read_config.toml", "arguments": {}}"#,
+        json!([{"call": "read_file", "arguments": {"path": "config.toml"}}]),
+    );
+    check(
+        r#"{"name": "read_docs/guide.md", "arguments": {}}"#,
+        json!([{"call": "read_file", "arguments": {"path": "docs/guide.md"}}]),
+    );
+    // No path-like rest, a path already given, no tool of that verb, a verb that is not a
+    // tool's prefix: the unknown-tool answer stands.
+    check(
+        r#"{"name": "read_config", "arguments": {}}"#,
+        json!([{"unknown": "read_config"}]),
+    );
+    check(
+        r#"{"name": "read_a.txt", "arguments": {"path": "b.txt"}}"#,
+        json!([{"unknown": "read_a.txt"}]),
+    );
+    check(
+        r#"{"name": "search_a.txt", "arguments": {}}"#,
+        json!([{"unknown": "search_a.txt"}]),
+    );
+    check(
+        r#"{"name": "settings.json", "arguments": {}}"#,
+        json!([{"unknown": "settings.json"}]),
+    );
+}

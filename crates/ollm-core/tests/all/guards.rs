@@ -142,6 +142,46 @@ fn count_text(texts: &[String], text: &str) -> usize {
     texts.iter().filter(|t| t.as_str() == text).count()
 }
 
+/// A reply after a result that repeats itself is stopped, not recorded, and followed by
+/// the nudge and a request without tools; a second runaway ends the run.
+#[test]
+fn a_runaway_after_a_result_is_asked_again_once() {
+    let runaway = || {
+        let mut steps: Vec<Step> = (0..200)
+            .map(|_| Step::Event(ev::text("{\"name\": \"list_dir\", \"arguments\": {}}\n")))
+            .collect();
+        steps.push(Step::Hang);
+        steps
+    };
+    for answers in [true, false] {
+        let tool = RecordingTool::new("list_dir").returns(json!("a.txt"));
+        let mut builder = MockProvider::builder()
+            .turn(call_turn("c1", json!({"path": "."})))
+            .turn_steps(runaway());
+        builder = if answers {
+            builder.turn(vec![ev::text("a.txt"), ev::finish()])
+        } else {
+            builder.turn_steps(runaway())
+        };
+        let provider = builder.build();
+        let c = client(provider.clone(), registry([tool.clone()]));
+        let events = block_on(chat(&c, "list it"));
+        check_events(&events);
+        let expected = if answers {
+            FinishReason::Stop
+        } else {
+            FinishReason::Repetition
+        };
+        assert_eq!(finish_reason(&events), expected);
+        assert_eq!(provider.request_count(), 3);
+        assert_eq!(provider.requests()[2].tools.len(), 0);
+        let history = c.history();
+        let texts: Vec<String> = history.messages().iter().map(|m| m.text()).collect();
+        assert_eq!(count_text(&texts, ANSWER_NUDGE), 1, "{texts:?}");
+        check_history(&history);
+    }
+}
+
 #[test]
 fn a_reply_that_repeats_itself_is_stopped() {
     // The stream never finishes: only the detector can end this turn.
