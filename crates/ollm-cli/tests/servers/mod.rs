@@ -1254,11 +1254,17 @@ mod openai_native {
             err.contains("✗ launch_code Error: Unknown tool \"launch_code\"; available: "),
             "{err}"
         );
-        let second = &s.mock.requests()[1]["messages"];
-        let result = &second[second.as_array().unwrap().len() - 1];
+        // The unknown tool's result, then the answer nudge (no call ran), and no tools.
+        let second = &s.mock.requests()[1];
+        let messages = second["messages"].as_array().unwrap();
+        let result = &messages[messages.len() - 2];
         assert_eq!(result["role"], "tool");
         let content = result["content"].as_str().unwrap();
         assert!(content.contains("read_file"), "{content}");
+        let nudge = &messages[messages.len() - 1];
+        assert_eq!(nudge["role"], "user");
+        assert_eq!(nudge["content"], ollm_core::ANSWER_NUDGE);
+        assert!(second.get("tools").is_none(), "{second}");
     }
 
     #[test]
