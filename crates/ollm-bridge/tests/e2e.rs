@@ -7,8 +7,8 @@
 //! token counts, structured output, cancellation, concurrency, errors); `constrained` and
 //! `runs` drive whole chat runs with tools through `ollm-core`, at temperature 0 with a
 //! fixed seed. Protocol is always asserted; answer facts only where the model reliably
-//! gets them (each test says which). `constrained` and `runs` are behind the `e2e-pending`
-//! feature until core handles this model's mistakes (`cargo xtask e2e --pending`).
+//! gets them (each test says which). `constrained`, `mcp` and the two-step task in `runs`
+//! are behind the `e2e-pending` feature (`cargo xtask e2e --pending`): each says why.
 #![cfg(feature = "e2e")]
 #![allow(
     clippy::unwrap_used,
@@ -24,10 +24,7 @@ mod e2e {
     // time ("2023-04-15T14:30:00Z") instead of calling get_time: pending with `runs`.
     #[cfg(feature = "e2e-pending")]
     pub(crate) mod constrained;
-    // Fails on today's core (the model's fenced-JSON calls stay in the answer and it
-    // repeats the same call until the turn limit; issue 9 items 5-6): run with
-    // `cargo xtask e2e --pending`; the gate goes when the core fixes land.
-    #[cfg(feature = "e2e-pending")]
+    // Whole runs through every strategy (issue 9); the two-step task is still pending.
     pub(crate) mod runs;
     // The model calls a real MCP server's read tool (issue 13). Pending: on the shared
     // 2-core machine the run did not finish within its 300 s bound (the filesystem

@@ -58,12 +58,13 @@ async fn the_model_reads_a_file_through_the_filesystem_server() {
     .await
     .expect("the run took over 300 s");
     servers.shutdown().await;
-    let mut answer = String::new();
+    // The answer is the text of the last turn.
+    let (mut answer, mut turn) = (String::new(), String::new());
     let mut results = Vec::new();
     for event in &events {
         match event {
-            ChatEvent::TextDelta { text } => answer.push_str(text),
-            ChatEvent::TurnComplete { .. } => answer.clear(),
+            ChatEvent::TextDelta { text } => turn.push_str(text),
+            ChatEvent::TurnComplete { .. } => answer = std::mem::take(&mut turn),
             ChatEvent::ToolResult {
                 name,
                 content,
