@@ -144,7 +144,8 @@ fn check(settings: &RunSettings, room: &Room, sink: &Sink, request: ProviderRequ
                 error.to_string(),
             );
             if !settings.compaction.enabled {
-                error.hint = Some("compact the conversation with /compact, or /clear it".into());
+                error.hint =
+                    Some("automatic compaction is off: compact or shorten the conversation".into());
             }
             sink.send(ChatEvent::Error { error });
             return Fitted::Refused;
