@@ -4,16 +4,26 @@
 //! limit (seen on Qwen2.5-Coder-0.5B: `list_dir "."` ten times in one run). The loop
 //! asks [`CallMemory::sort`] before running a turn's calls: a call is *the same* as an
 //! earlier one of the run when its tool name and its arguments as canonical JSON (keys
-//! sorted at every depth, so key order does not matter) are equal.
+//! sorted at every depth, so key order does not matter) are equal, leaving out arguments
+//! the tool's schema does not declare ([`identities`]).
 //!
 //! # Decisions
+//! - Arguments the tool does not declare do not make a call new. Seen on the real model
+//!   with the MCP filesystem server (whose schemas allow extra properties): after
+//!   `read_text_file {path}` and its result it called `read_text_file {path, port: 8123}`
+//!   twice, which ran again, and then answered about the "not run again" error instead of
+//!   giving the port. A tool without declared `properties` keeps every argument in the
+//!   identity.
 //! - A repeated call is answered, not dropped (calls and results stay 1:1), by an error
 //!   result that says the model already has the result, quotes its first
 //!   [`HEAD_CHARS`] characters and asks it to answer from it ([`repeat_result`]). The
 //!   same rule covers a call repeated inside one reply: it is answered from its twin's
 //!   result once that has run.
-//! - The same call asked for the [`REPEAT_LIMIT`]th time ends the run with
+//! - The same call asked for in [`REPEAT_LIMIT`] turns ends the run with
 //!   `FinishReason::Repetition` and a `Repetition` warning, after the turn is recorded.
+//!   Twins inside one reply count once: the real model wrote the same call twice in
+//!   the reply after its result, which ended the run with no answer where the nudge
+//!   (below) gets one.
 //! - The memory lasts one run (one prompt): a new prompt may well need a fresh result.
 //!   Error results are remembered too: the same arguments give the same error.
 //! - A turn none of whose calls ran, because each repeated an earlier call or named a
@@ -33,11 +43,12 @@
 //!   usual, and a turn with a fresh call offers the tools again, so a two-step task
 //!   goes on.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use ollm_types::ToolCall;
 use serde_json::Value;
 
+use crate::ToolRegistry;
 use crate::tool::ToolOutcome;
 
 /// How many characters of the earlier result a repeated call's answer quotes.
@@ -127,13 +138,18 @@ impl CallMemory {
     /// been asked for [`REPEAT_LIMIT`] times, if any.
     pub(super) fn learn(&mut self, calls: &[ToolCall], results: &[ToolOutcome]) -> Option<usize> {
         let mut stuck = None;
+        let mut this_turn = HashSet::new();
         self.repeated = !calls.is_empty();
         for (i, (call, result)) in calls.iter().zip(results).enumerate() {
-            let seen = self.seen.entry(key(call)).or_insert_with(|| Seen {
+            let key = key(call);
+            let first_in_turn = this_turn.insert(key.clone());
+            let seen = self.seen.entry(key).or_insert_with(|| Seen {
                 content: result.content.clone(),
                 times: 0,
             });
-            seen.times = seen.times.saturating_add(1);
+            if first_in_turn {
+                seen.times = seen.times.saturating_add(1);
+            }
             self.repeated &= seen.times > 1;
             if seen.times >= REPEAT_LIMIT && stuck.is_none() {
                 stuck = Some(i);
@@ -153,6 +169,25 @@ pub(crate) fn repeat_result(name: &str, content: &str) -> ToolOutcome {
         "not run again: you already called {name} with these arguments, and its \
          result was: {head}\nUse that result to answer; do not repeat the call."
     ))
+}
+
+/// The calls as the guard compares them: each without the arguments its tool's schema
+/// does not declare (unchanged when the tool is unknown or declares no `properties`).
+pub(super) fn identities(tools: &ToolRegistry, calls: &[ToolCall]) -> Vec<ToolCall> {
+    calls
+        .iter()
+        .map(|call| {
+            let declared = tools
+                .schema(&call.name)
+                .and_then(|s| s.parameters.get("properties"))
+                .and_then(Value::as_object);
+            let mut call = call.clone();
+            if let Some(declared) = declared {
+                call.arguments.retain(|k, _| declared.contains_key(k));
+            }
+            call
+        })
+        .collect()
 }
 
 /// The identity of a call: its name and its arguments as canonical JSON.
@@ -233,6 +268,35 @@ mod tests {
     }
 
     #[test]
+    fn undeclared_arguments_do_not_make_a_call_new() {
+        #[derive(Debug)]
+        struct Read;
+        #[async_trait::async_trait]
+        impl crate::Tool for Read {
+            fn schema(&self) -> ollm_types::ToolSchema {
+                let parameters = json!({
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}}
+                });
+                ollm_types::ToolSchema::new("read", "reads", parameters)
+            }
+            async fn execute(&self, _: Map<String, Value>) -> Result<Value, crate::ToolError> {
+                Ok(Value::Null)
+            }
+        }
+        let tools = ToolRegistry::new().with(std::sync::Arc::new(Read)).unwrap();
+        let first = [call("read", json!({"path": "a"}))];
+        let later = [
+            call("read", json!({"path": "a", "port": 8123})),
+            call("read", json!({"path": "b", "port": 8123})),
+            call("other", json!({"path": "a", "port": 8123})),
+        ];
+        let (first, later) = (identities(&tools, &first), identities(&tools, &later));
+        check(&later, &first, &[Source::Earlier, Source::Run, Source::Run]);
+        assert_eq!(later[2].arguments.len(), 2, "an unknown tool keeps all");
+    }
+
+    #[test]
     fn the_third_time_is_stuck() {
         let a = call("t", json!({"x": 1}));
         let mut memory = CallMemory::default();
@@ -240,6 +304,13 @@ mod tests {
         assert_eq!(memory.learn(std::slice::from_ref(&a), &r), None);
         assert_eq!(memory.learn(std::slice::from_ref(&a), &r), None);
         assert_eq!(memory.learn(std::slice::from_ref(&a), &r), Some(0));
+        // Twins in one turn count once.
+        let mut memory = CallMemory::default();
+        let twins = [a.clone(), a.clone()];
+        let rr = [ToolOutcome::ok("result"), ToolOutcome::ok("result")];
+        assert_eq!(memory.learn(std::slice::from_ref(&a), &r), None);
+        assert_eq!(memory.learn(&twins, &rr), None);
+        assert_eq!(memory.learn(&twins, &rr), Some(0));
     }
 
     #[test]

@@ -585,7 +585,8 @@ async fn run_calls(
     for call in calls.iter().filter(|c| !announced.contains(c)) {
         sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
     }
-    let sources = memory.sort(calls);
+    let identities = super::guard::identities(&settings.tools, calls);
+    let sources = memory.sort(&identities);
     let runs = |i: usize| answered[i].is_none() && sources[i] == Source::Run;
     let fresh: Vec<ToolCall> = (0..calls.len())
         .filter(|&i| runs(i))
@@ -598,7 +599,7 @@ async fn run_calls(
         let result = match (&answered[i], &sources[i]) {
             (Some(decided), _) => Some(decided.clone()),
             (None, Source::Run) => ran.next().flatten(),
-            (None, Source::Earlier) => memory.answer(call),
+            (None, Source::Earlier) => memory.answer(&identities[i]),
             (None, Source::Twin(j)) => results[*j]
                 .as_ref()
                 .map(|r| super::guard::repeat_result(&call.name, &r.content)),
@@ -621,7 +622,7 @@ async fn run_calls(
         .collect();
     let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
     bound_results(&mut results, &names, room, &settings.compaction, sink);
-    let stuck = memory.learn(calls, &results);
+    let stuck = memory.learn(&identities, &results);
     // None ran (repeats, unknown tools): the nudge follows; a turn of repeats only is
     // not recorded (see `guard.rs`).
     let idle = (0..calls.len())
