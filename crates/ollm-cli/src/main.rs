@@ -207,7 +207,7 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
             }
             let mut parts = run::Parts::new(provider, &settings, plan.approval)?;
             if !plan.no_tools {
-                parts.mcp = rt.block_on(mcp::attach(
+                parts.mcp = rt.block_on(mcp::attach_or_interrupt(
                     &mcp_servers,
                     &settings.data_dir,
                     &mut parts.tools,

@@ -235,6 +235,22 @@ pub(crate) async fn attach(
     Ok(Some(Arc::new(run)))
 }
 
+/// [`attach`], given up on Ctrl-C: the servers being started are dropped, which kills
+/// them (each leads its own process group, so the terminal's SIGINT never reaches it and
+/// the default action would leave it running after `ollm` died), and the run ends as
+/// cancelled.
+pub(crate) async fn attach_or_interrupt(
+    entries: &BTreeMap<String, McpServerEntry>,
+    data_dir: &Path,
+    tools: &mut ToolRegistry,
+    approver: &Arc<Approver>,
+) -> Result<Option<Arc<RunServers>>, CliError> {
+    tokio::select! {
+        attached = attach(entries, data_dir, tools, approver) => attached,
+        _ = tokio::signal::ctrl_c() => Err(CliError::Cancelled),
+    }
+}
+
 impl RunServers {
     fn lock(&self) -> std::sync::MutexGuard<'_, ToolRegistry> {
         self.current

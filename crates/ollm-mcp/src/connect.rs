@@ -8,6 +8,8 @@
 //!   shutting them down also ends whatever they spawned (`npx` wrappers, shells).
 //! - HTTP servers on a loopback address are reached without a proxy: a proxy set for the
 //!   internet must not break a local server (reqwest routes loopback through it).
+//! - A start given up (timeout, failure, or its future dropped) kills the child's group
+//!   at once ([`GroupGuard`]).
 //! - The client handler only records `notifications/tools/list_changed`; the manager
 //!   re-lists between turns, never in the middle of one.
 
@@ -78,11 +80,13 @@ async fn start_unbounded(config: &ServerConfig, log_dir: &Path) -> Result<Starte
         TransportConfig::Stdio(stdio) => {
             let child = spawn(&config.name, stdio, log_dir)?;
             let pid = child.id();
+            let guard = GroupGuard(pid);
             let service = handler
                 .clone()
                 .serve(child)
                 .await
                 .map_err(|e| handshake(&e))?;
+            std::mem::forget(guard);
             (service, pid)
         }
         TransportConfig::Http(http) => {
@@ -102,6 +106,20 @@ async fn start_unbounded(config: &ServerConfig, log_dir: &Path) -> Result<Starte
         pid,
         tools,
     })
+}
+
+/// Kills a starting server's process group when the start is given up (dropped by the
+/// start-up timeout or by the caller, e.g. on Ctrl-C) or fails. rmcp's child handle
+/// kills on drop from a spawned task, which never runs when the process exits right
+/// after (seen: Ctrl-C during start-up left the server running); this kill is
+/// synchronous. Forgotten once the handshake succeeded: from then on the server's
+/// shutdown owns the group.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        crate::server::kill_group(self.0);
+    }
 }
 
 fn spawn(name: &str, config: &StdioConfig, log_dir: &Path) -> Result<TokioChildProcess, McpError> {

@@ -341,7 +341,7 @@ async fn start_one(config: ServerConfig, log_dir: &Path) -> Server {
 }
 
 /// Kills what is left of a stdio server's process group (the server led its own group).
-fn kill_group(pid: Option<u32>) {
+pub(crate) fn kill_group(pid: Option<u32>) {
     #[cfg(unix)]
     if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
         let _ = nix::sys::signal::killpg(

@@ -230,6 +230,50 @@ fn ctrl_c_mid_answer_stops_the_server_too() {
     setup.assert_no_orphans();
 }
 
+/// Ctrl-C while a server is still starting: before, the default SIGINT action killed
+/// `ollm` and left the server (its own process group) running.
+#[test]
+fn ctrl_c_while_a_server_starts_stops_it_and_exits_130() {
+    let setup = Setup::new("", "");
+    let root = setup.root.path().display().to_string();
+    setup.ollm.write_config(&format!(
+        "[mcp_servers.slow]\ncommand = \"node\"\nargs = [\"-e\", \"setTimeout(() => {{}}, 60000)\", {root:?}]\nstartup_timeout_secs = 60\n"
+    ));
+    let s = Ollama::start();
+    let url = s.mock.url();
+    let mut child = setup
+        .ollm
+        .command(&["--host", &url, "run", "qwen3:8b", "hi"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while setup.server_processes().is_empty() {
+        assert!(Instant::now() < deadline, "the slow server never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "ollm did not exit on SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    setup.assert_no_orphans();
+    assert!(
+        s.mock.requests_to("/api/chat").is_empty(),
+        "the run did not go on"
+    );
+}
+
 #[test]
 fn add_and_remove_edit_the_config_file() {
     let o = Ollm::new();
