@@ -179,6 +179,9 @@ pub(crate) fn hint_for(e: &ProviderError) -> Option<String> {
         ProviderErrorKind::Connection => {
             Some("`ollm config show` prints the provider and base URL in use")
         }
+        ProviderErrorKind::VisionUnsupported => {
+            Some("`ollm show MODEL` lists its capabilities; pick a model with `vision`")
+        }
         _ => None,
     };
     match (&e.hint, cli) {
