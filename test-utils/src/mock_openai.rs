@@ -355,7 +355,10 @@ fn content_problems(i: usize, content: Option<&Value>) -> Vec<String> {
     let Some(Value::Array(parts)) = content else {
         return match content {
             None | Some(Value::Null | Value::String(_)) => Vec::new(),
-            Some(other) => vec![format!("message {i}: content {} is not valid", short(other))],
+            Some(other) => vec![format!(
+                "message {i}: content {} is not valid",
+                short(other)
+            )],
         };
     };
     let mut problems = Vec::new();
@@ -369,7 +372,10 @@ fn content_problems(i: usize, content: Option<&Value>) -> Vec<String> {
             _ => false,
         };
         if !ok {
-            problems.push(format!("message {i}: content part {} is not valid", short(part)));
+            problems.push(format!(
+                "message {i}: content part {} is not valid",
+                short(part)
+            ));
         }
     }
     problems

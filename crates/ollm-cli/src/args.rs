@@ -506,8 +506,14 @@ mod tests {
         let check = |argv: &[&str], expected: Option<&str>| {
             assert_eq!(sessions(argv).as_deref(), expected, "{argv:?}");
         };
-        check(&["ollm", "sessions", "show", "a"], Some(r#"Show { name: "a" }"#));
-        check(&["ollm", "sessions", "delete", "a"], Some(r#"Rm { name: "a" }"#));
+        check(
+            &["ollm", "sessions", "show", "a"],
+            Some(r#"Show { name: "a" }"#),
+        );
+        check(
+            &["ollm", "sessions", "delete", "a"],
+            Some(r#"Rm { name: "a" }"#),
+        );
         check(
             &["ollm", "sessions", "export", "a"],
             Some(r#"Export { name: "a", format: Json }"#),
@@ -516,7 +522,10 @@ mod tests {
             &["ollm", "sessions", "export", "a", "--format", "markdown"],
             Some(r#"Export { name: "a", format: Markdown }"#),
         );
-        check(&["ollm", "sessions", "export", "a", "--format", "yaml"], None);
+        check(
+            &["ollm", "sessions", "export", "a", "--format", "yaml"],
+            None,
+        );
         check(&["ollm", "sessions", "rm"], None);
     }
 

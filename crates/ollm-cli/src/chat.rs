@@ -704,12 +704,7 @@ fn save_as(
         model: state.plan.chat.model.clone(),
     };
     let history = state.client.history();
-    for r in std::iter::once(meta).chain(
-        history
-            .messages()
-            .iter()
-            .map(Record::message),
-    ) {
+    for r in std::iter::once(meta).chain(history.messages().iter().map(Record::message)) {
         text.push_str(&serde_json::to_string(&r).map_err(|e| CliError::Other(e.into()))?);
         text.push('\n');
     }

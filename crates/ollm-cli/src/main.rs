@@ -269,7 +269,11 @@ fn sessions_command(
         SessionsAction::Rm { name } => {
             let session = open(name)?;
             session.remove()?;
-            writeln!(out, "removed session {name:?} ({})", session.path().display())?;
+            writeln!(
+                out,
+                "removed session {name:?} ({})",
+                session.path().display()
+            )?;
         }
         SessionsAction::Export { name, format } => {
             let (records, unreadable) = open(name)?.read_records()?;
@@ -307,7 +311,9 @@ fn continue_last(
     };
     let session = sessions::Session::open(&settings.data_dir, &last)?;
     let model = match (&args.model, &settings.model) {
-        (None, None) => session.read_records().map(|(r, _)| sessions::fold(r).model)?,
+        (None, None) => session
+            .read_records()
+            .map(|(r, _)| sessions::fold(r).model)?,
         _ => args.model.clone(),
     };
     if !args.prompt.is_empty() {

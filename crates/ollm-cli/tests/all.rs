@@ -867,7 +867,11 @@ mod terminal {
         s.mock
             .add_model(MockModel::new("llava:7b").with(&["vision"]));
         let o = Ollm::new();
-        std::fs::write(o.dir.path().join("my photo.png"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
+        std::fs::write(
+            o.dir.path().join("my photo.png"),
+            b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR",
+        )
+        .unwrap();
         std::fs::write(o.dir.path().join("notes.png"), "text").unwrap();
         let url = s.mock.url();
         let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b", "--no-tools"]);
@@ -903,7 +907,10 @@ mod terminal {
         let png = serde_json::json!(["iVBORw0KGgoAAAANSUhEUg=="]);
         assert_eq!(images(0), [png.clone()]);
         // The chat's history keeps the image on its prompt; the new prompt has none.
-        assert_eq!(images(1), [png, serde_json::Value::Null, serde_json::Value::Null]);
+        assert_eq!(
+            images(1),
+            [png, serde_json::Value::Null, serde_json::Value::Null]
+        );
         t.send(&["/bye", "Enter"]);
     }
 

@@ -211,7 +211,10 @@ mod tests {
     #[test]
     fn only_models_known_to_lack_vision_are_refused() {
         let info = |caps: &[&str]| ModelInfo {
-            capabilities: caps.iter().map(|c| Capability::from((*c).to_owned())).collect(),
+            capabilities: caps
+                .iter()
+                .map(|c| Capability::from((*c).to_owned()))
+                .collect(),
             ..ModelInfo::default()
         };
         assert!(accepts_images(None));

@@ -112,11 +112,13 @@ async fn images_go_as_base64_in_images() {
 #[test]
 fn the_mock_checks_images() {
     use test_utils::mock_ollama::validate_chat;
-    let body = |images: serde_json::Value| {
-        json!({"model": "m", "messages": [{"role": "user", "content": "x", "images": images}]})
-    };
+    let body = |images: serde_json::Value| json!({"model": "m", "messages": [{"role": "user", "content": "x", "images": images}]});
     let check = |images: serde_json::Value, ok: bool| {
-        assert_eq!(validate_chat(&body(images.clone())).is_empty(), ok, "{images}");
+        assert_eq!(
+            validate_chat(&body(images.clone())).is_empty(),
+            ok,
+            "{images}"
+        );
     };
     check(json!(["QUJD", "QUI="]), true);
     check(json!(["data:image/png;base64,QUJD"]), false);

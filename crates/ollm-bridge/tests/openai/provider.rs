@@ -314,7 +314,10 @@ async fn images_go_as_data_url_parts() {
     for message in [described, alone] {
         let req = ProviderRequest::new("mock-model", vec![message]);
         let events = collect(&provider(&mock), req).await;
-        assert!(matches!(events.last(), Some(ProviderEvent::Finish { .. })), "{events:?}");
+        assert!(
+            matches!(events.last(), Some(ProviderEvent::Finish { .. })),
+            "{events:?}"
+        );
     }
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
     let bodies = mock.requests();

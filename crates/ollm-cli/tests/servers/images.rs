@@ -32,10 +32,23 @@ fn prompt_sent(c: &Case<Ollama>) -> Value {
 #[test]
 fn images_before_or_after_the_prompt_reach_ollama_as_base64() {
     let cases: [(&[&str], &[&str]); 3] = [
-        (&["run", "llava:7b", "describe", "--image", "photo.png"], &[PNG_B64]),
-        (&["run", "llava:7b", "--image", "photo.png", "describe"], &[PNG_B64]),
         (
-            &["run", "llava:7b", "--image", "photo.png", "describe", "--image=shot.jpg"],
+            &["run", "llava:7b", "describe", "--image", "photo.png"],
+            &[PNG_B64],
+        ),
+        (
+            &["run", "llava:7b", "--image", "photo.png", "describe"],
+            &[PNG_B64],
+        ),
+        (
+            &[
+                "run",
+                "llava:7b",
+                "--image",
+                "photo.png",
+                "describe",
+                "--image=shot.jpg",
+            ],
             &[PNG_B64, JPEG_B64],
         ),
     ];
@@ -45,7 +58,11 @@ fn images_before_or_after_the_prompt_reach_ollama_as_base64() {
         let sent = prompt_sent(&c);
         assert_eq!(sent["content"], "describe", "{args:?}: {sent}");
         assert_eq!(sent["images"], json!(images), "{args:?}: {sent}");
-        assert!(c.mock().violations().is_empty(), "{:?}", c.mock().violations());
+        assert!(
+            c.mock().violations().is_empty(),
+            "{:?}",
+            c.mock().violations()
+        );
     }
 }
 
@@ -64,7 +81,11 @@ fn images_reach_an_openai_server_as_data_urls() {
     let out = c.run(&["run", "m", "what is it", "--image", "shot.jpg"]);
     out.ok();
     assert_eq!(out.out, "a cat\n");
-    assert!(c.mock().violations().is_empty(), "{:?}", c.mock().violations());
+    assert!(
+        c.mock().violations().is_empty(),
+        "{:?}",
+        c.mock().violations()
+    );
     let body = &c.mock().requests()[0];
     let last = body["messages"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(
@@ -80,18 +101,35 @@ fn images_reach_an_openai_server_as_data_urls() {
 fn a_model_without_vision_is_refused_before_anything_is_sent() {
     let c = vision_case();
     // qwen3:8b has tools and thinking, not vision.
-    let out = c.run(&["run", "qwen3:8b", "--session", "s", "describe", "--image", "photo.png"]);
+    let out = c.run(&[
+        "run",
+        "qwen3:8b",
+        "--session",
+        "s",
+        "describe",
+        "--image",
+        "photo.png",
+    ]);
     assert_eq!(out.code, 1, "{}", out.err);
     assert!(
         out.err.contains("qwen3:8b cannot read images"),
         "{}",
         out.err
     );
-    assert!(out.err.contains("pick a model with `vision`"), "{}", out.err);
+    assert!(
+        out.err.contains("pick a model with `vision`"),
+        "{}",
+        out.err
+    );
     assert!(c.mock().requests_to("/api/chat").is_empty());
     // Nothing was recorded for the refused prompt.
     let session = c.o.data_dir().join("sessions/s.jsonl");
-    assert!(!session.exists() || !std::fs::read_to_string(&session).unwrap().contains("describe"));
+    assert!(
+        !session.exists()
+            || !std::fs::read_to_string(&session)
+                .unwrap()
+                .contains("describe")
+    );
 }
 
 #[test]
@@ -101,7 +139,10 @@ fn a_file_that_is_no_image_or_too_large_exits_2_before_any_request() {
     let big = std::fs::File::create(c.o.dir.path().join("huge.png")).unwrap();
     big.set_len(20 * 1024 * 1024 + 1).unwrap();
     let cases = [
-        ("notes.png", "notes.png is not a PNG, JPEG, GIF or WebP image"),
+        (
+            "notes.png",
+            "notes.png is not a PNG, JPEG, GIF or WebP image",
+        ),
         ("huge.png", "the limit is 20971520 bytes (20 MiB)"),
         ("missing.png", "cannot read image missing.png"),
     ];
@@ -117,16 +158,31 @@ fn a_file_that_is_no_image_or_too_large_exits_2_before_any_request() {
 fn a_session_keeps_a_note_of_the_image_not_its_bytes() {
     let c = vision_case();
     c.mock().script("/api/chat", answer(&["a red square"]));
-    c.run(&["run", "llava:7b", "--session", "pic", "describe", "--image", "photo.png"])
-        .ok();
+    c.run(&[
+        "run",
+        "llava:7b",
+        "--session",
+        "pic",
+        "describe",
+        "--image",
+        "photo.png",
+    ])
+    .ok();
     let saved = std::fs::read_to_string(c.o.data_dir().join("sessions/pic.jsonl")).unwrap();
     assert!(!saved.contains(PNG_B64), "{saved}");
-    assert!(saved.contains("[image: image/png, 16 B, not kept in the session]"), "{saved}");
+    assert!(
+        saved.contains("[image: image/png, 16 B, not kept in the session]"),
+        "{saved}"
+    );
     // The next prompt of the session carries the note, not the image.
-    c.run(&["run", "llava:7b", "--session", "pic", "and the border?"]).ok();
+    c.run(&["run", "llava:7b", "--session", "pic", "and the border?"])
+        .ok();
     let sent = chat_messages(c.mock(), 1);
     let resumed = sent.iter().find(|m| m["role"] == "user").unwrap();
     assert!(resumed.get("images").is_none(), "{resumed}");
     let content = resumed["content"].as_str().unwrap();
-    assert!(content.starts_with("describe\n[image: image/png"), "{content}");
+    assert!(
+        content.starts_with("describe\n[image: image/png"),
+        "{content}"
+    );
 }

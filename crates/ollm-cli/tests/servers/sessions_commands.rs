@@ -60,7 +60,14 @@ fn export_writes_the_conversation_as_json_or_markdown() {
     let roles: Vec<&str> = messages.iter().map(|m| m.role().as_str()).collect();
     assert_eq!(
         roles,
-        ["user", "assistant", "user", "assistant", "tool", "assistant"]
+        [
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "tool",
+            "assistant"
+        ]
     );
     assert_eq!(messages[4].text(), "alpha\nbeta\n");
 
@@ -116,13 +123,19 @@ fn continue_resumes_the_most_recently_saved_session() {
     // None saved yet: a clear error, nothing sent.
     let out = c.run(&["run", "qwen3:8b", "--continue", "hello"]);
     assert_eq!(out.code, 2, "{}", out.err);
-    assert!(out.err.contains("--continue: there is no saved session"), "{}", out.err);
+    assert!(
+        out.err.contains("--continue: there is no saved session"),
+        "{}",
+        out.err
+    );
     assert!(c.mock().requests_to("/api/chat").is_empty());
 
     c.mock().script("/api/chat", answer(&["about apples"]));
-    c.run(&["run", "qwen3:8b", "--session", "apples", "apples?"]).ok();
+    c.run(&["run", "qwen3:8b", "--session", "apples", "apples?"])
+        .ok();
     c.mock().script("/api/chat", answer(&["about pears"]));
-    c.run(&["run", "qwen3:8b", "--session", "pears", "pears?"]).ok();
+    c.run(&["run", "qwen3:8b", "--session", "pears", "pears?"])
+        .ok();
     // Make the order unmistakable, whatever the file system's clock resolution.
     let dir = c.o.data_dir().join("sessions");
     let now = std::time::SystemTime::now();
@@ -148,7 +161,10 @@ fn continue_resumes_the_most_recently_saved_session() {
         .map(|m| m["content"].as_str().unwrap())
         .collect();
     assert_eq!(users, ["apples?", "and then?"]);
-    assert_eq!(c.mock().requests_to("/api/chat")[2].body["model"], "qwen3:8b");
+    assert_eq!(
+        c.mock().requests_to("/api/chat")[2].body["model"],
+        "qwen3:8b"
+    );
 
     // `--continue` and `--session` together are a usage error.
     let out = c.run(&["run", "qwen3:8b", "--continue", "--session", "x", "hi"]);
