@@ -76,7 +76,7 @@ mod tests {
         let text = dir.path().join("notes.png");
         std::fs::write(&text, "not an image").unwrap();
         for bad in [text, dir.path().join("missing.png")] {
-            let err = load(&[bad.clone()]).unwrap_err();
+            let err = load(std::slice::from_ref(&bad)).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{bad:?}: {err}");
         }
         let png = dir.path().join("ok");

@@ -905,7 +905,7 @@ mod terminal {
                 .collect()
         };
         let png = serde_json::json!(["iVBORw0KGgoAAAANSUhEUg=="]);
-        assert_eq!(images(0), [png.clone()]);
+        assert_eq!(images(0), std::slice::from_ref(&png));
         // The chat's history keeps the image on its prompt; the new prompt has none.
         assert_eq!(
             images(1),
