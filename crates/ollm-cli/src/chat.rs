@@ -436,15 +436,20 @@ fn command(
             }
             Some(_) => say("usage: /tools [on|off|yes]"),
             None => {
+                // The client's tools, after any MCP `tools/list_changed`, not the start's.
+                crate::mcp::before_prompt(parts, &state.client, rt);
                 let state_word = if state.plan.no_tools { "off" } else { "on" };
                 say(&format!("tools are {state_word}:"));
                 say(&approval_text(parts));
-                for s in parts.tools.schemas() {
+                for s in state.client.tools().schemas() {
                     say(&format!("  {:<12} {}", s.name, s.description));
                 }
             }
         },
-        "mcp" => say(&crate::mcp::describe_run(parts)),
+        "mcp" => {
+            crate::mcp::before_prompt(parts, &state.client, rt);
+            say(&crate::mcp::describe_run(parts));
+        }
         "status" => {
             let window = window_text(state, settings, rt);
             say(&status_text(state, settings, &window));

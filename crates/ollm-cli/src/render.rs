@@ -182,6 +182,11 @@ pub(crate) fn hint_for(e: &ProviderError) -> Option<String> {
         ProviderErrorKind::VisionUnsupported => {
             Some("`ollm show MODEL` lists its capabilities; pick a model with `vision`")
         }
+        ProviderErrorKind::ContextOverflow => Some(
+            "ollm compacts a long conversation by itself unless `--no-compact` (or \
+             `compact = false`) turns it off; in chat, `/compact` compacts it now and \
+             `/clear` starts over",
+        ),
         _ => None,
     };
     match (&e.hint, cli) {
@@ -239,6 +244,15 @@ pub(crate) fn event_json(event: &ChatEvent) -> Value {
             "type": "strategy_chosen",
             "strategy": strategy.map(|s| s.to_string()),
             "reason": reason,
+        }),
+        ChatEvent::Compacted { compaction: c } => json!({
+            "type": "compacted",
+            "tokens_before": c.tokens_before,
+            "tokens_after": c.tokens_after,
+            "turns_summarised": c.turns_summarised,
+            "turns_dropped": c.turns_dropped,
+            "summary": c.summary,
+            "summary_ms": c.summary_ms,
         }),
         ChatEvent::Finish { reason, usage, .. } => json!({
             "type": "finish",
@@ -978,6 +992,22 @@ mod tests {
             added: Vec::new(),
         };
         assert_eq!(event_json(&finish)["finish_reason"], "repetition");
+        let compacted = ChatEvent::Compacted {
+            compaction: ollm_core::Compaction {
+                tokens_before: 1750,
+                tokens_after: 716,
+                turns_summarised: 5,
+                turns_dropped: 0,
+                summary: Some("the user read beta.txt".into()),
+                summary_ms: 10194,
+            },
+        };
+        assert_eq!(
+            event_json(&compacted),
+            json!({"type": "compacted", "tokens_before": 1750, "tokens_after": 716,
+                   "turns_summarised": 5, "turns_dropped": 0,
+                   "summary": "the user read beta.txt", "summary_ms": 10194})
+        );
         let warning = Warning::new(WarningKind::TokenLimit, "cut");
         assert_eq!(warning_json(&warning)["kind"], "token_limit");
     }

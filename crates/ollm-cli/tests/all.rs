@@ -532,7 +532,7 @@ mod terminal {
         let args = ["--host", &url, "run", "qwen3:8b", "--no-tools"];
         let t = Tmux::start(
             &o,
-            &[&args[..], &["--context-length", "200", "--session", "c"]].concat(),
+            &[&args[..], &["--context-length", "240", "--session", "c"]].concat(),
         );
         t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
         t.send(&["/compact", "Enter"]);
@@ -546,7 +546,7 @@ mod terminal {
         }
         t.send(&["/status", "Enter"]);
         t.wait_for_prompt("the status", |s| {
-            s.contains("window:   200 tokens (--context-length)")
+            s.contains("window:   240 tokens (--context-length)")
                 && s.contains("compact:  at 80% of the window")
         });
         s.mock

@@ -11,6 +11,7 @@ use ollm_types::{Message, ModelInfo, ProviderErrorKind};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::calibrate::Calibration;
 use super::compact::compact_now;
 use super::run::{ChatRun, supervise};
 use super::{ChatConfig, ChatOptions};
@@ -32,6 +33,8 @@ pub(super) struct Shared {
     pub(super) run_lock: tokio::sync::Mutex<()>,
     /// Writes the summaries compaction needs.
     pub(super) compactor: Mutex<Arc<dyn Compactor>>,
+    /// What the server's prompt counts taught about the template's overhead.
+    pub(super) calibration: Mutex<Calibration>,
     next_id: AtomicU64,
 }
 
@@ -84,6 +87,7 @@ impl ChatClient {
                 no_think: Mutex::new(HashSet::new()),
                 run_lock: tokio::sync::Mutex::new(()),
                 compactor: Mutex::new(Arc::new(ModelSummary)),
+                calibration: Mutex::new(Calibration::default()),
                 next_id: AtomicU64::new(1),
             }),
         }

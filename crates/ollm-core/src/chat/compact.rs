@@ -6,10 +6,11 @@
 //! - The window is settled once per request ([`crate::context::settle_window`]) and
 //!   written into the request's `options.context_length`, so what is enforced is what is
 //!   asked of the server.
-//! - Sizes come from the provider's tokenizer when it answers, else `ceil(chars / 4)`;
+//! - Sizes come from the provider's tokenizer when it answers, else `ceil(chars / 4)`,
+//!   corrected by what the server reported for earlier requests ([`super::calibrate`]);
 //!   the ratio of characters to tokens of the whole request prices single messages.
 //! - With compaction off, today's rule stands: a warning near the limit, a refusal over
-//!   it (with a hint to `/compact`).
+//!   it (with a hint that compaction is off).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,6 +20,7 @@ use ollm_types::{Message, ProviderErrorKind, ProviderRequest, WarningKind};
 use tokio_util::sync::CancellationToken;
 
 use super::ChatEvent;
+use super::calibrate::Counted;
 use super::client::{Shared, lock};
 use super::run::Sink;
 use super::settle::RunSettings;
@@ -26,7 +28,9 @@ use crate::context::split::turns_in;
 use crate::context::{
     Compaction, CompactionConfig, SUMMARY_HEADER, Window, cut_result, plan_split,
 };
-use crate::tokens::{Budget, budget, estimate_text, request_text, usage_percent};
+use crate::tokens::{
+    Budget, budget, estimate_text, request_text, template_overhead, usage_percent,
+};
 use crate::tool::ToolOutcome;
 use crate::{CoreError, History};
 
@@ -34,7 +38,10 @@ use crate::{CoreError, History};
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Room {
     pub(super) window: usize,
+    /// The request's cost, corrected ([`super::calibrate`]).
     pub(super) used: usize,
+    /// How its text was counted (what the reply's prompt count is compared with).
+    pub(super) counted: Counted,
     chars_per_token: f64,
 }
 
@@ -69,15 +76,23 @@ async fn measure(
         n = std::panic::AssertUnwindSafe(shared.provider.count_tokens(&request.model, &text))
             .catch_unwind() => n,
     };
-    let used = match counted {
-        Ok(Ok(Some(n))) => n,
-        _ => estimate_text(&text),
+    let (tokens, exact) = match counted {
+        Ok(Ok(Some(n))) => (n, true),
+        _ => (estimate_text(&text), false),
     };
+    let counted = Counted {
+        tokens,
+        exact,
+        overhead: template_overhead(request),
+        tools: !request.tools.is_empty(),
+    };
+    let used = lock(&shared.calibration).cost(&request.model, &counted);
     let chars = text.chars().count().max(1) as f64;
     Some(Room {
         window,
         used,
-        chars_per_token: (chars / used.max(1) as f64).clamp(1.0, 8.0),
+        counted,
+        chars_per_token: (chars / tokens.max(1) as f64).clamp(1.0, 8.0),
     })
 }
 
@@ -144,7 +159,8 @@ fn check(settings: &RunSettings, room: &Room, sink: &Sink, request: ProviderRequ
                 error.to_string(),
             );
             if !settings.compaction.enabled {
-                error.hint = Some("compact the conversation with /compact, or /clear it".into());
+                error.hint =
+                    Some("automatic compaction is off: compact or shorten the conversation".into());
             }
             sink.send(ChatEvent::Error { error });
             return Fitted::Refused;

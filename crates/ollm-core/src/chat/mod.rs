@@ -96,6 +96,7 @@
 //! - A panic anywhere in a run (provider, tool, this loop) becomes an `Error` event and a
 //!   `Finish`; the client stays usable.
 
+mod calibrate;
 mod calls;
 mod client;
 mod compact;

@@ -188,7 +188,16 @@ async fn run_turn(
         sink,
         total,
     );
-    match reply.await? {
+    let reply = reply.await?;
+    let mut room = room;
+    if let Streamed::Done(reply) = &reply {
+        // The server's count of this request is the truth: the results of its calls are
+        // cut to the room it really left (compact.rs), and later requests learn from it.
+        let reported = reply.usage.prompt_tokens;
+        lock(&shared.calibration).learn(&settings.model, &room.counted, reported);
+        room.used = room.used.max(reported.map_or(0, |n| n as usize));
+    }
+    match reply {
         Streamed::Done(reply) if reply.finish == Some(FinishReason::Repetition) => {
             let end = if ask_again(memory, &reply) {
                 // After a result: not recorded; the nudge asks for the answer (guard.rs).

@@ -272,7 +272,9 @@ fn with_compaction_off_an_overflow_is_refused_with_a_hint() {
     }
     let error = refused.expect("a refusal");
     assert_eq!(error.kind, ProviderErrorKind::ContextOverflow);
-    assert!(error.hint.is_some());
+    let hint = error.hint.expect("a hint");
+    assert!(hint.contains("compaction is off"), "{hint}");
+    assert!(!hint.contains('/'), "core names no CLI command: {hint}");
 }
 
 #[test]

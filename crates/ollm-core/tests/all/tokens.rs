@@ -1,12 +1,19 @@
 //! Token estimates and limits (properties 18 to 22).
 
-use ollm_core::tokens::{ContextLimits, estimate_text, estimate_tokens, request_text};
+use ollm_core::tokens::{
+    ContextLimits, PER_MESSAGE_TOKENS, PREAMBLE_TOKENS, estimate_text, estimate_tokens,
+    request_text,
+};
 use ollm_core::{ChatEvent, History};
 use ollm_types::{FinishReason, Message, ProviderErrorKind, WarningKind};
 use proptest::prelude::*;
 use test_utils::mock_provider::{MockProvider, ev};
 
 use crate::support::{block_on, chat, check_events, client_with, config, count, finish_reason};
+
+/// What the template adds to a one-prompt request without tools: the prompt and the
+/// reply's opening, and the preamble.
+const OVERHEAD: usize = 2 * PER_MESSAGE_TOKENS + PREAMBLE_TOKENS;
 
 fn warned(events: &[ChatEvent]) -> bool {
     count(
@@ -42,7 +49,8 @@ proptest! {
     // Property 19: provider tokenizer preference
     #[test]
     fn provider_tokenizer_preference(counted in 0usize..2000, limit in 1usize..2000) {
-        // The provider's count decides, whatever the text's length.
+        // The provider's count (plus the template's markers) decides, whatever the
+        // text's length.
         let provider = MockProvider::builder()
             .count_tokens_with(move |_| counted)
             .turn(vec![ev::text("ok"), ev::finish()])
@@ -52,8 +60,9 @@ proptest! {
         });
         let events = block_on(chat(&c, "a prompt of some length"));
         check_events(&events);
-        prop_assert_eq!(overflowed(&events), counted > limit);
-        prop_assert_eq!(warned(&events), counted <= limit && counted * 10 >= limit * 9);
+        let cost = counted + OVERHEAD;
+        prop_assert_eq!(overflowed(&events), cost > limit);
+        prop_assert_eq!(warned(&events), cost <= limit && cost * 10 >= limit * 9);
         prop_assert_eq!(provider.counted_texts().len(), 1);
     }
 
@@ -61,7 +70,7 @@ proptest! {
     #[test]
     fn fallback_estimate(prompt in "[a-z ]{0,120}", limit in 1usize..80, fails in any::<bool>()) {
         // Without a tokenizer (none, or one that fails) the estimate is ceil(chars / 4)
-        // of the request's text.
+        // of the request's text, plus the template's markers.
         let builder = MockProvider::builder().turn(vec![ev::text("ok"), ev::finish()]);
         let provider = if fails { builder.count_tokens_fails() } else { builder }.build();
         let c = client_with(provider.clone(), Default::default(), |cfg| {
@@ -71,7 +80,7 @@ proptest! {
         let texts = provider.counted_texts();
         let estimate = estimate_text(&texts[0]);
         prop_assert_eq!(estimate, prompt.chars().count().div_ceil(4));
-        prop_assert_eq!(overflowed(&events), estimate > limit);
+        prop_assert_eq!(overflowed(&events), estimate + OVERHEAD > limit);
         if let Some(req) = provider.requests().first() {
             prop_assert_eq!(&request_text(req), &texts[0]);
         }
@@ -88,7 +97,8 @@ proptest! {
             cfg.context_limits = ContextLimits { default: limit, ..ContextLimits::default() };
         });
         let events = block_on(chat(&c, "x"));
-        let in_band = counted * 10 >= limit * 9 && counted <= limit;
+        let cost = counted + OVERHEAD;
+        let in_band = cost * 10 >= limit * 9 && cost <= limit;
         prop_assert_eq!(warned(&events), in_band);
         if in_band {
             prop_assert_eq!(finish_reason(&events), FinishReason::Stop);
@@ -132,4 +142,39 @@ fn trained_context_length_caps_the_limit() {
     let events = block_on(chat(&c, "x"));
     assert!(overflowed(&events));
     assert_eq!(provider.request_count(), 0);
+}
+
+/// Each case: the tokens counted for every request, the prompt count the server reports
+/// for the first reply, the window, and whether the second prompt is refused.
+fn check_learned(counted: usize, reported: u32, limit: usize, refused: bool) {
+    let provider = MockProvider::builder()
+        .count_tokens_with(move |_| counted)
+        .then_forever(vec![ev::text("ok"), ev::usage(reported, 1), ev::finish()])
+        .build();
+    let c = client_with(provider.clone(), Default::default(), |cfg| {
+        cfg.compaction.enabled = false;
+        cfg.context_limits = ContextLimits::default().with_model("m", limit);
+    });
+    let first = block_on(chat(&c, "x"));
+    assert!(!overflowed(&first), "the first prompt fits: {first:?}");
+    let second = block_on(chat(&c, "y"));
+    check_events(&second);
+    assert_eq!(
+        overflowed(&second),
+        refused,
+        "counted {counted}, reported {reported}, window {limit}"
+    );
+    assert_eq!(provider.request_count(), if refused { 1 } else { 2 });
+}
+
+#[test]
+fn the_servers_prompt_count_corrects_later_estimates() {
+    // The first request: 100 counted + 30 for the template. The server read 300 (a
+    // longer template, say): 170 more, learned and added to the next request, which
+    // (three messages and the reply's opening: 100 + 40 + 170 = 310) no longer fits 300.
+    check_learned(100, 300, 300, true);
+    // The same without the server's surprise: 140 fits.
+    check_learned(100, 110, 300, false);
+    // A server that reports fewer tokens than counted lowers nothing: 140 fits 140.
+    check_learned(100, 20, 140, false);
 }

@@ -1,0 +1,171 @@
+//! What a request really costs: the count of its text (the provider's tokenizer, else
+//! `ceil(chars / 4)`) corrected by what the server reported for earlier requests.
+//!
+//! # Decisions
+//! - The text counted ([`crate::tokens::request_text`]) is not what the model reads: the
+//!   chat template adds role markers to every message and, when tools are offered, its
+//!   own instructions around their schemas. Measured on Qwen2.5-Coder-0.5B through
+//!   llama-server: a system prompt and a question counted at 26 tokens by `/tokenize`
+//!   were read as 40 (`usage.prompt_tokens`); with `read_file` offered, 71 counted were
+//!   read as 194. In a `--context-length 1024` chat, requests of 1066-1176 tokens went
+//!   out without compacting. So every message costs
+//!   [`PER_MESSAGE_TOKENS`](crate::tokens::PER_MESSAGE_TOKENS) tokens more from
+//!   the start, and after each reply the gap between the server's prompt count and ours
+//!   is learned per model and per "tools offered or not" (the template's tool text
+//!   differs a lot between the two).
+//! - With the provider's tokenizer the gap is a fixed number of tokens (the template's
+//!   text); with the estimate it is mostly a ratio (the estimate's error grows with the
+//!   text), so the correction is a scale then. Either way only the largest gap seen is
+//!   kept and never lowered: a server that reports fewer tokens (a prompt cache hit
+//!   counted short) can only make us compact later, never send a prompt that is too
+//!   large.
+//! - Nothing is learned from a reply without a prompt count.
+//! - The Ollama adapter's own count is already a calibrated ratio of characters to the
+//!   server's prompt counts (`ollm-bridge`'s `ollama/truncation.rs`), which folds the
+//!   template in; the template prior then counts it twice there, erring high (an earlier
+//!   compaction), never low.
+
+use std::collections::HashMap;
+
+/// The learned correction for one model with or without tools.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(super) struct Correction {
+    /// Tokens added to an exact count (the template's fixed text).
+    offset: usize,
+    /// Factor applied to an estimated count (at least 1).
+    scale: f64,
+}
+
+/// How one request was counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Counted {
+    /// The tokens of the request's text.
+    pub(super) tokens: usize,
+    /// Whether they came from the provider's tokenizer (else the estimate).
+    pub(super) exact: bool,
+    /// The template's tokens ([`crate::tokens::template_overhead`]).
+    pub(super) overhead: usize,
+    /// Whether tools were offered.
+    pub(super) tools: bool,
+}
+
+impl Counted {
+    /// The tokens before any learned correction: the text plus the per-message markers.
+    fn base(&self) -> usize {
+        self.tokens + self.overhead
+    }
+}
+
+/// The corrections learned so far, by model and whether tools were offered.
+#[derive(Debug, Default)]
+pub(super) struct Calibration {
+    learned: HashMap<(String, bool), Correction>,
+}
+
+impl Calibration {
+    /// What `counted` costs for `model`, corrected.
+    pub(super) fn cost(&self, model: &str, counted: &Counted) -> usize {
+        let base = counted.base();
+        match self.learned.get(&(model.to_owned(), counted.tools)) {
+            None => base,
+            Some(c) if counted.exact => base + c.offset,
+            Some(c) => (base as f64 * c.scale.max(1.0)).ceil() as usize,
+        }
+    }
+
+    /// Learns from a reply to the request `counted`: the server read `reported` tokens.
+    pub(super) fn learn(&mut self, model: &str, counted: &Counted, reported: Option<u32>) {
+        let Some(reported) = reported.map(|n| n as usize) else {
+            return;
+        };
+        let base = counted.base();
+        let entry = self
+            .learned
+            .entry((model.to_owned(), counted.tools))
+            .or_insert(Correction {
+                offset: 0,
+                scale: 1.0,
+            });
+        if counted.exact {
+            entry.offset = entry.offset.max(reported.saturating_sub(base));
+        } else if base > 0 {
+            entry.scale = entry.scale.max(reported as f64 / base as f64);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counted(tokens: usize, exact: bool, tools: bool) -> Counted {
+        Counted {
+            tokens,
+            exact,
+            overhead: 20,
+            tools,
+        }
+    }
+
+    /// `(what was learned: counted tokens, exact, tools, reported)`, then the cost of a
+    /// later request, and the expected cost.
+    fn check(learned: &[(usize, bool, bool, Option<u32>)], later: Counted, expected: usize) {
+        let mut calibration = Calibration::default();
+        for &(tokens, exact, tools, reported) in learned {
+            calibration.learn("m", &counted(tokens, exact, tools), reported);
+        }
+        assert_eq!(
+            calibration.cost("m", &later),
+            expected,
+            "{learned:?} then {later:?}"
+        );
+        assert_eq!(
+            Calibration::default().cost("other", &later),
+            later.base(),
+            "another model learned nothing"
+        );
+    }
+
+    #[test]
+    fn the_gap_the_server_reports_is_added_to_later_requests() {
+        // Nothing learned yet: the text plus 5 tokens a message.
+        check(&[], counted(890, true, true), 910);
+        // 890 counted with tools (910 with markers), 1176 read: 266 more.
+        check(
+            &[(890, true, true, Some(1176))],
+            counted(500, true, true),
+            520 + 266,
+        );
+        // Learned with tools, not applied without.
+        check(
+            &[(890, true, true, Some(1176))],
+            counted(500, true, false),
+            520,
+        );
+        // No prompt count: nothing learned.
+        check(&[(890, true, true, None)], counted(500, true, true), 520);
+        // A smaller report later (a cache hit counted short) lowers nothing.
+        check(
+            &[(890, true, true, Some(1176)), (890, true, true, Some(300))],
+            counted(500, true, true),
+            786,
+        );
+        // Estimated counts learn a ratio: 100 + 20 estimated, 180 read: 1.5.
+        check(
+            &[(100, false, true, Some(180))],
+            counted(200, false, true),
+            330,
+        );
+        // A server reading fewer tokens than counted never lowers the cost.
+        check(
+            &[(100, false, true, Some(50))],
+            counted(200, false, true),
+            220,
+        );
+        check(
+            &[(100, true, true, Some(50))],
+            counted(200, true, true),
+            220,
+        );
+    }
+}
