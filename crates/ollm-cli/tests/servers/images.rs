@@ -97,6 +97,36 @@ fn images_reach_an_openai_server_as_data_urls() {
     );
 }
 
+/// llama-server says in `/props` whether its model reads images: `vision: false` is
+/// refused before anything is sent, `vision: true` is sent the image.
+#[test]
+fn llama_server_props_decide_for_an_openai_server() {
+    for vision in [false, true] {
+        let c = Case::openai();
+        std::fs::write(c.o.dir.path().join("shot.jpg"), JPEG).unwrap();
+        c.mock().set_props(json!({
+            "default_generation_settings": {"n_ctx": 4096},
+            "modalities": {"vision": vision},
+        }));
+        c.mock().push_reply(
+            mock_openai::Reply::sse()
+                .content("seen")
+                .finish("stop")
+                .done()
+                .reply(),
+        );
+        let out = c.run(&["run", "m", "--no-tools", "look", "--image", "shot.jpg"]);
+        if vision {
+            out.ok();
+            assert_eq!(c.mock().requests().len(), 1);
+        } else {
+            assert_eq!(out.code, 1, "{}", out.err);
+            assert!(out.err.contains("m cannot read images"), "{}", out.err);
+            assert!(c.mock().requests().is_empty());
+        }
+    }
+}
+
 #[test]
 fn a_model_without_vision_is_refused_before_anything_is_sent() {
     let c = vision_case();
