@@ -19,7 +19,9 @@
 //! decoder and templates would: tool-call arguments must be JSON objects (a string is a
 //! 400 in Ollama), every `tool` message must answer an earlier call (by id when it has
 //! one, else by name), and the calls of an assistant message must each be answered
-//! exactly once by the `tool` messages that follow it, before the next other message. A failed check is recorded in [`MockOllama::violations`] and
+//! exactly once by the `tool` messages that follow it, before the next other message;
+//! `images` must be plain base64 strings (Ollama decodes them as Go `[]byte`, so a `data:`
+//! URL is a 400). A failed check is recorded in [`MockOllama::violations`] and
 //! answered with 400. Connections the client closes before the reply ended are recorded
 //! too ([`MockOllama::wait_closed_early`]).
 
@@ -480,7 +482,40 @@ pub fn validate_chat(body: &Value) -> Vec<String> {
             problems.push(format!("tool {tool} is not in the function format"));
         }
     }
+    for (i, m) in messages.iter().enumerate() {
+        problems.extend(image_problems(i, m.get("images")));
+    }
     problems
+}
+
+/// What is wrong with a message's `images`: absent is fine, otherwise an array of
+/// standard, padded base64 strings.
+fn image_problems(i: usize, images: Option<&Value>) -> Vec<String> {
+    let Some(images) = images else {
+        return Vec::new();
+    };
+    let Some(list) = images.as_array() else {
+        return vec![format!("message {i}: `images` is not an array")];
+    };
+    list.iter()
+        .filter(|img| !img.as_str().is_some_and(is_base64))
+        .map(|img| {
+            let shown: String = img.to_string().chars().take(40).collect();
+            format!("message {i}: image {shown} is not base64 data")
+        })
+        .collect()
+}
+
+/// Whether `text` is standard base64 with padding (what Go's `encoding/base64` and
+/// OpenAI's `data:` URLs accept), and not empty.
+pub fn is_base64(text: &str) -> bool {
+    let body = text.trim_end_matches('=');
+    !text.is_empty()
+        && text.len() % 4 == 0
+        && text.len() - body.len() <= 2
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
 }
 
 async fn accept_loop(listener: TcpListener, state: Arc<Mutex<State>>, closed: Arc<Notify>) {

@@ -6,8 +6,9 @@
 //! `Retry-After`. `GET /v1/models` and `POST /tokenize` (llama.cpp's or vLLM's dialect, or
 //! absent) answer from settings. Every chat request is recorded and validated the way real
 //! servers (and the OpenAI API) would refuse it: streamed, tool-call arguments as JSON
-//! strings holding objects, and each tool message answering a call made earlier in the
-//! conversation. A request that breaks a rule is answered 400 and the problem is listed by
+//! strings holding objects, each tool message answering a call made earlier in the
+//! conversation, and content as a string, `null` or an array of `text` and `image_url`
+//! parts whose URL is `http(s)` or a base64 `data:image/...` URL. A request that breaks a rule is answered 400 and the problem is listed by
 //! [`MockOpenAi::violations`].
 
 use std::collections::{HashSet, VecDeque};
@@ -335,6 +336,7 @@ pub fn validate_chat_body(body: &Value) -> Vec<String> {
                 )),
             }
         }
+        problems.extend(content_problems(i, m.get("content")));
         if role == "tool" {
             match m.get("tool_call_id").and_then(Value::as_str) {
                 Some(id) if calls.contains(id) => {}
@@ -346,6 +348,56 @@ pub fn validate_chat_body(body: &Value) -> Vec<String> {
         }
     }
     problems
+}
+
+/// What is wrong with a message's `content`: a string, `null`, or an array of parts.
+fn content_problems(i: usize, content: Option<&Value>) -> Vec<String> {
+    let Some(Value::Array(parts)) = content else {
+        return match content {
+            None | Some(Value::Null | Value::String(_)) => Vec::new(),
+            Some(other) => vec![format!(
+                "message {i}: content {} is not valid",
+                short(other)
+            )],
+        };
+    };
+    let mut problems = Vec::new();
+    for part in parts {
+        let ok = match part.get("type").and_then(Value::as_str) {
+            Some("text") => part.get("text").is_some_and(Value::is_string),
+            Some("image_url") => part
+                .pointer("/image_url/url")
+                .and_then(Value::as_str)
+                .is_some_and(valid_image_url),
+            _ => false,
+        };
+        if !ok {
+            problems.push(format!(
+                "message {i}: content part {} is not valid",
+                short(part)
+            ));
+        }
+    }
+    problems
+}
+
+/// The first 60 characters of `v` as JSON (an image is megabytes).
+fn short(v: &Value) -> String {
+    v.to_string().chars().take(60).collect()
+}
+
+/// An `http(s)` URL, or `data:image/<type>;base64,<base64>`.
+fn valid_image_url(url: &str) -> bool {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        return true;
+    }
+    let Some((head, data)) = url.split_once(',') else {
+        return false;
+    };
+    head.strip_prefix("data:image/")
+        .and_then(|h| h.strip_suffix(";base64"))
+        .is_some_and(|t| !t.is_empty())
+        && crate::mock_ollama::is_base64(data)
 }
 
 fn error_response(status: StatusCode, message: &str) -> Response {

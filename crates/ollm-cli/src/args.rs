@@ -19,7 +19,7 @@ Running a model:
 
 Chat commands:
   /help or /?  /clear  /compact  /model [NAME]  /think [LEVEL]  /tools [on|off|yes]  /status
-  /set system TEXT  /set parameter NAME VALUE  /set think  /set nothink
+  /set system TEXT  /set parameter NAME VALUE  /set think  /set nothink  /image PATH
   /show info|parameters|system  /save NAME [--force]  /load NAME  /bye or /exit
 
 Environment:
@@ -129,6 +129,35 @@ pub(crate) enum ConfigAction {
 pub(crate) enum SessionsAction {
     /// List saved sessions.
     List,
+    /// Print a saved conversation: each message with its role, tool calls and their
+    /// results, `/clear` and compaction records.
+    Show {
+        /// The session.
+        name: String,
+    },
+    /// Delete a saved session.
+    #[command(alias = "delete")]
+    Rm {
+        /// The session.
+        name: String,
+    },
+    /// Print a saved conversation as it would resume, as JSON or Markdown, on stdout.
+    Export {
+        /// The session.
+        name: String,
+        /// The format.
+        #[arg(long, value_enum, default_value_t = ExportFormat::Json)]
+        format: ExportFormat,
+    },
+}
+
+/// `ollm sessions export --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ExportFormat {
+    /// One JSON document: the session's name, provider, model and messages.
+    Json,
+    /// A Markdown transcript.
+    Markdown,
 }
 
 /// `ollm run ...`.
@@ -164,6 +193,14 @@ pub(crate) struct RunArgs {
     /// Continue (or start) the saved session of this name.
     #[arg(long, value_name = "NAME")]
     pub(crate) session: Option<String>,
+    /// Continue the most recently used session (the one saved to last); without a model,
+    /// with the model it recorded.
+    #[arg(long = "continue", conflicts_with = "session")]
+    pub(crate) continue_last: bool,
+    /// Attach an image to the prompt (repeatable): PNG, JPEG, GIF or WebP, at most 20 MiB,
+    /// for models with the `vision` capability. In a chat it goes with the first prompt.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) image: Vec<PathBuf>,
     /// How tools reach the model (`auto`, `native`, `react`, `constrained`).
     #[arg(long, value_name = "MODE")]
     pub(crate) tool_mode: Option<ToolMode>,
@@ -431,6 +468,65 @@ mod tests {
         );
         check(&["ollm", "run", "m", "--context-length", "0", "hi"], None);
         check(&["ollm", "run", "m", "--context-length", "big", "hi"], None);
+    }
+
+    /// Issue 14: `--image` repeats and goes before or after the prompt; `--continue`
+    /// excludes `--session`; the sessions commands take a name.
+    #[test]
+    fn images_continue_and_sessions_commands_parse() {
+        let run_of = |argv: &[&str]| match Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(Command::Run(run)) => Some((run.prompt, run.image, run.continue_last)),
+            _ => None,
+        };
+        let check = |argv: &[&str], expected: Option<(&[&str], &[&str], bool)>| {
+            let owned = |w: &[&str]| w.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+            let expected = expected.map(|(p, i, c)| {
+                let images = owned(i).into_iter().map(PathBuf::from).collect();
+                (owned(p), images, c)
+            });
+            assert_eq!(run_of(argv), expected, "{argv:?}");
+        };
+        check(
+            &["ollm", "run", "m", "describe", "--image", "a.png"],
+            Some((&["describe"], &["a.png"], false)),
+        );
+        check(
+            &["ollm", "run", "m", "--image", "a.png", "x", "--image=b.jpg"],
+            Some((&["x"], &["a.png", "b.jpg"], false)),
+        );
+        check(
+            &["ollm", "run", "m", "--continue", "next"],
+            Some((&["next"], &[], true)),
+        );
+        check(&["ollm", "run", "m", "--continue", "--session", "s"], None);
+        let sessions = |argv: &[&str]| match Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(Command::Sessions { action }) => Some(format!("{action:?}")),
+            _ => None,
+        };
+        let check = |argv: &[&str], expected: Option<&str>| {
+            assert_eq!(sessions(argv).as_deref(), expected, "{argv:?}");
+        };
+        check(
+            &["ollm", "sessions", "show", "a"],
+            Some(r#"Show { name: "a" }"#),
+        );
+        check(
+            &["ollm", "sessions", "delete", "a"],
+            Some(r#"Rm { name: "a" }"#),
+        );
+        check(
+            &["ollm", "sessions", "export", "a"],
+            Some(r#"Export { name: "a", format: Json }"#),
+        );
+        check(
+            &["ollm", "sessions", "export", "a", "--format", "markdown"],
+            Some(r#"Export { name: "a", format: Markdown }"#),
+        );
+        check(
+            &["ollm", "sessions", "export", "a", "--format", "yaml"],
+            None,
+        );
+        check(&["ollm", "sessions", "rm"], None);
     }
 
     #[test]

@@ -27,6 +27,7 @@ Commands:
   /model [NAME]         show or switch the model
   /think [LEVEL]        show or set thinking: on, off, low, medium, high
   /tools [on|off]       list the tools, or offer them or not
+  /image PATH           attach an image to the next prompt (vision models)
   /mcp                  the MCP servers, their state and tools
   /status               model, context window and use, token counts
   /set system TEXT      set the system message (as in `ollama run`)
@@ -132,6 +133,8 @@ struct State {
     last: Summary,
     total_prompt: u64,
     total_completion: u64,
+    /// Images for the next prompt (`--image`, `/image`): sent with it, then dropped.
+    images: Vec<(String, String)>,
 }
 
 fn say(text: &str) {
@@ -166,7 +169,14 @@ pub(crate) fn interactive(
         say(&last_exchange(&history));
     }
     let client = parts.client(&plan.chat, &history)?;
+    if !plan.images.is_empty() {
+        say(&format!(
+            "{} image(s) attached to your first prompt",
+            plan.images.len()
+        ));
+    }
     let mut state = State {
+        images: plan.images.clone(),
         session_fresh: history.is_empty(),
         client,
         session,
@@ -293,6 +303,7 @@ fn last_exchange(history: &[ollm_types::Message]) -> String {
 fn answer(text: &str, state: &mut State, settings: &Settings, rt: &tokio::runtime::Runtime) {
     let options = ChatOptions {
         no_tools: state.plan.no_tools,
+        images: std::mem::take(&mut state.images),
         ..ChatOptions::default()
     };
     let mut sink = run::plan_sink(&state.plan);
@@ -362,7 +373,9 @@ fn command(
             say(&crate::slash::show(arg, &state.plan.chat, &info));
         }
         "bye" | "exit" | "quit" => return Flow::Exit,
+        "image" => attach(arg, state, parts, rt),
         "clear" => {
+            state.images.clear();
             state.client.clear_history();
             state.last = Summary::default();
             if let Some(s) = &state.session {
@@ -485,6 +498,35 @@ fn command(
         other => say(&format!("unknown command /{other}; /help lists them")),
     }
     Flow::Continue
+}
+
+/// `/image PATH`: attaches an image to the next prompt, if the model may be sent one
+/// (core's rule, asked now so the attachment is refused rather than the prompt);
+/// `/image` alone says what is attached.
+fn attach(arg: Option<&str>, state: &mut State, parts: &Parts, rt: &tokio::runtime::Runtime) {
+    let Some(arg) = arg else {
+        return say(&match state.images.len() {
+            0 => "usage: /image PATH (PNG, JPEG, GIF or WebP, at most 20 MiB)".to_owned(),
+            n => format!("{n} image(s) attached to the next prompt"),
+        });
+    };
+    let model = &state.plan.chat.model;
+    let info = rt.block_on(parts.provider.show_model(model)).ok();
+    if !ollm_core::image::accepts_images(info.as_ref()) {
+        return say(&format!(
+            "error: {model} cannot read images (the server lists no vision capability for it); \
+             `/model NAME` switches to one that can"
+        ));
+    }
+    let path = crate::images::chat_path(arg);
+    match ollm_core::Image::read(&path) {
+        Ok(image) => {
+            let what = crate::images::describe(&path, &image);
+            state.images.push(image.into_attachment());
+            say(&format!("attached {what} to your next prompt"));
+        }
+        Err(e) => say(&format!("error: {e}")),
+    }
 }
 
 /// `/compact`: summarises the older turns now (the same as compaction near the window
@@ -667,12 +709,7 @@ fn save_as(
         model: state.plan.chat.model.clone(),
     };
     let history = state.client.history();
-    for r in std::iter::once(meta).chain(
-        history
-            .messages()
-            .iter()
-            .map(|m| Record::Message { message: m.clone() }),
-    ) {
+    for r in std::iter::once(meta).chain(history.messages().iter().map(Record::message)) {
         text.push_str(&serde_json::to_string(&r).map_err(|e| CliError::Other(e.into()))?);
         text.push('\n');
     }

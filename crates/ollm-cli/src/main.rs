@@ -16,6 +16,7 @@ mod config;
 mod context;
 mod errors;
 mod exit;
+mod images;
 mod mcp;
 mod models;
 mod providers;
@@ -25,6 +26,7 @@ mod sessions;
 mod slash;
 mod status;
 mod tools;
+mod transcript;
 mod wrap;
 
 use std::io::{IsTerminal, Write};
@@ -166,6 +168,9 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
             }
             return Ok(());
         }
+        Command::Sessions { action } => {
+            return sessions_command(action, &settings.data_dir, &mut stdout.lock());
+        }
         _ => {}
     }
 
@@ -192,13 +197,15 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
         }
         Command::Run(args) => {
             drop(out);
+            let args = continue_last(args, &settings)?;
             let term = run::Terminal::detect();
             let piped = if args.model.is_some() || settings.model.is_some() {
                 run::read_piped(term)?
             } else {
                 None
             };
-            let plan = run::settle(&args, &settings, term, piped)?;
+            let mut plan = run::settle(&args, &settings, term, piped)?;
+            plan.images = images::load(&args.image)?;
             if plan.prompt.is_some() && errors::looks_openai(&settings) {
                 return Err(CliError::Usage(format!(
                     "{url} is an OpenAI-style address but the provider is ollama; {}",
@@ -237,6 +244,87 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
     };
     shut_down(rt);
     result
+}
+
+/// `ollm sessions show|rm|export` (`list` is answered above).
+fn sessions_command(
+    action: &SessionsAction,
+    data_dir: &std::path::Path,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let open = |name: &str| sessions::Session::open(data_dir, name);
+    let skipped = |n: usize, name: &str| {
+        if n > 0 {
+            render::warn(&format!(
+                "{n} unreadable line(s) of session {name:?} skipped"
+            ));
+        }
+    };
+    match action {
+        SessionsAction::List => {}
+        SessionsAction::Show { name } => {
+            let (records, unreadable) = open(name)?.read_records()?;
+            write!(out, "{}", transcript::show(name, &records, unreadable))?;
+        }
+        SessionsAction::Rm { name } => {
+            let session = open(name)?;
+            session.remove()?;
+            writeln!(
+                out,
+                "removed session {name:?} ({})",
+                session.path().display()
+            )?;
+        }
+        SessionsAction::Export { name, format } => {
+            let (records, unreadable) = open(name)?.read_records()?;
+            skipped(unreadable, name);
+            let loaded = sessions::fold(records);
+            match format {
+                args::ExportFormat::Json => {
+                    let doc = transcript::json(name, &loaded);
+                    let text = serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?;
+                    writeln!(out, "{text}")?;
+                }
+                args::ExportFormat::Markdown => {
+                    write!(out, "{}", transcript::markdown(name, &loaded))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `ollm run --continue`: the most recently saved session as `--session`, and its model
+/// when no model is given anywhere; a clear error when there is none.
+fn continue_last(
+    args: args::RunArgs,
+    settings: &config::Settings,
+) -> Result<args::RunArgs, CliError> {
+    if !args.continue_last {
+        return Ok(args);
+    }
+    let Some(last) = sessions::most_recent(&settings.data_dir)? else {
+        return Err(CliError::Usage(format!(
+            "--continue: there is no saved session in {} (`--session NAME` starts one)",
+            sessions::dir(&settings.data_dir).display()
+        )));
+    };
+    let session = sessions::Session::open(&settings.data_dir, &last)?;
+    let model = match (&args.model, &settings.model) {
+        (None, None) => session
+            .read_records()
+            .map(|(r, _)| sessions::fold(r).model)?,
+        _ => args.model.clone(),
+    };
+    if !args.prompt.is_empty() {
+        // The chat says so itself, with the last exchange.
+        eprintln!("continuing session {last:?}");
+    }
+    Ok(args::RunArgs {
+        session: Some(last),
+        model,
+        ..args
+    })
 }
 
 /// Drops the runtime without waiting for its blocking tasks: an approval prompt's read of

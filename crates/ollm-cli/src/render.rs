@@ -179,6 +179,9 @@ pub(crate) fn hint_for(e: &ProviderError) -> Option<String> {
         ProviderErrorKind::Connection => {
             Some("`ollm config show` prints the provider and base URL in use")
         }
+        ProviderErrorKind::VisionUnsupported => {
+            Some("`ollm show MODEL` lists its capabilities; pick a model with `vision`")
+        }
         ProviderErrorKind::ContextOverflow => Some(
             "ollm compacts a long conversation by itself unless `--no-compact` (or \
              `compact = false`) turns it off; in chat, `/compact` compacts it now and \

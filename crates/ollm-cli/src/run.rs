@@ -40,6 +40,9 @@ pub(crate) struct RunPlan {
     pub(crate) verbose: bool,
     /// `--context-length`, to say where the window came from (it is in `chat` too).
     pub(crate) context_flag: Option<u32>,
+    /// The `--image` files, read and encoded (`(base64, MIME type)`); filled in after
+    /// settling, which reads no files.
+    pub(crate) images: Vec<(String, String)>,
 }
 
 /// What the terminal looks like, for settling.
@@ -160,6 +163,7 @@ pub(crate) fn settle(
         approval,
         verbose: args.verbose,
         context_flag: args.context_length,
+        images: Vec::new(),
     })
 }
 
@@ -343,6 +347,7 @@ pub(crate) async fn one_shot(
     let client = parts.client(&plan.chat, &loaded)?;
     let options = ChatOptions {
         no_tools: plan.no_tools,
+        images: plan.images.clone(),
         ..ChatOptions::default()
     };
     let mut sink = plan_sink(plan);
@@ -472,16 +477,15 @@ pub(crate) fn save_turn(
         });
     }
     match change {
-        Change::Added(messages) => records.extend(
-            messages
-                .iter()
-                .map(|m| Record::Message { message: m.clone() }),
-        ),
+        Change::Added(messages) => records.extend(messages.iter().map(Record::message)),
         Change::Compacted(c, messages) => records.push(Record::Compact {
             summary: c.summary.clone(),
             turns_summarised: c.turns_summarised,
             turns_dropped: c.turns_dropped,
-            messages: messages.to_vec(),
+            messages: messages
+                .iter()
+                .map(crate::sessions::without_images)
+                .collect(),
         }),
     }
     if let Err(e) = session.append(&records) {

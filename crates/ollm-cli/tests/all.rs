@@ -857,6 +857,63 @@ mod terminal {
         t.send(&["/bye", "Enter"]);
     }
 
+    /// Issue 14: `/image` refuses a model without `vision` and a file that is no image,
+    /// says what it attached, and the image goes with the next prompt only.
+    #[test]
+    fn image_attaches_to_the_next_prompt_for_vision_models() {
+        use servers::{Ollama, answer};
+        use test_utils::mock_ollama::MockModel;
+        let s = Ollama::start();
+        s.mock
+            .add_model(MockModel::new("llava:7b").with(&["vision"]));
+        let o = Ollm::new();
+        std::fs::write(
+            o.dir.path().join("my photo.png"),
+            b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR",
+        )
+        .unwrap();
+        std::fs::write(o.dir.path().join("notes.png"), "text").unwrap();
+        let url = s.mock.url();
+        let t = Tmux::start(&o, &["--host", &url, "run", "qwen3:8b", "--no-tools"]);
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with qwen3:8b"));
+        t.send(&["/image 'my photo.png'", "Enter"]);
+        t.wait_for_prompt("the refusal", |s| {
+            s.contains("error: qwen3:8b cannot read images")
+        });
+        t.send(&["/model llava:7b", "Enter"]);
+        t.wait_for_prompt("the switch", |s| s.contains("model: llava:7b"));
+        t.send(&["/image notes.png", "Enter"]);
+        t.wait_for_prompt("the bad file", |s| {
+            s.contains("notes.png is not a PNG, JPEG, GIF or WebP image")
+        });
+        t.send(&["/image my\\ photo.png", "Enter"]);
+        t.wait_for_prompt("the attachment", |s| {
+            s.contains("attached my photo.png (image/png, 16 B) to your next prompt")
+        });
+        s.mock.script("/api/chat", answer(&["a tiny png"]));
+        t.send(&["what is it?", "Enter"]);
+        t.wait_for_prompt("the answer", |s| s.contains("a tiny png"));
+        t.send(&["and now?", "Enter"]);
+        t.wait_for_prompt("the second answer", |s| s.contains("Hello from mock"));
+        let chats = s.mock.requests_to("/api/chat");
+        let images = |n: usize| -> Vec<serde_json::Value> {
+            chats[n].body["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m.get("images").cloned().unwrap_or_default())
+                .collect()
+        };
+        let png = serde_json::json!(["iVBORw0KGgoAAAANSUhEUg=="]);
+        assert_eq!(images(0), std::slice::from_ref(&png));
+        // The chat's history keeps the image on its prompt; the new prompt has none.
+        assert_eq!(
+            images(1),
+            [png, serde_json::Value::Null, serde_json::Value::Null]
+        );
+        t.send(&["/bye", "Enter"]);
+    }
+
     #[test]
     fn ctrl_d_leaves_and_history_is_saved() {
         let o = Ollm::new();

@@ -59,4 +59,28 @@ pub enum CoreError {
         /// The text that failed to parse.
         raw: String,
     },
+    /// An image could not be read.
+    #[error("cannot read image {name}: {source}")]
+    ImageUnreadable {
+        /// What the image is called (its path).
+        name: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// An image is over the size limit ([`crate::image::MAX_IMAGE_BYTES`]).
+    #[error("image {name} is {bytes} bytes; the limit is {max} bytes (20 MiB)")]
+    ImageTooLarge {
+        /// What the image is called (its path).
+        name: String,
+        /// Its size.
+        bytes: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// An image is not a PNG, JPEG, GIF or WebP (judged by its bytes, not its name).
+    #[error("{name} is not a PNG, JPEG, GIF or WebP image")]
+    ImageType {
+        /// What the image is called (its path).
+        name: String,
+    },
 }

@@ -55,6 +55,7 @@
 //! - [`context`]: the one context window of a chat, compaction (the [`Compactor`] seam)
 //!   and bounded tool output.
 //! - [`history`]: the conversation a client keeps.
+//! - [`image`]: images for a prompt, checked and encoded, and which models take them.
 //!
 //! Adapters live in `ollm-bridge`; this crate never speaks HTTP, so its tests use the
 //! scripted providers of `test-utils`.
@@ -74,6 +75,7 @@ pub mod chat;
 pub mod context;
 mod error;
 pub mod history;
+pub mod image;
 pub mod provider;
 mod recover;
 pub mod strategy;
@@ -86,6 +88,7 @@ pub use chat::{
 pub use context::{Compaction, CompactionConfig, Compactor, ModelSummary, Window, WindowSource};
 pub use error::CoreError;
 pub use history::{History, HistoryStats};
+pub use image::{Image, ImageFormat};
 pub use provider::{ProviderAdapter, ProviderRegistry, ProviderStream, PullStream};
 pub use strategy::{AutoRules, Learned, ToolMode};
 pub use tokens::ContextLimits;

@@ -231,6 +231,8 @@ pub enum ProviderErrorKind {
     ToolsUnsupported,
     /// The model cannot think.
     ThinkingUnsupported,
+    /// The model cannot read images (its reported capabilities lack `vision`).
+    VisionUnsupported,
     /// The server is busy or rate limiting (429, 503).
     Busy,
     /// The server refused the request (other 4xx).

@@ -2,7 +2,8 @@
 //!
 //! - The system prompt goes first, as a `system` message.
 //! - Text-only messages send `content` as a string; messages with images send an array of
-//!   `text` and `image_url` parts, the images as `data:` URLs.
+//!   `text` and `image_url` parts, the images as `data:` URLs (an empty text part is
+//!   left out: an image-only prompt is only its images).
 //! - Assistant messages carry their `tool_calls` with the arguments as a JSON **string**;
 //!   an assistant message that only calls tools has `content: null`.
 //! - Tool results are `role: "tool"` messages with the `tool_call_id` they answer.
@@ -109,6 +110,7 @@ fn message(m: &Message) -> WireMessage {
             .parts()
             .iter()
             .filter_map(|p| match p {
+                ContentPart::Text { text } if text.is_empty() => None,
                 ContentPart::Text { text } => Some(json!({"type": "text", "text": text})),
                 ContentPart::Image { data, mime_type } => Some(json!({
                     "type": "image_url",

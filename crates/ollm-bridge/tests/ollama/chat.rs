@@ -87,6 +87,47 @@ async fn streams_text_split_anywhere_and_sends_num_ctx() {
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 }
 
+/// Issue 14: images go as plain base64 in the user message's `images` (no `data:`
+/// prefix, which Ollama's decoder refuses), and the mock, which checks that, accepts them.
+#[tokio::test]
+async fn images_go_as_base64_in_images() {
+    let mock = MockOllama::start().await.unwrap();
+    let png = ("iVBORw0KGgo=".to_owned(), "image/png".to_owned());
+    let gif = ("R0lGODlh".to_owned(), "image/gif".to_owned());
+    let req = ProviderRequest::new(
+        "qwen3:8b",
+        vec![Message::user_with_images("describe", vec![png, gif])],
+    );
+    let events = collect(provider(&mock).chat(req)).await;
+    assert_eq!(finish(&events), Some(FinishReason::Stop), "{events:?}");
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+    let sent = &mock.requests_to("/api/chat")[0].body["messages"][0];
+    assert_eq!(
+        *sent,
+        json!({"role": "user", "content": "describe", "images": ["iVBORw0KGgo=", "R0lGODlh"]})
+    );
+}
+
+/// The mock refuses what Ollama's decoder would: images that are not base64 strings.
+#[test]
+fn the_mock_checks_images() {
+    use test_utils::mock_ollama::validate_chat;
+    let body = |images: serde_json::Value| json!({"model": "m", "messages": [{"role": "user", "content": "x", "images": images}]});
+    let check = |images: serde_json::Value, ok: bool| {
+        assert_eq!(
+            validate_chat(&body(images.clone())).is_empty(),
+            ok,
+            "{images}"
+        );
+    };
+    check(json!(["QUJD", "QUI="]), true);
+    check(json!(["data:image/png;base64,QUJD"]), false);
+    check(json!(["QUJ"]), false);
+    check(json!([""]), false);
+    check(json!([1]), false);
+    check(json!("QUJD"), false);
+}
+
 #[tokio::test]
 async fn tool_round_trip_keeps_ids_and_object_arguments() {
     let mock = MockOllama::start().await.unwrap();

@@ -298,6 +298,62 @@ async fn sends_a_valid_body_with_string_arguments_and_answered_calls() {
     assert_eq!(body["stream_options"], json!({"include_usage": true}));
 }
 
+/// Issue 14: an image goes as an `image_url` part with a base64 `data:` URL after the
+/// text, and the mock (which checks every part) accepts the body; an image-only prompt
+/// sends no empty text part.
+#[tokio::test]
+async fn images_go_as_data_url_parts() {
+    let mock = MockOpenAi::start().await.unwrap();
+    for _ in 0..2 {
+        mock.push_reply(Reply::sse().content("a cat").finish("stop").done().reply());
+    }
+    let png = ("iVBORw0KGgo=".to_owned(), "image/png".to_owned());
+    let jpeg = ("/9j/4AAQ".to_owned(), "image/jpeg".to_owned());
+    let described = Message::user_with_images("describe", vec![png, jpeg.clone()]);
+    let alone = Message::user_with_images("", vec![jpeg]);
+    for message in [described, alone] {
+        let req = ProviderRequest::new("mock-model", vec![message]);
+        let events = collect(&provider(&mock), req).await;
+        assert!(
+            matches!(events.last(), Some(ProviderEvent::Finish { .. })),
+            "{events:?}"
+        );
+    }
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+    let bodies = mock.requests();
+    assert_eq!(
+        bodies[0]["messages"][0]["content"],
+        json!([
+            {"type": "text", "text": "describe"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4AAQ"}},
+        ])
+    );
+    assert_eq!(
+        bodies[1]["messages"][0]["content"],
+        json!([{"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4AAQ"}}])
+    );
+}
+
+/// The mock refuses what a server would: an image URL that is neither `http(s)` nor a
+/// base64 `data:` URL.
+#[test]
+fn the_mock_checks_image_parts() {
+    use test_utils::mock_openai::validate_chat_body;
+    let body = |url: &str| {
+        json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "x"}, {"type": "image_url", "image_url": {"url": url}}]}]})
+    };
+    let check = |url: &str, ok: bool| {
+        assert_eq!(validate_chat_body(&body(url)).is_empty(), ok, "{url}");
+    };
+    check("data:image/png;base64,QUJD", true);
+    check("https://example.invalid/cat.png", true);
+    check("QUJD", false);
+    check("data:image/png;base64,not base64!", false);
+    check("data:;base64,QUJD", false);
+}
+
 #[tokio::test]
 async fn the_mock_refuses_results_that_answer_no_call() {
     let mock = MockOpenAi::start().await.unwrap();

@@ -210,6 +210,8 @@ fn chat_messages(mock: &MockOllama, n: usize) -> Vec<Value> {
 }
 
 mod context;
+mod images;
+mod sessions_commands;
 
 mod ollama_one_shot {
     use super::*;

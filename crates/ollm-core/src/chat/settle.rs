@@ -14,6 +14,8 @@
 //!   client's (see the chat module's Decisions).
 //! - A tool choice naming a tool that is not offered is refused here, before anything is
 //!   sent (an error event of kind `BadRequest`), so a typo never runs unconstrained.
+//! - Images for a model whose known capabilities lack `vision` are refused here, before
+//!   anything is sent (kind `VisionUnsupported`; the rule is [`crate::image::accepts_images`]).
 
 use std::sync::Arc;
 
@@ -69,18 +71,9 @@ impl RunSettings {
         // anyway meet an empty registry: each is answered `Unknown tool` (1:1 kept) and
         // nothing runs.
         let all = Arc::clone(&lock(&shared.tools));
-        if let ToolChoice::Tool(name) = &choice {
-            if !options.no_tools && !all.contains(name) {
-                let offered: Vec<String> = all.schemas().into_iter().map(|t| t.name).collect();
-                sink.error(
-                    ProviderErrorKind::BadRequest,
-                    format!(
-                        "the tool choice names {name:?}, which is not offered (offered: {})",
-                        offered.join(", ")
-                    ),
-                );
-                return None;
-            }
+        if let Some((kind, message)) = refusal(&all, &choice, config, options, info.as_ref()) {
+            sink.error(kind, message);
+            return None;
         }
         let has_tools = !options.no_tools && !all.is_empty();
         let offered = if has_tools { all.schemas() } else { Vec::new() };
@@ -136,6 +129,36 @@ impl RunSettings {
             tools: &self.offered,
         }
     }
+}
+
+/// Why a run cannot start with these settings, if it cannot: a tool choice naming a tool
+/// that is not offered, or images for a model known not to read them.
+fn refusal(
+    all: &ToolRegistry,
+    choice: &ToolChoice,
+    config: &ChatConfig,
+    options: &ChatOptions,
+    info: Option<&ModelInfo>,
+) -> Option<(ProviderErrorKind, String)> {
+    if let ToolChoice::Tool(name) = choice {
+        if !options.no_tools && !all.contains(name) {
+            let offered: Vec<String> = all.schemas().into_iter().map(|t| t.name).collect();
+            let message = format!(
+                "the tool choice names {name:?}, which is not offered (offered: {})",
+                offered.join(", ")
+            );
+            return Some((ProviderErrorKind::BadRequest, message));
+        }
+    }
+    if !options.images.is_empty() && !crate::image::accepts_images(info) {
+        let message = format!(
+            "{} cannot read images (the server lists no vision capability for it); \
+             nothing was sent",
+            config.model
+        );
+        return Some((ProviderErrorKind::VisionUnsupported, message));
+    }
+    None
 }
 
 /// What one reply is offered: the tool choice and the tools.

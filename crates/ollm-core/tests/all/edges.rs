@@ -201,6 +201,39 @@ fn images_reach_the_request() {
     assert_eq!(req.messages[0].images().count(), 1);
 }
 
+/// Issue 14: images for a model whose capabilities are known and lack `vision` are
+/// refused before anything is sent, and the prompt is not kept; a model with `vision`, or
+/// one the server does not describe, is sent them.
+#[test]
+fn images_go_only_to_models_that_may_read_them() {
+    use ollm_types::{Capability, ProviderErrorKind};
+    let options = || ChatOptions {
+        images: vec![("aGk=".into(), "image/png".into())],
+        ..ChatOptions::default()
+    };
+    let check = |caps: Option<Vec<Capability>>, sent: bool| {
+        let builder = MockProvider::builder().then_forever(vec![ev::text("x"), ev::finish()]);
+        let provider = match caps.clone() {
+            Some(caps) => builder.capabilities(caps),
+            None => builder,
+        }
+        .build();
+        let c = client(provider.clone(), Default::default());
+        let events = block_on(crate::support::collect(c.chat("look", options())));
+        assert_eq!(provider.request_count(), usize::from(sent), "{caps:?}");
+        let error = events.iter().find_map(|e| match e {
+            ChatEvent::Error { error } => Some(error.kind),
+            _ => None,
+        });
+        let expected = (!sent).then_some(ProviderErrorKind::VisionUnsupported);
+        assert_eq!(error, expected, "{caps:?}");
+        assert_eq!(c.history().is_empty(), !sent, "{caps:?}");
+    };
+    check(None, true);
+    check(Some(vec![Capability::Completion, Capability::Vision]), true);
+    check(Some(vec![Capability::Completion, Capability::Tools]), false);
+}
+
 #[test]
 fn zero_max_turns_sends_nothing() {
     let provider = MockProvider::answering("x");
