@@ -58,6 +58,14 @@ pub(crate) struct GlobalArgs {
     /// The config file to read instead of the default one.
     #[arg(long, global = true, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
+    /// Say more on stderr: `-v` explains the run (which tool strategy and why) and logs at
+    /// info level, `-vv` at debug (the requests sent, secrets left out), `-vvv` at trace
+    /// (the raw stream). `RUST_LOG` overrides the level.
+    #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+    /// Write the log to this file (appended, owner-only) instead of stderr.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) log_file: Option<PathBuf>,
 }
 
 /// The subcommands.
@@ -175,9 +183,6 @@ pub(crate) struct RunArgs {
     /// `length`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_tokens: Option<u32>,
-    /// Explain the run on stderr: which tool strategy it uses and why.
-    #[arg(long, short = 'v')]
-    pub(crate) verbose: bool,
     /// The most model round trips per prompt [default: 10].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_turns: Option<u32>,
@@ -294,8 +299,11 @@ mod tests {
 
     #[test]
     fn tool_choice_max_tokens_and_verbose_parse() {
-        let run_of = |argv: &[&str]| match Cli::try_parse_from(argv).map(|c| c.command) {
-            Ok(Command::Run(run)) => Some((run.tool_choice, run.max_tokens, run.verbose)),
+        let run_of = |argv: &[&str]| match Cli::try_parse_from(argv) {
+            Ok(Cli {
+                command: Command::Run(run),
+                global,
+            }) => Some((run.tool_choice, run.max_tokens, global.verbose > 0)),
             _ => None,
         };
         let check = |argv: &[&str], expected: Option<(Option<ToolChoice>, Option<u32>, bool)>| {
@@ -437,5 +445,27 @@ mod tests {
     fn global_flags_go_anywhere() {
         let cli = Cli::try_parse_from(["ollm", "list", "--host", "127.0.0.1:9"]).unwrap();
         assert_eq!(cli.global.host.as_deref(), Some("127.0.0.1:9"));
+    }
+
+    #[test]
+    fn verbosity_counts_anywhere_and_the_log_file_is_global() {
+        let check = |argv: &[&str], expected: Option<(u8, Option<&str>)>| {
+            let got = Cli::try_parse_from(argv).ok().map(|c| {
+                let file = c.global.log_file.map(|p| p.display().to_string());
+                (c.global.verbose, file)
+            });
+            let expected = expected.map(|(n, f)| (n, f.map(str::to_owned)));
+            assert_eq!(got, expected, "{argv:?}");
+        };
+        check(&["ollm", "list"], Some((0, None)));
+        check(&["ollm", "-v", "list"], Some((1, None)));
+        check(&["ollm", "run", "m", "hi", "-vv"], Some((2, None)));
+        check(&["ollm", "-vvv", "run", "m"], Some((3, None)));
+        check(&["ollm", "run", "-v", "m", "-v", "-v"], Some((3, None)));
+        check(
+            &["ollm", "ps", "--verbose", "--log-file", "o.log"],
+            Some((1, Some("o.log"))),
+        );
+        check(&["ollm", "list", "--log-file"], None);
     }
 }

@@ -240,6 +240,8 @@ pub(crate) struct Settings {
     pub(crate) known_providers: Vec<String>,
     /// The context window and compaction.
     pub(crate) context: ContextSettings,
+    /// How much to say on stderr: the `-v` count (see `logging.rs`).
+    pub(crate) verbose: u8,
 }
 
 /// The programs `run_command` may start unless the config says otherwise: read-only ones.
@@ -399,6 +401,7 @@ pub(crate) fn settle(
         tools,
         known_providers,
         context,
+        verbose: global.verbose,
     })
 }
 
@@ -575,7 +578,7 @@ mod tests {
         GlobalArgs {
             provider: provider.map(str::to_owned),
             host: host.map(str::to_owned),
-            config: None,
+            ..GlobalArgs::default()
         }
     }
 

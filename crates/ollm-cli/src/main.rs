@@ -16,6 +16,7 @@ mod config;
 mod context;
 mod errors;
 mod exit;
+mod logging;
 mod mcp;
 mod models;
 mod providers;
@@ -78,6 +79,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 fn real_main(cli: Cli) -> Result<(), CliError> {
     let env = Env::from_process();
+    logging::init(&cli.global, &env)?;
     let stdout = std::io::stdout();
     match &cli.command {
         Command::Completions { shell } => {

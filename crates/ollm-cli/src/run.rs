@@ -36,7 +36,7 @@ pub(crate) struct RunPlan {
     pub(crate) session: Option<String>,
     /// How tool calls are approved.
     pub(crate) approval: Mode,
-    /// Explain the run on stderr (`--verbose`).
+    /// Explain the run on stderr (`-v`, or more).
     pub(crate) verbose: bool,
     /// `--context-length`, to say where the window came from (it is in `chat` too).
     pub(crate) context_flag: Option<u32>,
@@ -158,7 +158,7 @@ pub(crate) fn settle(
         chat,
         session: args.session.clone(),
         approval,
-        verbose: args.verbose,
+        verbose: settings.verbose > 0,
         context_flag: args.context_length,
     })
 }
@@ -586,8 +586,10 @@ mod tests {
         assert_eq!(p.chat.tool_mode, ToolMode::React);
         assert_eq!(p.chat.max_tokens, Some(ollm_core::DEFAULT_MAX_TOKENS));
         assert!(!p.verbose);
-        let words = ["m", "--tool-choice", "none", "--max-tokens", "9", "-v", "x"];
-        let q = settle(&args(&words), &s, TTY, None).unwrap();
+        let words = ["m", "--tool-choice", "none", "--max-tokens", "9", "x"];
+        // `-v` is global: the settled configuration carries it.
+        let loud = Settings { verbose: 1, ..s };
+        let q = settle(&args(&words), &loud, TTY, None).unwrap();
         assert_eq!(q.chat.tool_choice, ollm_types::ToolChoice::None);
         assert_eq!(q.chat.max_tokens, Some(9));
         assert!(q.verbose);

@@ -211,6 +211,8 @@ fn chat_messages(mock: &MockOllama, n: usize) -> Vec<Value> {
 
 mod context;
 
+mod logging;
+
 mod ollama_one_shot {
     use super::*;
 
