@@ -369,7 +369,12 @@ impl Transport {
         if !tracing::enabled!(tracing::Level::DEBUG) {
             return;
         }
-        let headers: Vec<&str> = self.config.headers.iter().map(|(n, _)| n.as_str()).collect();
+        let headers: Vec<&str> = self
+            .config
+            .headers
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
         let body = spec
             .body
             .as_ref()

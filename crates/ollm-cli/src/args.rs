@@ -197,6 +197,11 @@ pub(crate) struct RunArgs {
     /// compacts by hand).
     #[arg(long)]
     pub(crate) no_compact: bool,
+    /// How long Ollama keeps the model loaded after the run: a duration (`10m`, `1h`,
+    /// `0` to unload at once) or seconds (`-1` forever). OpenAI-compatible servers
+    /// ignore it.
+    #[arg(long, value_name = "DURATION", value_parser = keep_alive, allow_hyphen_values = true)]
+    pub(crate) keep_alive: Option<String>,
     /// Sampling options sent with every request of the run.
     #[command(flatten)]
     pub(crate) sampling: SamplingArgs,
@@ -230,6 +235,43 @@ fn non_negative(text: &str) -> Result<f32, String> {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("`{text}` is not a number of at least 0")),
     }
+}
+
+/// A `keep_alive` as Ollama reads it: whole seconds (`-1`: forever), or a Go duration,
+/// numbers each followed by a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`): `10m`,
+/// `1h30m`, `0.5h`, `0`.
+pub(crate) fn keep_alive(text: &str) -> Result<String, String> {
+    let refused = || {
+        Err(format!(
+            "`{text}` is not a duration (`10m`, `1h30m`, `0`) or a number of seconds (`-1`: forever)"
+        ))
+    };
+    let body = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if !body.is_empty() && body.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(text.to_owned());
+    }
+    let mut rest = body;
+    if rest.is_empty() {
+        return refused();
+    }
+    while !rest.is_empty() {
+        let number = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (digits, tail) = rest.split_at(number);
+        if digits.is_empty() || digits == "." || digits.matches('.').count() > 1 {
+            return refused();
+        }
+        let Some(unit) = ["ns", "us", "µs", "ms", "s", "m", "h"]
+            .into_iter()
+            .filter(|u| tail.starts_with(u))
+            .max_by_key(|u| u.len())
+        else {
+            return refused();
+        };
+        rest = &tail[unit.len()..];
+    }
+    Ok(text.to_owned())
 }
 
 /// A number from 0 to 1.
@@ -415,6 +457,26 @@ mod tests {
         );
         // A flag-like word that is no flag is refused, not silently sent as prompt.
         check(&["ollm", "run", "m", "x", "--frobnicate"], None);
+    }
+
+    #[test]
+    fn keep_alive_takes_durations_and_seconds() {
+        let check = |value: &str, ok: bool| {
+            let cli = Cli::try_parse_from(["ollm", "run", "m", "--keep-alive", value, "hi"]);
+            let got = match cli.map(|c| c.command) {
+                Ok(Command::Run(run)) => run.keep_alive,
+                _ => None,
+            };
+            assert_eq!(got, ok.then(|| value.to_owned()), "{value:?}");
+        };
+        for good in [
+            "10m", "1h30m", "0", "-1", "300", "0.5h", "1m30s", "250ms", "-5m",
+        ] {
+            check(good, true);
+        }
+        for bad in ["soon", "m", "1x", "1.2.3s", "5 m", "h1", ".s"] {
+            check(bad, false);
+        }
     }
 
     #[test]

@@ -56,9 +56,7 @@ pub(crate) fn init(global: &GlobalArgs, env: &Env) -> Result<(), CliError> {
         .with_env_filter(filter)
         .with_ansi(false);
     let installed = match &global.log_file {
-        Some(path) => builder
-            .with_writer(open(path)?)
-            .try_init(),
+        Some(path) => builder.with_writer(open(path)?).try_init(),
         None => builder
             .without_time()
             .with_target(global.verbose >= 2)

@@ -14,6 +14,7 @@ mod args;
 mod chat;
 mod config;
 mod context;
+mod defaults;
 mod errors;
 mod exit;
 mod logging;

@@ -100,7 +100,14 @@ fn at_trace_on_stderr_credentials_in_the_address_stay_out() {
 fn stream_json_stays_json_lines_at_debug() {
     let c = Case::ollama();
     c.mock().script("/api/chat", answer(&["one", " two"]));
-    let out = c.run(&["run", "qwen3:8b", "--output-format", "stream-json", "-vv", "hi"]);
+    let out = c.run(&[
+        "run",
+        "qwen3:8b",
+        "--output-format",
+        "stream-json",
+        "-vv",
+        "hi",
+    ]);
     out.ok();
     assert!(out.err.contains("DEBUG"), "the log is on: {}", out.err);
     assert!(!out.out.is_empty());

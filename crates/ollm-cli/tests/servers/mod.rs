@@ -211,6 +211,8 @@ fn chat_messages(mock: &MockOllama, n: usize) -> Vec<Value> {
 
 mod context;
 
+mod defaults;
+
 mod logging;
 
 mod ollama_one_shot {

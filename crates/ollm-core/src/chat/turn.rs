@@ -14,12 +14,12 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use tracing::Instrument;
 use ollm_types::{
     FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest,
     ToolCall, ToolChoice, Usage, WarningKind,
 };
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::calls::{answer_unfinished, execute_all};
 use super::client::{Shared, lock, model_info};
