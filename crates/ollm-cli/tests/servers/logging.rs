@@ -187,3 +187,16 @@ fn rust_log_overrides_the_level_and_a_bad_one_exits_2() {
     assert_eq!(out.code, 2, "{}", out.err);
     assert!(out.err.contains("RUST_LOG"), "{}", out.err);
 }
+
+#[test]
+fn a_log_file_that_cannot_be_opened_exits_2() {
+    let o = Ollm::new();
+    o.write_config("");
+    // Its folder is a file.
+    let log = o.config_path().join("ollm.log");
+    let out: Ran = o
+        .run(&["--log-file", &log.display().to_string(), "config", "path"])
+        .into();
+    assert_eq!(out.code, 2, "{}", out.err);
+    assert!(out.err.contains("log file"), "{}", out.err);
+}
