@@ -233,6 +233,18 @@ pub struct Recorded {
     pub path: String,
     /// The JSON body (`null` when empty or not JSON).
     pub body: Value,
+    /// The headers, names in lower case, in the order sent.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Recorded {
+    /// The value of header `name` (any case), if sent.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 #[derive(Debug, Default)]
@@ -524,8 +536,11 @@ async fn accept_loop(listener: TcpListener, state: Arc<Mutex<State>>, closed: Ar
     }
 }
 
-/// Reads one HTTP/1.1 request: method, path, body (by `Content-Length`).
-async fn read_request(socket: &mut TcpStream) -> Option<(String, String, Vec<u8>)> {
+/// One request as read: method, path, headers, body.
+type RawRequest = (String, String, Vec<(String, String)>, Vec<u8>);
+
+/// Reads one HTTP/1.1 request: method, path, headers, body (by `Content-Length`).
+async fn read_request(socket: &mut TcpStream) -> Option<RawRequest> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     let head_end = loop {
@@ -543,10 +558,14 @@ async fn read_request(socket: &mut TcpStream) -> Option<(String, String, Vec<u8>
     let mut first = lines.next()?.split(' ');
     let method = first.next()?.to_owned();
     let path = first.next()?.to_owned();
-    let length = lines
+    let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let length = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse::<usize>().ok())
         .unwrap_or(0);
     let mut body = buf[head_end + 4..].to_vec();
     while body.len() < length {
@@ -556,11 +575,11 @@ async fn read_request(socket: &mut TcpStream) -> Option<(String, String, Vec<u8>
         }
         body.extend_from_slice(&chunk[..n]);
     }
-    Some((method, path, body))
+    Some((method, path, headers, body))
 }
 
 async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>, closed: Arc<Notify>) {
-    let Some((method, path, body)) = read_request(&mut socket).await else {
+    let Some((method, path, headers, body)) = read_request(&mut socket).await else {
         return;
     };
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -570,6 +589,7 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>, closed: Arc<Noti
             method: method.clone(),
             path: path.clone(),
             body: body.clone(),
+            headers,
         });
         let index = s.requests.len() - 1;
         (index, route(&mut s, &method, &path, &body))

@@ -13,6 +13,8 @@
 //! - A body that breaks after output keeps the delivered output and says it is partial
 //!   ([`partial`]); an idle timeout stays a `Timeout` (the documented exit code 3), any
 //!   other break becomes `IncompleteStream`.
+//! - The raw stream is logged at `trace`: each chunk of the body as received, and each
+//!   event decoded from it (the request itself is logged by the transport at `debug`).
 
 use futures::StreamExt;
 use ollm_core::ProviderStream;
@@ -95,11 +97,15 @@ where
         let mut out = Vec::new();
         while !decoder.is_ended() {
             match chunks.next().await {
-                Some(Ok(chunk)) => decoder.push(&chunk, &mut out),
+                Some(Ok(chunk)) => {
+                    tracing::trace!(chunk = %String::from_utf8_lossy(&chunk), "raw");
+                    decoder.push(&chunk, &mut out);
+                }
                 Some(Err(error)) => decoder.fail(hints.transport(error), &mut out),
                 None => decoder.finish(&mut out),
             }
             for event in out.drain(..) {
+                tracing::trace!(?event, "decoded");
                 yield match event {
                     ProviderEvent::Error { error } => {
                         ProviderEvent::Error { error: hints.in_stream(error) }

@@ -15,6 +15,11 @@
 //!   connection (the server stops generating) and ends any retry sleep at once.
 //! - **Proxies**: traffic to a loopback address never goes through `HTTP_PROXY`
 //!   (reqwest#2152); other hosts follow the environment as usual.
+//! - **Logging** (`tracing`): each request at `debug` (method, URL, the names of the
+//!   extra headers, whether it carries credentials, the body up to
+//!   [`LOGGED_BODY`] bytes), each retry at `info`. Never a credential: the URL has none
+//!   (they became basic authentication in [`Transport::new`]), header values and the API
+//!   key are not logged, and every header value that may be one is marked sensitive.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -32,6 +37,8 @@ use crate::error::TimeoutPhase;
 const MAX_BODY: usize = 32 * 1024 * 1024;
 /// The most bytes of an error body kept in an error.
 const MAX_ERROR_BODY: usize = 4096;
+/// The most bytes of a request body logged at `debug` (an image makes a body megabytes).
+pub const LOGGED_BODY: usize = 16 * 1024;
 
 /// How often and how long to retry.
 #[derive(Debug, Clone, PartialEq)]
@@ -277,8 +284,10 @@ impl Transport {
         for (name, value) in &config.headers {
             let name = HeaderName::from_bytes(name.as_bytes())
                 .map_err(|e| invalid(format!("header name {name:?}: {e}")))?;
-            let value =
+            let mut value =
                 HeaderValue::from_str(value).map_err(|e| invalid(format!("header {name}: {e}")))?;
+            // Custom headers often carry tokens; no `Debug` of a request shows them.
+            value.set_sensitive(true);
             headers.insert(name, value);
         }
         if let Some(key) = &config.api_key {
@@ -317,6 +326,7 @@ impl Transport {
     /// [`BridgeError::Http`] with the server's message and `Retry-After`).
     pub async fn send_once(&self, spec: &RequestSpec) -> Result<reqwest::Response, BridgeError> {
         let url = format!("{}{}", self.base, spec.path);
+        self.log_request(spec, &url);
         let mut request = self.client.request(spec.method.clone(), &url);
         if let Some((user, key)) = &self.basic {
             request = request.basic_auth(user, Some(key.expose()));
@@ -354,6 +364,31 @@ impl Transport {
         })
     }
 
+    /// Logs `spec` at `debug`, credentials left out (see the module docs).
+    fn log_request(&self, spec: &RequestSpec, url: &str) {
+        if !tracing::enabled!(tracing::Level::DEBUG) {
+            return;
+        }
+        let headers: Vec<&str> = self
+            .config
+            .headers
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        let body = spec
+            .body
+            .as_ref()
+            .map(|b| BridgeError::cap(&String::from_utf8_lossy(b), LOGGED_BODY));
+        tracing::debug!(
+            method = %spec.method,
+            url = %crate::redact_url(url),
+            credentials = self.config.api_key.is_some() || self.basic.is_some(),
+            ?headers,
+            body = body.as_deref().unwrap_or(""),
+            "request"
+        );
+    }
+
     /// Sends `spec`, retrying by the policy. The stream yields a [`Attempt::Retrying`] per
     /// retry, then one [`Attempt::Response`] or [`Attempt::Failed`], and ends.
     pub fn send_retrying(&self, spec: RequestSpec) -> BoxStream<'static, Attempt> {
@@ -369,6 +404,7 @@ impl Transport {
                     Err(error) => match this.config.retry.delay(retry, &error) {
                         Some(delay) => {
                             retry += 1;
+                            tracing::info!(retry, ?delay, %error, "retrying");
                             yield Attempt::Retrying { retry, delay, error };
                             tokio::time::sleep(delay).await;
                         }

@@ -58,6 +58,14 @@ pub(crate) struct GlobalArgs {
     /// The config file to read instead of the default one.
     #[arg(long, global = true, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
+    /// Say more on stderr: `-v` explains the run (which tool strategy and why) and logs at
+    /// info level, `-vv` at debug (the requests sent, secrets left out), `-vvv` at trace
+    /// (the raw stream). `RUST_LOG` overrides the level.
+    #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+    /// Write the log to this file (appended, owner-only) instead of stderr.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) log_file: Option<PathBuf>,
 }
 
 /// The subcommands.
@@ -212,9 +220,6 @@ pub(crate) struct RunArgs {
     /// `length`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_tokens: Option<u32>,
-    /// Explain the run on stderr: which tool strategy it uses and why.
-    #[arg(long, short = 'v')]
-    pub(crate) verbose: bool,
     /// The most model round trips per prompt [default: 10].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_turns: Option<u32>,
@@ -229,6 +234,11 @@ pub(crate) struct RunArgs {
     /// compacts by hand).
     #[arg(long)]
     pub(crate) no_compact: bool,
+    /// How long Ollama keeps the model loaded after the run: a duration (`10m`, `1h`,
+    /// `0` to unload at once) or seconds (`-1` forever). OpenAI-compatible servers
+    /// ignore it.
+    #[arg(long, value_name = "DURATION", value_parser = keep_alive, allow_hyphen_values = true)]
+    pub(crate) keep_alive: Option<String>,
     /// Sampling options sent with every request of the run.
     #[command(flatten)]
     pub(crate) sampling: SamplingArgs,
@@ -262,6 +272,43 @@ fn non_negative(text: &str) -> Result<f32, String> {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("`{text}` is not a number of at least 0")),
     }
+}
+
+/// A `keep_alive` as Ollama reads it: whole seconds (`-1`: forever), or a Go duration,
+/// numbers each followed by a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`): `10m`,
+/// `1h30m`, `0.5h`, `0`.
+pub(crate) fn keep_alive(text: &str) -> Result<String, String> {
+    let refused = || {
+        Err(format!(
+            "`{text}` is not a duration (`10m`, `1h30m`, `0`) or a number of seconds (`-1`: forever)"
+        ))
+    };
+    let body = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if !body.is_empty() && body.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(text.to_owned());
+    }
+    let mut rest = body;
+    if rest.is_empty() {
+        return refused();
+    }
+    while !rest.is_empty() {
+        let number = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (digits, tail) = rest.split_at(number);
+        if digits.is_empty() || digits == "." || digits.matches('.').count() > 1 {
+            return refused();
+        }
+        let Some(unit) = ["ns", "us", "µs", "ms", "s", "m", "h"]
+            .into_iter()
+            .filter(|u| tail.starts_with(u))
+            .max_by_key(|u| u.len())
+        else {
+            return refused();
+        };
+        rest = &tail[unit.len()..];
+    }
+    Ok(text.to_owned())
 }
 
 /// A number from 0 to 1.
@@ -331,8 +378,11 @@ mod tests {
 
     #[test]
     fn tool_choice_max_tokens_and_verbose_parse() {
-        let run_of = |argv: &[&str]| match Cli::try_parse_from(argv).map(|c| c.command) {
-            Ok(Command::Run(run)) => Some((run.tool_choice, run.max_tokens, run.verbose)),
+        let run_of = |argv: &[&str]| match Cli::try_parse_from(argv) {
+            Ok(Cli {
+                command: Command::Run(run),
+                global,
+            }) => Some((run.tool_choice, run.max_tokens, global.verbose > 0)),
             _ => None,
         };
         let check = |argv: &[&str], expected: Option<(Option<ToolChoice>, Option<u32>, bool)>| {
@@ -447,6 +497,26 @@ mod tests {
     }
 
     #[test]
+    fn keep_alive_takes_durations_and_seconds() {
+        let check = |value: &str, ok: bool| {
+            let cli = Cli::try_parse_from(["ollm", "run", "m", "--keep-alive", value, "hi"]);
+            let got = match cli.map(|c| c.command) {
+                Ok(Command::Run(run)) => run.keep_alive,
+                _ => None,
+            };
+            assert_eq!(got, ok.then(|| value.to_owned()), "{value:?}");
+        };
+        for good in [
+            "10m", "1h30m", "0", "-1", "300", "0.5h", "1m30s", "250ms", "-5m",
+        ] {
+            check(good, true);
+        }
+        for bad in ["soon", "m", "1x", "1.2.3s", "5 m", "h1", ".s"] {
+            check(bad, false);
+        }
+    }
+
+    #[test]
     fn context_length_and_no_compact_parse() {
         let run_of = |argv: &[&str]| match Cli::try_parse_from(argv).map(|c| c.command) {
             Ok(Command::Run(run)) => Some((run.context_length, run.no_compact)),
@@ -533,5 +603,27 @@ mod tests {
     fn global_flags_go_anywhere() {
         let cli = Cli::try_parse_from(["ollm", "list", "--host", "127.0.0.1:9"]).unwrap();
         assert_eq!(cli.global.host.as_deref(), Some("127.0.0.1:9"));
+    }
+
+    #[test]
+    fn verbosity_counts_anywhere_and_the_log_file_is_global() {
+        let check = |argv: &[&str], expected: Option<(u8, Option<&str>)>| {
+            let got = Cli::try_parse_from(argv).ok().map(|c| {
+                let file = c.global.log_file.map(|p| p.display().to_string());
+                (c.global.verbose, file)
+            });
+            let expected = expected.map(|(n, f)| (n, f.map(str::to_owned)));
+            assert_eq!(got, expected, "{argv:?}");
+        };
+        check(&["ollm", "list"], Some((0, None)));
+        check(&["ollm", "-v", "list"], Some((1, None)));
+        check(&["ollm", "run", "m", "hi", "-vv"], Some((2, None)));
+        check(&["ollm", "-vvv", "run", "m"], Some((3, None)));
+        check(&["ollm", "run", "-v", "m", "-v", "-v"], Some((3, None)));
+        check(
+            &["ollm", "ps", "--verbose", "--log-file", "o.log"],
+            Some((1, Some("o.log"))),
+        );
+        check(&["ollm", "list", "--log-file"], None);
     }
 }

@@ -7,7 +7,12 @@
 //! Secrets: the API key is an `ollm_bridge::Secret` (no `Debug` or `Display` shows it);
 //! credentials in an address (`http://user:key@host`) stay only in
 //! `ProviderSettings::address` (a `Secret`, for connecting), while `base_url`, which
-//! everything prints, has them redacted to `***@`.
+//! everything prints, has them redacted to `***@`. Custom `headers` values are `Secret`s
+//! too, and `config show` masks those whose names look like credentials.
+//!
+//! The defaults of `ollm run` (`think`, `system`, the sampling options, ...) are read
+//! here at the top level, in `[providers.NAME]` and in `[models."NAME"]`, and settled by
+//! `defaults.rs`, the one place their precedence is decided.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +22,7 @@ use ollm_bridge::{Secret, redact_url};
 use serde::{Deserialize, Serialize};
 
 use crate::args::GlobalArgs;
+use crate::defaults::{Layers, RunDefaults};
 use crate::exit::CliError;
 
 /// A snapshot of the variables ollm reads (and of any `api_key_env` they name).
@@ -91,6 +97,11 @@ pub(crate) struct FileConfig {
     pub(crate) compact_threshold: Option<u8>,
     /// Per-model settings: `[models."NAME"]`.
     pub(crate) models: BTreeMap<String, ModelEntry>,
+    /// HTTP headers sent with every request (a provider's own go over these).
+    pub(crate) headers: BTreeMap<String, String>,
+    /// Defaults for `ollm run` (`think`, `system`, sampling, ...).
+    #[serde(flatten)]
+    pub(crate) run: RunDefaults,
 }
 
 /// One `[models."NAME"]` table.
@@ -99,6 +110,9 @@ pub(crate) struct FileConfig {
 pub(crate) struct ModelEntry {
     /// The model's context window, in tokens (over every other setting but the flag).
     pub(crate) context_length: Option<u32>,
+    /// Defaults for `ollm run` with this model.
+    #[serde(flatten)]
+    pub(crate) run: RunDefaults,
 }
 
 /// One `[providers.NAME]` table.
@@ -125,6 +139,12 @@ pub(crate) struct ProviderEntry {
     /// Seconds to wait between chunks of a reply (model loading can take minutes).
     #[serde(default)]
     pub(crate) idle_timeout_secs: Option<u64>,
+    /// HTTP headers sent with every request to this provider.
+    #[serde(default)]
+    pub(crate) headers: BTreeMap<String, String>,
+    /// Defaults for `ollm run` with this provider.
+    #[serde(flatten)]
+    pub(crate) run: RunDefaults,
 }
 
 /// The `[tools]` table.
@@ -176,6 +196,9 @@ pub(crate) struct ProviderSettings {
     pub(crate) connect_timeout: Duration,
     /// Idle timeout between chunks.
     pub(crate) idle_timeout: Duration,
+    /// Custom HTTP headers: the file's top-level ones, with the provider's over them.
+    /// Values are [`Secret`]s (a header often carries a token).
+    pub(crate) headers: Vec<(String, Secret)>,
 }
 
 /// Built-in tool settings, settled.
@@ -240,6 +263,10 @@ pub(crate) struct Settings {
     pub(crate) known_providers: Vec<String>,
     /// The context window and compaction.
     pub(crate) context: ContextSettings,
+    /// How much to say on stderr: the `-v` count (see `logging.rs`).
+    pub(crate) verbose: u8,
+    /// The file's defaults for `ollm run`, by layer (see `defaults.rs`).
+    pub(crate) defaults: Layers,
 }
 
 /// The programs `run_command` may start unless the config says otherwise: read-only ones.
@@ -365,6 +392,7 @@ pub(crate) fn settle(
         context_length: entry.context_length,
         connect_timeout: Duration::from_secs(entry.connect_timeout_secs.unwrap_or(10)),
         idle_timeout: Duration::from_secs(entry.idle_timeout_secs.unwrap_or(300)),
+        headers: headers(&file.headers, &entry.headers),
     };
     let model = env
         .get("OLLM_MODEL")
@@ -390,6 +418,14 @@ pub(crate) fn settle(
         sandbox: file.tools.sandbox.unwrap_or_default(),
     };
     let context = context_settings(&file, provider.context_length)?;
+    let defaults = Layers::new(
+        file.run.clone(),
+        (&provider.name, entry.run.clone()),
+        file.models
+            .iter()
+            .map(|(name, m)| (name.clone(), m.run.clone()))
+            .collect(),
+    )?;
     Ok(Settings {
         config_path,
         config_found,
@@ -399,6 +435,8 @@ pub(crate) fn settle(
         tools,
         known_providers,
         context,
+        verbose: global.verbose,
+        defaults,
     })
 }
 
@@ -433,6 +471,46 @@ fn context_settings(file: &FileConfig, provider: Option<u32>) -> Result<ContextS
     })
 }
 
+/// The headers sent: `global`, with the provider's `own` replacing any of the same name
+/// (names compare without case, as HTTP's do).
+fn headers(
+    global: &BTreeMap<String, String>,
+    own: &BTreeMap<String, String>,
+) -> Vec<(String, Secret)> {
+    let mut all: Vec<(String, Secret)> = global
+        .iter()
+        .filter(|(name, _)| !own.keys().any(|o| o.eq_ignore_ascii_case(name)))
+        .map(|(name, value)| (name.clone(), Secret::new(value.clone())))
+        .collect();
+    all.extend(
+        own.iter()
+            .map(|(name, value)| (name.clone(), Secret::new(value.clone()))),
+    );
+    all
+}
+
+/// Whether a header's value is shown masked: its name looks like a credential's.
+fn secret_header(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ollm_tools::command::process::looks_secret(name) || upper.contains("AUTH")
+}
+
+/// `headers = { ... }`, values masked where they look secret.
+fn render_headers(headers: &[(String, Secret)]) -> String {
+    let shown: Vec<String> = headers
+        .iter()
+        .map(|(name, value)| {
+            let value = if secret_header(name) {
+                mask(Some(value.expose()))
+            } else {
+                value.expose().to_owned()
+            };
+            format!("{name:?} = {value:?}")
+        })
+        .collect();
+    format!("headers = {{ {} }}\n", shown.join(", "))
+}
+
 fn builtin_providers() -> BTreeMap<String, ProviderEntry> {
     let entry = |kind| ProviderEntry {
         kind,
@@ -442,6 +520,8 @@ fn builtin_providers() -> BTreeMap<String, ProviderEntry> {
         context_length: None,
         connect_timeout_secs: None,
         idle_timeout_secs: None,
+        headers: BTreeMap::new(),
+        run: RunDefaults::default(),
     };
     BTreeMap::from([
         ("ollama".to_owned(), entry(ProviderKind::Ollama)),
@@ -504,7 +584,24 @@ pub(crate) fn render_settings(s: &Settings) -> String {
     }
     line("compact", c.compact.to_string());
     line("compact_threshold", c.compact_threshold.to_string());
-    out.push_str(&format!("\n[providers.{}]\n", p.name));
+    out.push_str(&crate::defaults::render(&s.defaults.global));
+    out.push_str(&render_provider(p, &s.defaults.provider));
+    let t = &s.tools;
+    out.push_str(&format!(
+        "\n[tools]\nallowed_commands = {:?}\nauto_approve = {:?}\ncommand_timeout_secs = {}\noutput_limit_bytes = {}\naudit_log = {:?}\n",
+        t.allowed_commands,
+        t.auto_approve,
+        t.command_timeout.as_secs(),
+        t.output_limit,
+        t.audit_log.display().to_string()
+    ));
+    out.push_str(&render_models(c, &s.defaults.models));
+    out
+}
+
+/// The settled provider's `[providers.NAME]` table, with its run defaults (`run`).
+fn render_provider(p: &ProviderSettings, run: &RunDefaults) -> String {
+    let mut out = format!("\n[providers.{}]\n", p.name);
     let kind = match p.kind {
         ProviderKind::Ollama => "ollama",
         ProviderKind::Openai => "openai",
@@ -527,17 +624,27 @@ pub(crate) fn render_settings(s: &Settings) -> String {
         p.connect_timeout.as_secs(),
         p.idle_timeout.as_secs()
     ));
-    let t = &s.tools;
-    out.push_str(&format!(
-        "\n[tools]\nallowed_commands = {:?}\nauto_approve = {:?}\ncommand_timeout_secs = {}\noutput_limit_bytes = {}\naudit_log = {:?}\n",
-        t.allowed_commands,
-        t.auto_approve,
-        t.command_timeout.as_secs(),
-        t.output_limit,
-        t.audit_log.display().to_string()
-    ));
-    for (model, n) in &c.models {
-        out.push_str(&format!("\n[models.{model:?}]\ncontext_length = {n}\n"));
+    if !p.headers.is_empty() {
+        out.push_str(&render_headers(&p.headers));
+    }
+    out.push_str(&crate::defaults::render(run));
+    out
+}
+
+/// The `[models."NAME"]` tables: each model's window and run defaults.
+fn render_models(c: &ContextSettings, runs: &BTreeMap<String, RunDefaults>) -> String {
+    let mut names: Vec<&String> = c.models.keys().chain(runs.keys()).collect();
+    names.sort();
+    names.dedup();
+    let mut out = String::new();
+    for model in names {
+        out.push_str(&format!("\n[models.{model:?}]\n"));
+        if let Some(n) = c.models.get(model) {
+            out.push_str(&format!("context_length = {n}\n"));
+        }
+        if let Some(run) = runs.get(model) {
+            out.push_str(&crate::defaults::render(run));
+        }
     }
     out
 }
@@ -575,7 +682,7 @@ mod tests {
         GlobalArgs {
             provider: provider.map(str::to_owned),
             host: host.map(str::to_owned),
-            config: None,
+            ..GlobalArgs::default()
         }
     }
 

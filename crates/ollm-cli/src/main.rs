@@ -14,9 +14,11 @@ mod args;
 mod chat;
 mod config;
 mod context;
+mod defaults;
 mod errors;
 mod exit;
 mod images;
+mod logging;
 mod mcp;
 mod models;
 mod providers;
@@ -80,6 +82,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 fn real_main(cli: Cli) -> Result<(), CliError> {
     let env = Env::from_process();
+    logging::init(&cli.global, &env)?;
     let stdout = std::io::stdout();
     match &cli.command {
         Command::Completions { shell } => {

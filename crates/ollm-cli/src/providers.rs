@@ -18,6 +18,11 @@ pub(crate) fn connect(settings: &ProviderSettings) -> Result<Arc<dyn ProviderAda
         connect_timeout: settings.connect_timeout,
         idle_timeout: settings.idle_timeout,
         api_key: settings.api_key.clone(),
+        headers: settings
+            .headers
+            .iter()
+            .map(|(name, value)| (name.clone(), value.expose().to_owned()))
+            .collect(),
         ..HttpConfig::default()
     };
     let built: Result<Arc<dyn ProviderAdapter>, BridgeError> = match settings.kind {

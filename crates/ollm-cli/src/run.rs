@@ -12,6 +12,7 @@ use ollm_types::{FinishReason, Message};
 
 use crate::args::{OutputFormat, RunArgs};
 use crate::config::Settings;
+use crate::defaults::RunDefaults;
 use crate::exit::CliError;
 use crate::render::{self, Sink, Summary, TextStyle};
 use crate::sessions::{Record, Session};
@@ -36,7 +37,7 @@ pub(crate) struct RunPlan {
     pub(crate) session: Option<String>,
     /// How tool calls are approved.
     pub(crate) approval: Mode,
-    /// Explain the run on stderr (`--verbose`).
+    /// Explain the run on stderr (`-v`, or more).
     pub(crate) verbose: bool,
     /// `--context-length`, to say where the window came from (it is in `chat` too).
     pub(crate) context_flag: Option<u32>,
@@ -119,30 +120,14 @@ pub(crate) fn settle(
     } else {
         Mode::Headless
     };
-    let mut chat = ChatConfig {
-        model,
-        system: args.system.clone(),
-        think: args.think,
-        ..ChatConfig::default()
-    };
-    if let Some(n) = args.max_turns {
-        chat.max_turns = n;
-    }
-    if let Some(m) = args.tool_mode {
-        chat.tool_mode = m;
-    }
+    // Flags over the config file's layers (`defaults.rs`), core's defaults under all.
+    let settled = settings
+        .defaults
+        .resolve(&RunDefaults::of_flags(args), &model);
+    let mut chat = chat_config(model, &settled);
     if let Some(choice) = &args.tool_choice {
         chat.tool_choice = choice.clone();
     }
-    if let Some(n) = args.max_tokens {
-        chat.max_tokens = Some(n);
-    }
-    let sampling = &args.sampling;
-    chat.options.temperature = sampling.temperature;
-    chat.options.top_p = sampling.top_p;
-    chat.options.top_k = sampling.top_k;
-    chat.options.seed = sampling.seed;
-    chat.options.stop.clone_from(&sampling.stop);
     crate::context::apply(
         &mut chat,
         &settings.context,
@@ -155,16 +140,43 @@ pub(crate) fn settle(
         style: TextStyle {
             styled: term.stdout && !term.no_color,
             terminal: term.stdout,
-            hide_thinking: args.hide_thinking,
+            hide_thinking: settled.hide_thinking.unwrap_or(false),
         },
         no_tools: args.no_tools,
         chat,
         session: args.session.clone(),
         approval,
-        verbose: args.verbose,
+        verbose: settings.verbose > 0,
         context_flag: args.context_length,
         images: Vec::new(),
     })
+}
+
+/// Core's settings for `model` with the settled run defaults `d`; core's own defaults
+/// where `d` sets nothing.
+fn chat_config(model: String, d: &RunDefaults) -> ChatConfig {
+    let mut chat = ChatConfig {
+        model,
+        system: d.system.clone(),
+        think: d.think,
+        keep_alive: d.keep_alive.clone(),
+        ..ChatConfig::default()
+    };
+    if let Some(n) = d.max_turns {
+        chat.max_turns = n;
+    }
+    if let Some(m) = d.tool_mode {
+        chat.tool_mode = m;
+    }
+    if let Some(n) = d.max_tokens {
+        chat.max_tokens = Some(n);
+    }
+    chat.options.temperature = d.temperature;
+    chat.options.top_p = d.top_p;
+    chat.options.top_k = d.top_k;
+    chat.options.seed = d.seed;
+    chat.options.stop = d.stop.clone().unwrap_or_default();
+    chat
 }
 
 /// The pieces a chat is made of: the provider, the built-in tools and their approval policy.
@@ -590,8 +602,10 @@ mod tests {
         assert_eq!(p.chat.tool_mode, ToolMode::React);
         assert_eq!(p.chat.max_tokens, Some(ollm_core::DEFAULT_MAX_TOKENS));
         assert!(!p.verbose);
-        let words = ["m", "--tool-choice", "none", "--max-tokens", "9", "-v", "x"];
-        let q = settle(&args(&words), &s, TTY, None).unwrap();
+        let words = ["m", "--tool-choice", "none", "--max-tokens", "9", "x"];
+        // `-v` is global: the settled configuration carries it.
+        let loud = Settings { verbose: 1, ..s };
+        let q = settle(&args(&words), &loud, TTY, None).unwrap();
         assert_eq!(q.chat.tool_choice, ollm_types::ToolChoice::None);
         assert_eq!(q.chat.max_tokens, Some(9));
         assert!(q.verbose);

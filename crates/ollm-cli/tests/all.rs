@@ -46,7 +46,8 @@ impl Ollm {
             .env_remove("OLLAMA_HOST")
             .env_remove("OLLM_HOST")
             .env_remove("OLLM_PROVIDER")
-            .env_remove("OLLM_MODEL");
+            .env_remove("OLLM_MODEL")
+            .env_remove("RUST_LOG");
         cmd
     }
 

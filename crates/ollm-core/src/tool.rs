@@ -352,6 +352,9 @@ impl ToolRegistry {
     /// its result. Never fails; see [`ToolOutcome`]. A panicking tool is not caught here
     /// (the chat loop runs tools in tasks and reports panics as error results).
     pub async fn execute(&self, call: &ToolCall) -> ToolOutcome {
+        if !self.contains(&call.name) {
+            tracing::warn!(tool = %call.name, "the model called an unknown tool");
+        }
         if let Err(content) = self.validate(&call.name, &call.arguments) {
             return ToolOutcome {
                 content,

@@ -14,6 +14,8 @@
 //! - Shutdown closes each connection (stdin closed, the child waited for, killed after a
 //!   grace period) and then kills the child's process group, so nothing it spawned
 //!   outlives the run.
+//! - Each start is logged at `info` (`tracing`): the server, how long it took, its tool
+//!   count or why it failed. Failures are no `warn`: the caller reports them once.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -310,6 +312,15 @@ async fn start_one(config: ServerConfig, log_dir: &Path) -> Server {
     let begun = Instant::now();
     let result = start(&config, log_dir).await;
     let startup = begun.elapsed();
+    let name = &config.name;
+    match &result {
+        Ok(started) => {
+            tracing::info!(server = %name, ?startup, tools = started.tools.len(), "MCP server started")
+        }
+        Err(error) => {
+            tracing::info!(server = %name, ?startup, %error, "MCP server failed to start")
+        }
+    }
     match result {
         Ok(started) => Server {
             live: Mutex::new(Live {

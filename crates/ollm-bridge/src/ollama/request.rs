@@ -10,8 +10,8 @@ use ollm_types::{ProviderRequest, ResponseFormat, Role, Think, ToolChoice};
 use serde_json::Value;
 
 use super::wire::{
-    ChatRequest, WireFunctionDef, WireFunctionOut, WireMessage, WireOptions, WireThink, WireTool,
-    WireToolCallOut,
+    ChatRequest, WireFunctionDef, WireFunctionOut, WireKeepAlive, WireMessage, WireOptions,
+    WireThink, WireTool, WireToolCallOut,
 };
 
 /// What the shell settled before building the body.
@@ -34,6 +34,14 @@ fn format_value(format: &ResponseFormat) -> Cow<'_, Value> {
     match format {
         ResponseFormat::Json => Cow::Owned(Value::String("json".to_owned())),
         ResponseFormat::JsonSchema { schema, .. } => Cow::Borrowed(schema),
+    }
+}
+
+/// The wire form of a `keep_alive`: a whole number is seconds, anything else a duration.
+fn keep_alive_value(text: &str) -> WireKeepAlive<'_> {
+    match text.trim().parse::<i64>() {
+        Ok(seconds) => WireKeepAlive::Seconds(seconds),
+        Err(_) => WireKeepAlive::Duration(text),
     }
 }
 
@@ -144,7 +152,11 @@ pub fn chat_body<'a>(req: &'a ProviderRequest, plan: &'a ChatPlan) -> ChatReques
             num_ctx: num_ctx(req, plan),
         },
         stream: true,
-        keep_alive: req.keep_alive.as_deref().or(plan.keep_alive.as_deref()),
+        keep_alive: req
+            .keep_alive
+            .as_deref()
+            .or(plan.keep_alive.as_deref())
+            .map(keep_alive_value),
         think: req.think.map(think_value),
     }
 }
@@ -297,10 +309,26 @@ mod tests {
             &req,
             &plan,
             json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": "x"}],
-                "format": {"type": "object"}, "keep_alive": "0", "think": true}),
+                "format": {"type": "object"}, "keep_alive": 0, "think": true}),
         );
         req.think = None;
         let body = serde_json::to_value(chat_body(&req, &plan)).unwrap();
         assert_eq!(body.get("think"), None);
+    }
+
+    #[test]
+    fn keep_alive_in_seconds_is_a_number_and_a_duration_a_string() {
+        let check = |given: &str, sent: Value| {
+            let mut req = ProviderRequest::new("m", vec![Message::user("x")]);
+            req.keep_alive = Some(given.into());
+            let body = serde_json::to_value(chat_body(&req, &ChatPlan::default())).unwrap();
+            assert_eq!(body["keep_alive"], sent, "{given:?}");
+        };
+        check("-1", json!(-1));
+        check("300", json!(300));
+        check("0", json!(0));
+        check("10m", json!("10m"));
+        check("1h30m", json!("1h30m"));
+        check("-5m", json!("-5m"));
     }
 }

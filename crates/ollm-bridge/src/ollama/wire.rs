@@ -30,9 +30,9 @@ pub struct ChatRequest<'a> {
     pub options: WireOptions<'a>,
     /// Always `true`: the adapter streams.
     pub stream: bool,
-    /// How long to keep the model loaded (`"5m"`, `"0"`, ...).
+    /// How long to keep the model loaded (`"5m"`, `0`, `-1`, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub keep_alive: Option<&'a str>,
+    pub keep_alive: Option<WireKeepAlive<'a>>,
     /// `true`/`false` or an effort level; only sent to models that can think.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub think: Option<WireThink>,
@@ -46,6 +46,17 @@ pub enum WireThink {
     Bool(bool),
     /// An effort level.
     Level(&'static str),
+}
+
+/// `keep_alive`: Ollama reads a JSON number as seconds (negative: forever) and a string
+/// as a Go duration, which needs a unit (`"-1"` and `"300"` are refused as strings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum WireKeepAlive<'a> {
+    /// Whole seconds.
+    Seconds(i64),
+    /// A duration with units (`"10m"`, `"1h30m"`).
+    Duration(&'a str),
 }
 
 /// One message of a chat request.

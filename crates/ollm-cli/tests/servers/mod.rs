@@ -213,6 +213,10 @@ mod context;
 mod images;
 mod sessions_commands;
 
+mod defaults;
+
+mod logging;
+
 mod ollama_one_shot {
     use super::*;
 

@@ -236,6 +236,10 @@ pub struct ChatConfig {
     pub context_limits: ContextLimits,
     /// When and how the history is compacted.
     pub compaction: CompactionConfig,
+    /// How long the server keeps the model loaded after each request (Ollama's
+    /// `keep_alive`: `"5m"`, `"0"`, a number of seconds); `None` leaves the server's
+    /// default. Servers without the notion ignore it.
+    pub keep_alive: Option<String>,
 }
 
 impl Default for ChatConfig {
@@ -252,6 +256,7 @@ impl Default for ChatConfig {
             think: None,
             context_limits: ContextLimits::default(),
             compaction: CompactionConfig::default(),
+            keep_alive: None,
         }
     }
 }

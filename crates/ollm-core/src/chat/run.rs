@@ -18,6 +18,7 @@ use ollm_types::{
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::client::{Shared, lock};
 use super::turn::run_chat;
@@ -136,7 +137,10 @@ pub(super) async fn supervise(
         tx,
         added: Arc::new(Mutex::new(Vec::new())),
     };
-    let inner = tokio::spawn(run_chat(shared, prompt, options, cancel, sink.clone()));
+    let model = lock(&shared.config).model.clone();
+    let span = tracing::info_span!("run", %model);
+    let run = run_chat(shared, prompt, options, cancel, sink.clone()).instrument(span);
+    let inner = tokio::spawn(run);
     if let Err(e) = inner.await {
         let message = if e.is_panic() {
             "internal error: the chat run panicked"

@@ -39,6 +39,8 @@ pub(super) struct RunSettings {
     /// Whether the strategy was chosen automatically (and may fall back to ReAct).
     pub(super) auto: bool,
     pub(super) max_turns: u32,
+    /// Sent as the request's `keep_alive`.
+    pub(super) keep_alive: Option<String>,
     pub(super) strategy: Strategy,
     /// The tool choice the run was asked for.
     pub(super) choice: ToolChoice,
@@ -84,6 +86,7 @@ impl RunSettings {
         };
         let mode = options.tool_mode.unwrap_or(config.tool_mode);
         let (strategy, reason) = strategy(shared, config, mode, info.as_ref(), has_tools);
+        tracing::debug!(strategy = ?strategy.mode(), %reason, "tool strategy chosen");
         sink.send(ChatEvent::StrategyChosen {
             strategy: strategy.mode(),
             reason: reason.to_string(),
@@ -97,6 +100,7 @@ impl RunSettings {
             model: config.model.clone(),
             auto: mode == ToolMode::Auto,
             max_turns: options.max_turns.unwrap_or(config.max_turns),
+            keep_alive: config.keep_alive.clone(),
             strategy,
             choice,
             options: generation,

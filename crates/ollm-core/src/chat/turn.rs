@@ -19,6 +19,7 @@ use ollm_types::{
     ToolCall, ToolChoice, Usage, WarningKind,
 };
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::calls::{answer_unfinished, execute_all};
 use super::client::{Shared, lock, model_info};
@@ -91,6 +92,12 @@ pub(super) async fn run_chat(
         // The failed run recorded no turn: take the prompt back too.
         sink.unrecord(&shared);
     }
+    tracing::info!(
+        ?reason,
+        prompt_tokens = total.prompt_tokens.unwrap_or_default(),
+        completion_tokens = total.completion_tokens.unwrap_or_default(),
+        "run finished"
+    );
     sink.finish(reason, total);
 }
 
@@ -107,7 +114,11 @@ async fn run_turns(
     let mut memory = CallMemory::default();
     while turn <= settings.max_turns {
         let step = Step { turn, cancel, sink };
-        match run_turn(shared, settings, &mut memory, step, total).await {
+        let span = tracing::info_span!("turn", n = turn);
+        let ended = run_turn(shared, settings, &mut memory, step, total)
+            .instrument(span)
+            .await;
+        match ended {
             Ok(TurnEnd::Continue) => turn += 1,
             Ok(TurnEnd::Finish(reason)) => return (reason, turn - 1),
             Err(TurnFailure::Fallback(fallback)) => fall_back(shared, settings, sink, fallback),
@@ -128,6 +139,7 @@ fn fall_back(shared: &Shared, settings: &mut RunSettings, sink: &Sink, fallback:
                 .native_refused = true;
             settings.strategy = Strategy::React;
             let reason = Reason::Refused(hint);
+            tracing::info!(%model, %reason, "native tools refused; falling back to ReAct");
             sink.send(ChatEvent::StrategyChosen {
                 strategy: settings.strategy.mode(),
                 reason: reason.to_string(),
@@ -139,6 +151,7 @@ fn fall_back(shared: &Shared, settings: &mut RunSettings, sink: &Sink, fallback:
             )
         }
         Fallback::NoThink => {
+            tracing::info!(%model, "the server refused `think`; asking again without it");
             lock(&shared.no_think).insert(model.clone());
             settings.think = None;
             format!("{model} does not support thinking; asking again without it")
@@ -244,6 +257,7 @@ fn build_request(shared: &Shared, settings: &RunSettings, offer: &Offer<'_>) -> 
     request.system = history.system_text();
     request.options = settings.options.clone();
     request.think = settings.think;
+    request.keep_alive.clone_from(&settings.keep_alive);
     settings
         .strategy
         .prepare(&mut request, offer.tools, &offer.choice);
