@@ -9,7 +9,9 @@
 //! - `server`: start the real server and keep it running until Ctrl-C, for development.
 //! - `mcp-servers`: install the real MCP servers the `ollm-mcp` tests run (see [`mcp`]).
 //! - `eval`: the tool-calling benchmark on the real model (see [`eval`]).
-//! - `bench`: `cargo bench -p ollm-bridge`, passing any further arguments through.
+//! - `bench`: the adapters against the floor over loopback HTTP (`cargo bench -p
+//!   ollm-bridge --bench floor`, see `docs/performance.md`), passing any further arguments
+//!   through; `bench --decoders` runs the in-memory decoder benchmarks instead.
 //! - `fuzz`: the long-running randomized check of the decoders and parsers (see [`fuzz`]).
 //! - `dist`: the release tarball of the CLI (see [`dist`]).
 //! - `release`: bump, date the changelog, package, commit and tag (see [`release`]).
@@ -59,7 +61,11 @@ Tasks:
                        the tool-calling benchmark on the real model: a table per
                        strategy, details in target/eval/ (--smoke: 4 tasks)
   mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
-  bench [ARGS]         cargo bench -p ollm-bridge ARGS
+  bench [--quick] [--only TEXT]
+                       ollm's adapters against a bare reqwest + serde client: CPU and
+                       memory per stream as ratios, paired child processes
+                       (docs/performance.md); --quick: smaller cases, ~10 s
+  bench --decoders     the in-memory decoder benchmarks (benches/stream.rs, sse.rs)
   fuzz [--cases N] [--minutes M]
                        randomized check of both stream decoders, the line splitter,
                        the text-call parsers and the session loader: no panic, caps
@@ -139,9 +145,12 @@ fn run() -> Result<()> {
         }
         "bench" => {
             let mut cmd = cargo();
-            cmd.current_dir(&root)
-                .args(["bench", "-p", "ollm-bridge"])
-                .args(&rest);
+            cmd.current_dir(&root).args(["bench", "-p", "ollm-bridge"]);
+            if rest.iter().any(|a| a == "--decoders") {
+                cmd.args(["--bench", "stream", "--bench", "sse"]);
+            } else {
+                cmd.args(["--bench", "floor", "--"]).args(&rest);
+            }
             run_cmd(&mut cmd)
         }
         "fuzz" => fuzz::run(&root, &fuzz::Options::parse(&rest)?),
