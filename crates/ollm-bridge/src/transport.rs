@@ -426,6 +426,11 @@ impl Transport {
     }
 
     /// The body of `response` as chunks, each within the idle timeout.
+    ///
+    /// One timer serves the whole body: each chunk only notes the time, and when the
+    /// timer fires early (chunks came meanwhile) it is moved to the last chunk's time
+    /// plus the timeout. A timer armed and cancelled per chunk cost a streamed token
+    /// two trips to the runtime's timer wheel.
     pub fn body_chunks(
         &self,
         response: reqwest::Response,
@@ -433,17 +438,30 @@ impl Transport {
         let idle = self.config.idle_timeout;
         Box::pin(async_stream::stream! {
             let mut body = response.bytes_stream();
+            let timer = tokio::time::sleep(idle);
+            tokio::pin!(timer);
+            let mut last = tokio::time::Instant::now();
             loop {
-                match tokio::time::timeout(idle, body.next()).await {
-                    Err(_) => {
-                        yield Err(BridgeError::Timeout { phase: TimeoutPhase::Idle, after: idle });
-                        return;
-                    }
-                    Ok(None) => return,
-                    Ok(Some(Ok(chunk))) => yield Ok(chunk),
-                    Ok(Some(Err(e))) => {
-                        yield Err(BridgeError::Body { message: error_chain(&e) });
-                        return;
+                tokio::select! {
+                    biased;
+                    next = body.next() => match next {
+                        None => return,
+                        Some(Ok(chunk)) => {
+                            last = tokio::time::Instant::now();
+                            yield Ok(chunk);
+                        }
+                        Some(Err(e)) => {
+                            yield Err(BridgeError::Body { message: error_chain(&e) });
+                            return;
+                        }
+                    },
+                    () = &mut timer => {
+                        let deadline = last + idle;
+                        if tokio::time::Instant::now() >= deadline {
+                            yield Err(BridgeError::Timeout { phase: TimeoutPhase::Idle, after: idle });
+                            return;
+                        }
+                        timer.as_mut().reset(deadline);
                     }
                 }
             }
