@@ -420,7 +420,8 @@ impl Transport {
     ) -> Result<T, BridgeError> {
         let body = self.fetch(spec).await?;
         serde_json::from_slice(&body).map_err(|e| BridgeError::Decode {
-            line: BridgeError::cap(&String::from_utf8_lossy(&body), 512),
+            // Cap the bytes before the lossy copy: the body may be 32 MiB.
+            line: BridgeError::cap(&String::from_utf8_lossy(&body[..body.len().min(2048)]), 512),
             message: e.to_string(),
         })
     }
