@@ -11,7 +11,9 @@
 //! - `eval`: the tool-calling benchmark on the real model (see [`eval`]).
 //! - `bench`: the adapters against the floor over loopback HTTP (`cargo bench -p
 //!   ollm-bridge --bench floor`, see `docs/performance.md`), passing any further arguments
-//!   through; `bench --decoders` runs the in-memory decoder benchmarks instead.
+//!   through; `bench --decoders` runs the in-memory decoder benchmarks instead, and
+//!   `bench --real URL MODEL` compares `ollm run` with curl on a real server (see
+//!   [`bench`]).
 //! - `fuzz`: the long-running randomized check of the decoders and parsers (see [`fuzz`]).
 //! - `dist`: the release tarball of the CLI (see [`dist`]).
 //! - `release`: bump, date the changelog, package, commit and tag (see [`release`]).
@@ -25,6 +27,7 @@
     reason = "xtask is a command-line tool: its output is the point"
 )]
 
+mod bench;
 mod ci;
 mod cycles;
 mod dist;
@@ -66,6 +69,10 @@ Tasks:
                        memory per stream as ratios, paired child processes
                        (docs/performance.md); --quick: smaller cases, ~10 s
   bench --decoders     the in-memory decoder benchmarks (benches/stream.rs, sse.rs)
+  bench --real URL MODEL [--pairs N] [--max-tokens N] [--ollm PATH]
+                       the release `ollm run` against curl with the same body on a
+                       real OpenAI-compatible server, alternating pairs: the ratio
+                       of median wall times (default 9 pairs, 128 tokens)
   fuzz [--cases N] [--minutes M]
                        randomized check of both stream decoders, the line splitter,
                        the text-call parsers and the session loader: no panic, caps
@@ -144,6 +151,9 @@ fn run() -> Result<()> {
             mcp::install(&root).map(drop)
         }
         "bench" => {
+            if rest.first().is_some_and(|a| a == "--real") {
+                return bench::real(&root, &bench::Real::parse(&rest[1..])?);
+            }
             let mut cmd = cargo();
             cmd.current_dir(&root).args(["bench", "-p", "ollm-bridge"]);
             if rest.iter().any(|a| a == "--decoders") {

@@ -101,7 +101,7 @@ fn listen() -> std::io::Result<tokio::net::TcpListener> {
 async fn serve(mut stream: TcpStream, reply: Arc<Vec<Vec<u8>>>) {
     let _ = stream.set_nodelay(true);
     let mut buf = Vec::with_capacity(4096);
-    while let Some(show) = read_request(&mut stream, &mut buf).await {
+    while let Some((show, close)) = read_request(&mut stream, &mut buf).await {
         if show {
             let head = format!(
                 "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
@@ -119,6 +119,9 @@ async fn serve(mut stream: TcpStream, reply: Arc<Vec<Vec<u8>>>) {
                 return;
             }
         }
+        if close {
+            return;
+        }
     }
 }
 
@@ -134,9 +137,10 @@ top_p 0.95","template":"{{- if .Messages }}{{- range $i, $_ := .Messages }}<|im_
 {{ end }}{{ end }}<|im_start|>assistant
 ","details":{"parent_model":"","format":"gguf","family":"qwen3","families":["qwen3"],"parameter_size":"8.2B","quantization_level":"Q4_K_M"},"model_info":{"general.architecture":"qwen3","general.parameter_count":8190735360,"qwen3.context_length":40960,"qwen3.embedding_length":4096},"capabilities":["completion","tools","thinking"],"modified_at":"2025-05-01T12:00:00Z"}"#;
 
-/// Reads one request (head and `content-length` body): `Some(true)` for `/api/show`,
-/// `Some(false)` for any other path, `None` at the end of the connection.
-async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<bool> {
+/// Reads one request (head and `content-length` body): whether it asks for
+/// `/api/show` and whether it says `connection: close`, `None` at the end of the
+/// connection.
+async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<(bool, bool)> {
     buf.clear();
     let mut chunk = [0u8; 4096];
     let head_end = loop {
@@ -160,5 +164,8 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<bool>
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
-    Some(head.contains(" /api/show "))
+    Some((
+        head.contains(" /api/show "),
+        head.contains("\r\nconnection: close\r\n"),
+    ))
 }
