@@ -13,7 +13,7 @@
 //!   ollm-bridge --bench floor`, see `docs/performance.md`), passing any further arguments
 //!   through; `bench --decoders` runs the in-memory decoder benchmarks instead, and
 //!   `bench --real URL MODEL` compares `ollm run` with curl on a real server (see
-//!   [`bench`]).
+//!   [`mod@bench`]).
 //! - `fuzz`: the long-running randomized check of the decoders and parsers (see [`fuzz`]).
 //! - `dist`: the release tarball of the CLI (see [`dist`]).
 //! - `release`: bump, date the changelog, package, commit and tag (see [`release`]).
