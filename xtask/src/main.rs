@@ -9,7 +9,11 @@
 //! - `server`: start the real server and keep it running until Ctrl-C, for development.
 //! - `mcp-servers`: install the real MCP servers the `ollm-mcp` tests run (see [`mcp`]).
 //! - `eval`: the tool-calling benchmark on the real model (see [`eval`]).
-//! - `bench`: `cargo bench -p ollm-bridge`, passing any further arguments through.
+//! - `bench`: the adapters against the floor over loopback HTTP (`cargo bench -p
+//!   ollm-bridge --bench floor`, see `docs/performance.md`), passing any further arguments
+//!   through; `bench --decoders` runs the in-memory decoder benchmarks instead, and
+//!   `bench --real URL MODEL` compares `ollm run` with curl on a real server (see
+//!   [`mod@bench`]).
 //! - `fuzz`: the long-running randomized check of the decoders and parsers (see [`fuzz`]).
 //! - `dist`: the release tarball of the CLI (see [`dist`]).
 //! - `release`: bump, date the changelog, package, commit and tag (see [`release`]).
@@ -23,6 +27,7 @@
     reason = "xtask is a command-line tool: its output is the point"
 )]
 
+mod bench;
 mod ci;
 mod cycles;
 mod dist;
@@ -59,7 +64,15 @@ Tasks:
                        the tool-calling benchmark on the real model: a table per
                        strategy, details in target/eval/ (--smoke: 4 tasks)
   mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
-  bench [ARGS]         cargo bench -p ollm-bridge ARGS
+  bench [--quick] [--only TEXT]
+                       ollm's adapters against a bare reqwest + serde client: CPU and
+                       memory per stream as ratios, paired child processes
+                       (docs/performance.md); --quick: smaller cases, ~10 s
+  bench --decoders     the in-memory decoder benchmarks (benches/stream.rs, sse.rs)
+  bench --real URL MODEL [--pairs N] [--max-tokens N] [--ollm PATH]
+                       the release `ollm run` against curl with the same body on a
+                       real OpenAI-compatible server, alternating pairs: the ratio
+                       of median wall times (default 9 pairs, 128 tokens)
   fuzz [--cases N] [--minutes M]
                        randomized check of both stream decoders, the line splitter,
                        the text-call parsers and the session loader: no panic, caps
@@ -138,10 +151,16 @@ fn run() -> Result<()> {
             mcp::install(&root).map(drop)
         }
         "bench" => {
+            if rest.first().is_some_and(|a| a == "--real") {
+                return bench::real(&root, &bench::Real::parse(&rest[1..])?);
+            }
             let mut cmd = cargo();
-            cmd.current_dir(&root)
-                .args(["bench", "-p", "ollm-bridge"])
-                .args(&rest);
+            cmd.current_dir(&root).args(["bench", "-p", "ollm-bridge"]);
+            if rest.iter().any(|a| a == "--decoders") {
+                cmd.args(["--bench", "stream", "--bench", "sse"]);
+            } else {
+                cmd.args(["--bench", "floor", "--"]).args(&rest);
+            }
             run_cmd(&mut cmd)
         }
         "fuzz" => fuzz::run(&root, &fuzz::Options::parse(&rest)?),

@@ -312,6 +312,19 @@ impl Transport {
         })
     }
 
+    /// The same client (connection pool, TLS roots, headers, credentials) bound to
+    /// another base URL on the same server, such as the server root beside `/v1`.
+    /// Building a second client would load the system's TLS roots again, which costs a
+    /// one-request run about a third of its CPU.
+    pub fn rebased(&self, base_url: &str) -> Transport {
+        Transport {
+            client: self.client.clone(),
+            base: base_url.trim_end_matches('/').to_owned(),
+            basic: self.basic.clone(),
+            config: self.config.clone(),
+        }
+    }
+
     /// The base URL, without a trailing slash.
     pub fn base_url(&self) -> &str {
         &self.base
@@ -443,12 +456,18 @@ impl Transport {
     ) -> Result<T, BridgeError> {
         let body = self.fetch(spec).await?;
         serde_json::from_slice(&body).map_err(|e| BridgeError::Decode {
-            line: BridgeError::cap(&String::from_utf8_lossy(&body), 512),
+            // Cap the bytes before the lossy copy: the body may be 32 MiB.
+            line: BridgeError::cap(&String::from_utf8_lossy(&body[..body.len().min(2048)]), 512),
             message: e.to_string(),
         })
     }
 
     /// The body of `response` as chunks, each within the idle timeout.
+    ///
+    /// One timer serves the whole body: each chunk only notes the time, and when the
+    /// timer fires early (chunks came meanwhile) it is moved to the last chunk's time
+    /// plus the timeout. A timer armed and cancelled per chunk cost a streamed token
+    /// two trips to the runtime's timer wheel.
     pub fn body_chunks(
         &self,
         response: reqwest::Response,
@@ -456,17 +475,30 @@ impl Transport {
         let idle = self.config.idle_timeout;
         Box::pin(async_stream::stream! {
             let mut body = response.bytes_stream();
+            let timer = tokio::time::sleep(idle);
+            tokio::pin!(timer);
+            let mut last = tokio::time::Instant::now();
             loop {
-                match tokio::time::timeout(idle, body.next()).await {
-                    Err(_) => {
-                        yield Err(BridgeError::Timeout { phase: TimeoutPhase::Idle, after: idle });
-                        return;
-                    }
-                    Ok(None) => return,
-                    Ok(Some(Ok(chunk))) => yield Ok(chunk),
-                    Ok(Some(Err(e))) => {
-                        yield Err(BridgeError::Body { message: error_chain(&e) });
-                        return;
+                tokio::select! {
+                    biased;
+                    next = body.next() => match next {
+                        None => return,
+                        Some(Ok(chunk)) => {
+                            last = tokio::time::Instant::now();
+                            yield Ok(chunk);
+                        }
+                        Some(Err(e)) => {
+                            yield Err(BridgeError::Body { message: error_chain(&e) });
+                            return;
+                        }
+                    },
+                    () = &mut timer => {
+                        let deadline = last + idle;
+                        if tokio::time::Instant::now() >= deadline {
+                            yield Err(BridgeError::Timeout { phase: TimeoutPhase::Idle, after: idle });
+                            return;
+                        }
+                        timer.as_mut().reset(deadline);
                     }
                 }
             }

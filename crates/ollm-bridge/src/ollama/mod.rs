@@ -26,7 +26,8 @@
 //! one gate, not two. A server refusing them anyway answers a typed `ThinkingUnsupported`
 //! or `ToolsUnsupported` error, whether as a 400 or as an error line inside the stream.
 //!
-//! `/api/show` is cached per model (for `num_ctx`). A model the server does not have is
+//! `/api/show` is cached per model (for `num_ctx`), and a chat whose request carries
+//! `options.context_length` (the runtime always sets it) sends none. A model the server does not have is
 //! remembered until the next chat with it takes the answer, so the runtime's `show_model`
 //! and the chat that follows ask the server once, not twice; `pull` and `rm` forget both.
 
@@ -272,6 +273,23 @@ impl Inner {
     /// The plan for a chat with `model`: the `num_ctx` to send.
     async fn plan(&self, req: &ProviderRequest) -> Result<ChatPlan, ProviderError> {
         let keep_alive = self.config.keep_alive.clone();
+        if req.options.context_length.is_some() {
+            // The runtime settled the window (it always does): `/api/show` has nothing
+            // to add, so none is sent (a thousand concurrent first chats sent a
+            // thousand). A model `show_model` just found missing still fails here.
+            return match self
+                .missing
+                .lock()
+                .ok()
+                .and_then(|mut m| m.remove(&req.model))
+            {
+                Some(error) => Err(error),
+                None => Ok(ChatPlan {
+                    num_ctx: None,
+                    keep_alive,
+                }),
+            };
+        }
         match self.show_for_chat(&req.model).await {
             Ok(info) => Ok(ChatPlan {
                 num_ctx: Some(self.num_ctx(Some(&info))),
@@ -295,21 +313,25 @@ impl Inner {
     }
 }
 
+/// The chat: plan, then the shell's stream. The planning future hands over the shell's
+/// stream itself (`once(..).flatten()`) rather than re-yielding each of its events from
+/// a stream of its own, which cost every event a second generator resume.
 fn chat_stream(inner: Arc<Inner>, req: ProviderRequest) -> ProviderStream {
-    Box::pin(async_stream::stream! {
+    let failed = |error| -> ProviderStream {
+        Box::pin(futures::stream::iter([ProviderEvent::Error { error }]))
+    };
+    let prepared = async move {
         let plan = match inner.plan(&req).await {
             Ok(plan) => plan,
-            Err(error) => {
-                yield ProviderEvent::Error { error };
-                return;
-            }
+            Err(error) => return failed(error),
         };
         let body = match serde_json::to_vec(&chat_body(&req, &plan)) {
             Ok(body) => Bytes::from(body),
             Err(e) => {
-                let error = ProviderError::new(ProviderErrorKind::BadRequest, e.to_string());
-                yield ProviderEvent::Error { error };
-                return;
+                return failed(ProviderError::new(
+                    ProviderErrorKind::BadRequest,
+                    e.to_string(),
+                ));
             }
         };
         let chars = req.char_count();
@@ -319,26 +341,32 @@ fn chat_stream(inner: Arc<Inner>, req: ProviderRequest) -> ProviderStream {
             estimated_prompt_tokens: inner.calibration.estimate(&req.model, chars),
             fresh: truncation::is_calibration_sample(&req),
         };
-        let spec = RequestSpec { method: Method::POST, path: "/api/chat".into(), body: Some(body) };
+        let spec = RequestSpec {
+            method: Method::POST,
+            path: "/api/chat".into(),
+            body: Some(body),
+        };
         let decoder = NdjsonDecoder::new(Some(check))
             .with_max_line(inner.config.max_line)
             .with_tools(req.tools.iter().map(|t| t.name.clone()));
-        let hints = ChatHints { model: req.model.clone() };
+        let hints = ChatHints {
+            model: req.model.clone(),
+        };
         let learner = Arc::clone(&inner);
         let sample = check.fresh;
-        let model = req.model.clone();
+        let model = req.model;
         let learn = move |decoder: &NdjsonDecoder| {
-            let Some(read) = decoder.prompt_eval_count() else { return };
+            let Some(read) = decoder.prompt_eval_count() else {
+                return;
+            };
             let at_cap = num_ctx.is_some_and(|n| read >= n - (n / 32).max(16).min(n));
             if !decoder.warned_truncation() && !at_cap && sample {
                 learner.calibration.observe(&model, chars, read);
             }
         };
-        let mut events = shell::exchange(inner.transport.clone(), spec, decoder, hints, learn);
-        while let Some(event) = futures::StreamExt::next(&mut events).await {
-            yield event;
-        }
-    })
+        shell::exchange(inner.transport.clone(), spec, decoder, hints, learn)
+    };
+    Box::pin(futures::StreamExt::flatten(futures::stream::once(prepared)))
 }
 
 #[async_trait]

@@ -110,8 +110,9 @@ impl OpenAiProvider {
             }
         }
         let base = config.base_url.trim_end_matches('/');
-        let api = Transport::new(base, http.clone())?;
-        let root = Transport::new(server_root(base), http)?;
+        let api = Transport::new(base, http)?;
+        // One client for both: `/props` and `/tokenize` live on the same server.
+        let root = api.rebased(server_root(api.base_url()));
         Ok(OpenAiProvider {
             inner: Arc::new(Inner {
                 api,

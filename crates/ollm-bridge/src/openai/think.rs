@@ -62,7 +62,13 @@ impl ThinkSplitter {
     fn scan(&mut self, mut text: &str, emit: &mut impl FnMut(Side, &str)) {
         loop {
             let tag = if self.inside { CLOSE } else { OPEN };
-            match text.find(tag) {
+            // Most deltas hold no `<` at all: one memchr instead of building a
+            // substring searcher per delta.
+            let at = match memchr::memchr(b'<', text.as_bytes()) {
+                Some(_) => text.find(tag),
+                None => None,
+            };
+            match at {
                 Some(at) => {
                     if at > 0 {
                         emit(self.side(), &text[..at]);

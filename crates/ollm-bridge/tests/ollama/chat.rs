@@ -239,6 +239,32 @@ async fn a_missing_model_is_asked_about_once() {
 }
 
 #[tokio::test]
+async fn a_settled_window_sends_no_show() {
+    // Issue 15: the runtime always settles the window, so the chat's own /api/show
+    // was a request per first chat (a thousand concurrent chats sent a thousand).
+    let mock = MockOllama::start().await.unwrap();
+    mock.script("/api/chat", fixture("thinking"));
+    let p = provider(&mock);
+    let mut req = ask("qwen3:8b", "hi");
+    req.options.context_length = Some(3000);
+    let events = collect(p.chat(req)).await;
+    assert_eq!(finish(&events), Some(FinishReason::Stop), "{events:?}");
+    assert_eq!(mock.requests_to("/api/show").len(), 0);
+    assert_eq!(
+        mock.requests_to("/api/chat")[0].body["options"]["num_ctx"],
+        3000
+    );
+    // A model show_model found missing still fails without asking the server again.
+    assert!(p.show_model("llama9").await.is_err());
+    let mut req = ask("llama9", "x");
+    req.options.context_length = Some(3000);
+    let e = error(&collect(p.chat(req)).await).unwrap().clone();
+    assert_eq!(e.kind, ProviderErrorKind::ModelNotFound);
+    assert_eq!(mock.requests_to("/api/show").len(), 1);
+    assert_eq!(mock.requests_to("/api/chat").len(), 1);
+}
+
+#[tokio::test]
 async fn errors_are_typed_with_hints() {
     let mock = MockOllama::start().await.unwrap();
     let p = provider(&mock);

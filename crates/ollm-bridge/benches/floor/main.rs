@@ -1,0 +1,288 @@
+//! ollm's adapters against the floor, end to end over loopback HTTP: CPU time and peak
+//! memory per stream, as ratios to a bare client in the same run (issue 15).
+//!
+//! The floor (see `child.rs`) is reqwest, a line split and borrowed serde structs,
+//! nothing else; ollm's side is `ProviderAdapter::chat` of the Ollama (NDJSON) or the
+//! OpenAI-compatible (SSE) adapter. Both read the same reply from a mock server in this
+//! process (`server.rs`), whose bodies are encoded in memory before the run.
+//!
+//! # Method
+//! - Each measurement is a child process (this binary re-executed with `--child`) that
+//!   builds its client, reads its streams and exits; its CPU time (user + system, from
+//!   `getrusage(RUSAGE_CHILDREN)` around its wait) covers all of that, start-up included.
+//!   The server's CPU is this process's, never counted.
+//! - The sides alternate (floor then ollm, then ollm then floor, ...) for several pairs,
+//!   so both see the same machine; the ratio is ollm's median over the floor's median.
+//!   The spread of the per-pair ratios shows how far to trust it. Only ratios are
+//!   printed: absolute times on a shared machine mean nothing.
+//! - Memory: each child reads its resident set before its streams start and its peak
+//!   (`VmHWM`) at the end; the difference over the streams is KiB per stream.
+//!
+//! Run with `cargo xtask bench` (every case) or `cargo xtask bench --quick` (smaller
+//! cases, fewer pairs); `--only TEXT` keeps the cases whose name contains `TEXT`.
+//! `--serve PROTO WRITES CHUNKS` only serves a reply, so that one `--child` can be run
+//! under a profiler (`perf record -e cpu-clock`, `valgrind --tool=callgrind`).
+
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark binary reports on stdout"
+)]
+#![allow(missing_docs, reason = "a benchmark binary")]
+
+mod bodies;
+mod child;
+mod server;
+
+use std::process::Command;
+use std::time::Duration;
+
+use nix::sys::resource::{UsageWho, getrusage};
+
+use crate::bodies::Proto;
+use crate::server::Writes;
+
+/// One benchmark case.
+struct Case {
+    proto: Proto,
+    chunks: usize,
+    streams: usize,
+    writes: Writes,
+    pairs: usize,
+}
+
+impl Case {
+    fn name(&self) -> String {
+        let proto = match self.proto {
+            Proto::Ollama => "ollama",
+            Proto::OpenAi => "openai",
+        };
+        let writes = match self.writes {
+            Writes::Large => "large writes",
+            Writes::PerChunk => "a write per chunk",
+        };
+        match (self.streams, self.chunks) {
+            (1, 1) => format!("{proto} start-up, one 1-chunk request"),
+            (1, chunks) => format!("{proto} 1 stream x {chunks} chunks, {writes}"),
+            (streams, chunks) => format!("{proto} {streams} streams x {chunks} chunks, {writes}"),
+        }
+    }
+}
+
+fn cases(quick: bool) -> Vec<Case> {
+    let (single, (streams, chunks), pairs, startup_pairs) = match quick {
+        false => (200_000, (1000, 1000), 5, 15),
+        true => (20_000, (200, 200), 3, 7),
+    };
+    let mut out = Vec::new();
+    for proto in [Proto::Ollama, Proto::OpenAi] {
+        let case = |chunks, streams, writes, pairs| Case {
+            proto,
+            chunks,
+            streams,
+            writes,
+            pairs,
+        };
+        out.push(case(single, 1, Writes::Large, pairs));
+        out.push(case(single, 1, Writes::PerChunk, pairs));
+        out.push(case(chunks, streams, Writes::Large, pairs));
+        out.push(case(1, 1, Writes::PerChunk, startup_pairs));
+    }
+    out
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        return child_main(&args[i + 1..]);
+    }
+    if let Some(i) = args.iter().position(|a| a == "--serve") {
+        return serve_main(&args[i + 1..]);
+    }
+    let quick = args.iter().any(|a| a == "--quick");
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1));
+    println!(
+        "{:<52} {:>11} {:>14} {:>22}",
+        "case (CPU: whole child process)", "ollm/floor", "pairs min-max", "KiB/stream floor ollm"
+    );
+    for case in cases(quick) {
+        if only.is_some_and(|o| !case.name().contains(o.as_str())) {
+            continue;
+        }
+        match measure(&case) {
+            Ok(row) => println!("{row}"),
+            Err(e) => {
+                eprintln!("{}: {e}", case.name());
+                std::process::exit(1);
+            }
+        }
+    }
+}
+
+/// `--child PROTO SIDE STREAMS ADDR`: runs one side, prints its report on one line.
+fn child_main(args: &[String]) {
+    let [proto, side, streams, addr, ..] = args else {
+        panic!("--child PROTO SIDE STREAMS ADDR");
+    };
+    let proto = match proto.as_str() {
+        "ollama" => Proto::Ollama,
+        _ => Proto::OpenAi,
+    };
+    let streams = streams.parse().unwrap_or_else(|e| panic!("streams: {e}"));
+    let report = child::run(side == "ollm", proto, addr, streams);
+    println!("{} {} {}", report.text, report.rss_before, report.peak);
+}
+
+/// `--serve PROTO WRITES CHUNKS`: serves that reply and prints the address, until
+/// stdin closes (for a profiler run of one `--child` at a time).
+fn serve_main(args: &[String]) {
+    let [proto, writes, chunks, ..] = args else {
+        panic!("--serve ollama|openai large|per-chunk CHUNKS");
+    };
+    let proto = if proto == "ollama" {
+        Proto::Ollama
+    } else {
+        Proto::OpenAi
+    };
+    let writes = if writes == "large" {
+        Writes::Large
+    } else {
+        Writes::PerChunk
+    };
+    let chunks = chunks.parse().unwrap_or_else(|e| panic!("chunks: {e}"));
+    let (events, _) = bodies::events(proto, chunks);
+    let addr = server::start(server::encode(&events, writes, content_type(proto)))
+        .unwrap_or_else(|e| panic!("server: {e}"));
+    println!("{addr}");
+    let _ = std::io::stdin().read_line(&mut String::new());
+}
+
+fn content_type(proto: Proto) -> &'static str {
+    match proto {
+        Proto::Ollama => "application/x-ndjson",
+        Proto::OpenAi => "text/event-stream",
+    }
+}
+
+/// One side's run: its CPU seconds and KiB per stream.
+struct Run {
+    cpu: f64,
+    kib_per_stream: f64,
+}
+
+fn measure(case: &Case) -> Result<String, String> {
+    let (events, text) = bodies::events(case.proto, case.chunks);
+    let reply = server::encode(&events, case.writes, content_type(case.proto));
+    drop(events);
+    let addr = server::start(reply).map_err(|e| format!("server: {e}"))?;
+    let expected = text * case.streams;
+    let (mut floor, mut ollm) = (Vec::new(), Vec::new());
+    if case.chunks == 1 {
+        // Warm the page cache and the loader for both sides.
+        run_child(case, false, &addr.to_string(), expected)?;
+        run_child(case, true, &addr.to_string(), expected)?;
+    }
+    for pair in 0..case.pairs {
+        let order = if pair % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for is_ollm in order {
+            let run = run_child(case, is_ollm, &addr.to_string(), expected)?;
+            if is_ollm {
+                ollm.push(run)
+            } else {
+                floor.push(run)
+            }
+        }
+    }
+    Ok(row(case, &floor, &ollm))
+}
+
+fn row(case: &Case, floor: &[Run], ollm: &[Run]) -> String {
+    let cpu = |runs: &[Run]| median(runs.iter().map(|r| r.cpu).collect());
+    let ratio = cpu(ollm) / cpu(floor);
+    let pairs: Vec<f64> = floor.iter().zip(ollm).map(|(f, o)| o.cpu / f.cpu).collect();
+    let (lo, hi) = pairs
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+    let memory = if case.streams > 1 {
+        let kib = |runs: &[Run]| median(runs.iter().map(|r| r.kib_per_stream).collect());
+        format!(
+            "{:>9.1} {:>5.1} ({:.2}x)",
+            kib(floor),
+            kib(ollm),
+            kib(ollm) / kib(floor)
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{:<52} {:>10.3}x {:>6.2}-{:<6.2}  {memory}",
+        case.name(),
+        ratio,
+        lo,
+        hi
+    )
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// CPU time (user + system) of every child waited for so far.
+fn children_cpu() -> Duration {
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).unwrap_or_else(|e| panic!("getrusage: {e}"));
+    let time = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(t.tv_sec().unsigned_abs())
+            + Duration::from_micros(t.tv_usec().unsigned_abs())
+    };
+    time(usage.user_time()) + time(usage.system_time())
+}
+
+fn run_child(case: &Case, ollm: bool, addr: &str, expected: usize) -> Result<Run, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let proto = match case.proto {
+        Proto::Ollama => "ollama",
+        Proto::OpenAi => "openai",
+    };
+    let side = if ollm { "ollm" } else { "floor" };
+    let before = children_cpu();
+    let output = Command::new(exe)
+        .args(["--child", proto, side, &case.streams.to_string(), addr])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let cpu = (children_cpu() - before).as_secs_f64();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        return Err(format!(
+            "{side} failed: {}{}",
+            stdout,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let fields: Vec<u64> = stdout
+        .split_whitespace()
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let [text, before_kib, peak_kib] = fields[..] else {
+        return Err(format!("{side}: unreadable report {stdout:?}"));
+    };
+    if text != expected as u64 {
+        return Err(format!("{side} saw {text} bytes of text, not {expected}"));
+    }
+    Ok(Run {
+        cpu,
+        kib_per_stream: peak_kib.saturating_sub(before_kib) as f64 / case.streams as f64,
+    })
+}
