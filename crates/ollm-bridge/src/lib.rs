@@ -49,4 +49,4 @@ pub use lines::LineSplitter;
 pub use ollama::{OllamaConfig, OllamaProvider};
 pub use openai::{OpenAiConfig, OpenAiProvider};
 pub use shell::Decoder;
-pub use transport::{Attempt, HttpConfig, RequestSpec, RetryPolicy, Secret, Transport};
+pub use transport::{Attempt, BodyChunks, HttpConfig, RequestSpec, RetryPolicy, Secret, Transport};

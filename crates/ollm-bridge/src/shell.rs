@@ -16,12 +16,18 @@
 //! - The raw stream is logged at `trace`: each chunk of the body as received, and each
 //!   event decoded from it (the request itself is logged by the transport at `debug`).
 
-use futures::StreamExt;
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
 use ollm_core::ProviderStream;
 use ollm_types::{ProviderError, ProviderErrorKind, ProviderEvent};
 
-use crate::retrying::{Attempts, Step};
-use crate::{BridgeError, RequestSpec, Transport};
+use crate::retrying::retry_warning;
+use crate::{Attempt, BodyChunks, BridgeError, RequestSpec, Transport};
 
 /// The incremental decoder of one protocol's streamed reply (bytes to events, pure).
 ///
@@ -66,57 +72,213 @@ pub(crate) fn partial(mut error: ProviderError, delivered: &str) -> ProviderErro
     error
 }
 
-/// Sends `spec` through `transport` and streams the decoded reply. `on_end` sees the
-/// decoder once the reply has ended (Ollama learns its token ratio there).
-pub(crate) fn exchange<D, H, E>(
+/// Appends answer text to `out`: onto the last event when that is answer text too, so the
+/// pieces one read of the body brings are delivered as one event.
+pub(crate) fn push_text(out: &mut Vec<ProviderEvent>, text: Cow<'_, str>) {
+    match out.last_mut() {
+        Some(ProviderEvent::TextDelta { text: last }) => last.push_str(&text),
+        _ => out.push(ProviderEvent::TextDelta {
+            text: text.into_owned(),
+        }),
+    }
+}
+
+/// Appends reasoning text to `out`, joined with the last event like [`push_text`].
+pub(crate) fn push_thinking(out: &mut Vec<ProviderEvent>, text: Cow<'_, str>) {
+    match out.last_mut() {
+        Some(ProviderEvent::ThinkingDelta { text: last }) => last.push_str(&text),
+        _ => out.push(ProviderEvent::ThinkingDelta {
+            text: text.into_owned(),
+        }),
+    }
+}
+
+/// One chat exchange, ready to send: the request, the decoder of its reply, the adapter's
+/// hints, and `on_end`, which sees the decoder once the reply has ended (Ollama learns its
+/// token ratio there).
+pub(crate) struct Exchange<D, H, E> {
+    pub(crate) spec: RequestSpec,
+    pub(crate) decoder: D,
+    pub(crate) hints: H,
+    pub(crate) on_end: E,
+}
+
+/// Sends the exchange through `transport` and streams the decoded reply.
+pub(crate) fn exchange<D, H, E>(transport: Transport, exchange: Exchange<D, H, E>) -> ProviderStream
+where
+    D: Decoder + Unpin,
+    H: Hints + Unpin,
+    E: FnOnce(&D) + Send + Unpin + 'static,
+{
+    exchange_after(transport, std::future::ready(Ok(exchange)))
+}
+
+/// [`exchange`] once `prepare` has built the exchange (Ollama reads the model's window
+/// first); a preparation that fails is the stream's one `Error` event.
+pub(crate) fn exchange_after<D, H, E, F>(transport: Transport, prepare: F) -> ProviderStream
+where
+    D: Decoder + Unpin,
+    H: Hints + Unpin,
+    E: FnOnce(&D) + Send + Unpin + 'static,
+    F: Future<Output = Result<Exchange<D, H, E>, ProviderError>> + Send + 'static,
+{
+    Box::pin(Chat {
+        transport,
+        phase: Phase::Preparing(Box::pin(prepare)),
+        queue: VecDeque::new(),
+    })
+}
+
+/// The stream of one exchange: a hand-written state machine, so that an event costs a
+/// pop from the queue and a body chunk one poll and one decode (generators added a
+/// resume and a thread-local hand-off per event).
+struct Chat<D, H, E> {
     transport: Transport,
-    spec: RequestSpec,
-    mut decoder: D,
+    phase: Phase<D, H, E>,
+    /// Events decoded and not yet handed out.
+    queue: VecDeque<ProviderEvent>,
+}
+
+type Prepare<D, H, E> =
+    Pin<Box<dyn Future<Output = Result<Exchange<D, H, E>, ProviderError>> + Send>>;
+
+enum Phase<D, H, E> {
+    Preparing(Prepare<D, H, E>),
+    Sending {
+        attempts: BoxStream<'static, Attempt>,
+        reply: Reply<D, H, E>,
+    },
+    Reading {
+        body: BodyChunks,
+        reply: Reply<D, H, E>,
+    },
+    Ended,
+}
+
+struct Reply<D, H, E> {
+    decoder: D,
     hints: H,
     on_end: E,
-) -> ProviderStream
+}
+
+impl<D, H, E> Chat<D, H, E>
 where
-    D: Decoder,
-    H: Hints,
-    E: FnOnce(&D) + Send + 'static,
+    D: Decoder + Unpin,
+    H: Hints + Unpin,
+    E: FnOnce(&D) + Send + Unpin + 'static,
 {
-    Box::pin(async_stream::stream! {
-        let mut attempts = Attempts::new(&transport, spec);
-        let response = loop {
-            match attempts.next().await {
-                Step::Retrying(warning) => yield ProviderEvent::Warning { warning },
-                Step::Response(response) => break response,
-                Step::Failed(error) => {
-                    yield ProviderEvent::Error { error: hints.transport(error) };
-                    return;
+    /// Moves the exchange on by one step, queueing what it produced; `Pending` when it
+    /// waits on the network.
+    fn step(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match &mut self.phase {
+            Phase::Preparing(prepare) => match ready!(prepare.as_mut().poll(cx)) {
+                Ok(Exchange {
+                    spec,
+                    decoder,
+                    hints,
+                    on_end,
+                }) => {
+                    let attempts = self.transport.send_retrying(spec);
+                    let reply = Reply {
+                        decoder,
+                        hints,
+                        on_end,
+                    };
+                    self.phase = Phase::Sending { attempts, reply };
                 }
-            }
-        };
-        drop(attempts);
-        let mut chunks = transport.body_chunks(response);
-        let mut out = Vec::new();
-        while !decoder.is_ended() {
-            match chunks.next().await {
-                Some(Ok(chunk)) => {
-                    tracing::trace!(chunk = %String::from_utf8_lossy(&chunk), "raw");
-                    decoder.push(&chunk, &mut out);
+                Err(error) => self.end_with(error),
+            },
+            Phase::Sending { attempts, reply } => match ready!(attempts.poll_next_unpin(cx)) {
+                Some(Attempt::Retrying {
+                    retry,
+                    delay,
+                    error,
+                }) => {
+                    let warning = retry_warning(retry, delay, &error);
+                    self.queue.push_back(ProviderEvent::Warning { warning });
                 }
-                Some(Err(error)) => decoder.fail(hints.transport(error), &mut out),
-                None => decoder.finish(&mut out),
-            }
-            for event in out.drain(..) {
-                tracing::trace!(?event, "decoded");
-                yield match event {
-                    ProviderEvent::Error { error } => {
-                        ProviderEvent::Error { error: hints.in_stream(error) }
+                Some(Attempt::Response(response)) => {
+                    let body = self.transport.body_chunks(response);
+                    let Phase::Sending { reply, .. } =
+                        std::mem::replace(&mut self.phase, Phase::Ended)
+                    else {
+                        unreachable!("the phase was just matched")
+                    };
+                    self.phase = Phase::Reading { body, reply };
+                }
+                Some(Attempt::Failed(error)) => {
+                    let error = reply.hints.transport(error);
+                    self.end_with(error);
+                }
+                None => {
+                    let error = reply.hints.transport(BridgeError::Incomplete {
+                        message: "no attempt was made".into(),
+                    });
+                    self.end_with(error);
+                }
+            },
+            Phase::Reading { body, reply } => {
+                let next = ready!(body.poll_next_unpin(cx));
+                let mut out = Vec::from(std::mem::take(&mut self.queue));
+                let decoder = &mut reply.decoder;
+                match next {
+                    Some(Ok(chunk)) => {
+                        tracing::trace!(chunk = %String::from_utf8_lossy(&chunk), "raw");
+                        decoder.push(&chunk, &mut out);
                     }
-                    other => other,
-                };
+                    Some(Err(error)) => decoder.fail(reply.hints.transport(error), &mut out),
+                    None => decoder.finish(&mut out),
+                }
+                for event in &mut out {
+                    if let ProviderEvent::Error { error } = event {
+                        let placeholder = ProviderError::new(ProviderErrorKind::Other, "");
+                        let taken = std::mem::replace(error, placeholder);
+                        *error = reply.hints.in_stream(taken);
+                    }
+                }
+                self.queue = VecDeque::from(out);
+                if decoder.is_ended() {
+                    // Done with the body: the connection goes back at once, and `on_end`
+                    // runs even if the consumer stops at the final event.
+                    if let Phase::Reading { reply, .. } =
+                        std::mem::replace(&mut self.phase, Phase::Ended)
+                    {
+                        (reply.on_end)(&reply.decoder);
+                    }
+                }
             }
+            Phase::Ended => {}
         }
-        drop(chunks);
-        on_end(&decoder);
-    })
+        Poll::Ready(())
+    }
+
+    fn end_with(&mut self, error: ProviderError) {
+        self.queue.push_back(ProviderEvent::Error { error });
+        self.phase = Phase::Ended;
+    }
+}
+
+impl<D, H, E> Stream for Chat<D, H, E>
+where
+    D: Decoder + Unpin,
+    H: Hints + Unpin,
+    E: FnOnce(&D) + Send + Unpin + 'static,
+{
+    type Item = ProviderEvent;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ProviderEvent>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(event) = this.queue.pop_front() {
+                tracing::trace!(?event, "decoded");
+                return Poll::Ready(Some(event));
+            }
+            if matches!(this.phase, Phase::Ended) {
+                return Poll::Ready(None);
+            }
+            ready!(this.step(cx));
+        }
+    }
 }
 
 #[cfg(test)]

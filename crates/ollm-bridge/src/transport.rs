@@ -462,47 +462,94 @@ impl Transport {
         })
     }
 
-    /// The body of `response` as chunks, each within the idle timeout.
-    ///
-    /// One timer serves the whole body: each chunk only notes the time, and when the
-    /// timer fires early (chunks came meanwhile) it is moved to the last chunk's time
-    /// plus the timeout. A timer armed and cancelled per chunk cost a streamed token
-    /// two trips to the runtime's timer wheel.
-    pub fn body_chunks(
-        &self,
-        response: reqwest::Response,
-    ) -> BoxStream<'static, Result<Bytes, BridgeError>> {
-        let idle = self.config.idle_timeout;
-        Box::pin(async_stream::stream! {
-            let mut body = response.bytes_stream();
-            let timer = tokio::time::sleep(idle);
-            tokio::pin!(timer);
-            let mut last = tokio::time::Instant::now();
-            loop {
-                tokio::select! {
-                    biased;
-                    next = body.next() => match next {
-                        None => return,
-                        Some(Ok(chunk)) => {
-                            last = tokio::time::Instant::now();
-                            yield Ok(chunk);
-                        }
-                        Some(Err(e)) => {
-                            yield Err(BridgeError::Body { message: error_chain(&e) });
-                            return;
-                        }
-                    },
-                    () = &mut timer => {
-                        let deadline = last + idle;
-                        if tokio::time::Instant::now() >= deadline {
-                            yield Err(BridgeError::Timeout { phase: TimeoutPhase::Idle, after: idle });
-                            return;
-                        }
-                        timer.as_mut().reset(deadline);
-                    }
-                }
+    /// The body of `response` as chunks, each within the idle timeout (see [`BodyChunks`]).
+    pub fn body_chunks(&self, response: reqwest::Response) -> BodyChunks {
+        BodyChunks::new(response, self.config.idle_timeout)
+    }
+}
+
+/// The chunks of a response body, each within an idle timeout; ends after the first error.
+///
+/// # Decisions
+/// - One timer serves the whole body: each chunk only notes the time, and the timer is
+///   looked at only when the body has nothing ready; when it fires early (chunks came
+///   meanwhile) it is moved to the last chunk's time plus the timeout. A timer armed and
+///   cancelled per chunk cost a streamed token two trips to the runtime's timer wheel.
+/// - A hand-written `Stream`, not a generator: a chunk costs one poll of the body and
+///   nothing else (a generator added a resume and a thread-local hand-off per chunk).
+pub struct BodyChunks {
+    body: BoxStream<'static, reqwest::Result<Bytes>>,
+    idle: Duration,
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    last: tokio::time::Instant,
+    ended: bool,
+}
+
+impl fmt::Debug for BodyChunks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BodyChunks")
+            .field("idle", &self.idle)
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BodyChunks {
+    fn new(response: reqwest::Response, idle: Duration) -> Self {
+        BodyChunks {
+            body: Box::pin(response.bytes_stream()),
+            idle,
+            timer: Box::pin(tokio::time::sleep(idle)),
+            last: tokio::time::Instant::now(),
+            ended: false,
+        }
+    }
+
+    /// Nothing is ready: `Ready` with the timeout once the body has been silent for the
+    /// whole idle time, else `Pending` with the timer armed for that moment.
+    fn poll_idle(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<BridgeError> {
+        use std::future::Future;
+        while self.timer.as_mut().poll(cx).is_ready() {
+            let deadline = self.last + self.idle;
+            if tokio::time::Instant::now() >= deadline {
+                return std::task::Poll::Ready(BridgeError::Timeout {
+                    phase: TimeoutPhase::Idle,
+                    after: self.idle,
+                });
             }
-        })
+            self.timer.as_mut().reset(deadline);
+        }
+        std::task::Poll::Pending
+    }
+}
+
+impl futures::Stream for BodyChunks {
+    type Item = Result<Bytes, BridgeError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        let item = match self.body.poll_next_unpin(cx) {
+            Poll::Ready(Some(Ok(chunk))) => {
+                self.last = tokio::time::Instant::now();
+                return Poll::Ready(Some(Ok(chunk)));
+            }
+            Poll::Ready(None) => None,
+            Poll::Ready(Some(Err(e))) => Some(Err(BridgeError::Body {
+                message: error_chain(&e),
+            })),
+            Poll::Pending => match self.poll_idle(cx) {
+                Poll::Ready(timeout) => Some(Err(timeout)),
+                Poll::Pending => return Poll::Pending,
+            },
+        };
+        self.ended = true;
+        Poll::Ready(item)
     }
 }
 

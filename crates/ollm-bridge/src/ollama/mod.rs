@@ -44,9 +44,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use bytes::Bytes;
 use ollm_core::{ProviderAdapter, ProviderStream, PullStream};
-use ollm_types::{
-    ModelInfo, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest, RunningModel,
-};
+use ollm_types::{ModelInfo, ProviderError, ProviderErrorKind, ProviderRequest, RunningModel};
 use reqwest::Method;
 
 use crate::lines::DEFAULT_MAX_LINE;
@@ -317,23 +315,11 @@ impl Inner {
 /// stream itself (`once(..).flatten()`) rather than re-yielding each of its events from
 /// a stream of its own, which cost every event a second generator resume.
 fn chat_stream(inner: Arc<Inner>, req: ProviderRequest) -> ProviderStream {
-    let failed = |error| -> ProviderStream {
-        Box::pin(futures::stream::iter([ProviderEvent::Error { error }]))
-    };
+    let transport = inner.transport.clone();
     let prepared = async move {
-        let plan = match inner.plan(&req).await {
-            Ok(plan) => plan,
-            Err(error) => return failed(error),
-        };
-        let body = match serde_json::to_vec(&chat_body(&req, &plan)) {
-            Ok(body) => Bytes::from(body),
-            Err(e) => {
-                return failed(ProviderError::new(
-                    ProviderErrorKind::BadRequest,
-                    e.to_string(),
-                ));
-            }
-        };
+        let plan = inner.plan(&req).await?;
+        let body = serde_json::to_vec(&chat_body(&req, &plan))
+            .map_err(|e| ProviderError::new(ProviderErrorKind::BadRequest, e.to_string()))?;
         let chars = req.char_count();
         let num_ctx = request::num_ctx(&req, &plan);
         let check = TruncationCheck {
@@ -344,7 +330,7 @@ fn chat_stream(inner: Arc<Inner>, req: ProviderRequest) -> ProviderStream {
         let spec = RequestSpec {
             method: Method::POST,
             path: "/api/chat".into(),
-            body: Some(body),
+            body: Some(Bytes::from(body)),
         };
         let decoder = NdjsonDecoder::new(Some(check))
             .with_max_line(inner.config.max_line)
@@ -364,9 +350,14 @@ fn chat_stream(inner: Arc<Inner>, req: ProviderRequest) -> ProviderStream {
                 learner.calibration.observe(&model, chars, read);
             }
         };
-        shell::exchange(inner.transport.clone(), spec, decoder, hints, learn)
+        Ok(shell::Exchange {
+            spec,
+            decoder,
+            hints,
+            on_end: learn,
+        })
     };
-    Box::pin(futures::StreamExt::flatten(futures::stream::once(prepared)))
+    shell::exchange_after(transport, prepared)
 }
 
 #[async_trait]

@@ -220,7 +220,13 @@ impl ProviderAdapter for OpenAiProvider {
             inner: Arc::clone(&self.inner),
             model: request.model,
         };
-        shell::exchange(self.inner.api.clone(), spec, decoder, hints, |_| {})
+        let exchange = shell::Exchange {
+            spec,
+            decoder,
+            hints,
+            on_end: |_: &SseDecoder| {},
+        };
+        shell::exchange(self.inner.api.clone(), exchange)
     }
 
     async fn count_tokens(&self, model: &str, text: &str) -> Result<Option<usize>, ProviderError> {
