@@ -17,6 +17,22 @@ pub fn split_at<'a>(bytes: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
     chunks
 }
 
+/// `events` with adjacent text deltas joined, and adjacent thinking deltas: decoders join
+/// the pieces one read of the body brings, so the same reply cut differently gives
+/// different deltas but the same merged events.
+pub fn merged(events: Vec<ollm_types::ProviderEvent>) -> Vec<ollm_types::ProviderEvent> {
+    use ollm_types::ProviderEvent::{TextDelta, ThinkingDelta};
+    let mut out: Vec<ollm_types::ProviderEvent> = Vec::with_capacity(events.len());
+    for event in events {
+        match (out.last_mut(), event) {
+            (Some(TextDelta { text: a }), TextDelta { text: b })
+            | (Some(ThinkingDelta { text: a }), ThinkingDelta { text: b }) => a.push_str(&b),
+            (_, event) => out.push(event),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -27,5 +43,16 @@ mod tests {
         let chunks = split_at(b"abcdef", &[4, 1, 13]);
         assert_eq!(chunks, vec![&b"a"[..], b"bcd", b"ef", b""]);
         assert_eq!(chunks.concat(), b"abcdef");
+    }
+
+    #[test]
+    fn merging_joins_only_neighbours_of_one_kind() {
+        use ollm_types::ProviderEvent::{TextDelta, ThinkingDelta};
+        let t = |s: &str| TextDelta { text: s.into() };
+        let th = |s: &str| ThinkingDelta { text: s.into() };
+        assert_eq!(
+            merged(vec![th("a"), th("b"), t("c"), t("d"), th("e"), t("f")]),
+            vec![th("ab"), t("cd"), th("e"), t("f")]
+        );
     }
 }

@@ -19,7 +19,7 @@ use super::truncation::{TruncationCheck, truncation_warning};
 use super::wire::{ChatLine, WireToolCallIn};
 use crate::lines::DEFAULT_MAX_LINE;
 use crate::repair::Offered;
-use crate::shell::{Decoder, partial};
+use crate::shell::{Decoder, partial, push_text, push_thinking};
 use crate::{BridgeError, LineSplitter};
 
 /// How much of a malformed line an error keeps.
@@ -274,15 +274,11 @@ fn decode_line(
     }
     if let Some(message) = parsed.message {
         if let Some(thinking) = message.thinking.filter(|t| !t.0.is_empty()) {
-            out.push(ProviderEvent::ThinkingDelta {
-                text: thinking.0.into_owned(),
-            });
+            push_thinking(out, thinking.0);
         }
         if let Some(content) = message.content.filter(|t| !t.0.is_empty()) {
             seen.text_chars += content.0.chars().count();
-            out.push(ProviderEvent::TextDelta {
-                text: content.0.into_owned(),
-            });
+            push_text(out, content.0);
         }
         for call in message.tool_calls.unwrap_or_default() {
             let call = tool_call(call, ids, out);
@@ -432,12 +428,42 @@ mod tests {
             ),
             vec![
                 ProviderEvent::ThinkingDelta { text: "hmm".into() },
-                text("Hé\n\"x\""),
-                text("!"),
+                // Two lines in one read: one event.
+                text("Hé\n\"x\"!"),
                 usage(10, 2),
                 finish(FinishReason::Stop),
             ],
         );
+    }
+
+    #[test]
+    fn text_of_one_read_is_one_event_and_reads_apart_stay_apart() {
+        let line = |t: &str| format!("{{\"message\":{{\"content\":\"{t}\"}},\"done\":false}}\n");
+        let thinking =
+            r#"{"message":{"content":"","thinking":"t"},"done":false}"#.to_owned() + "\n";
+        let mut d = NdjsonDecoder::default();
+        let mut out = Vec::new();
+        d.push(
+            (line("a") + &line("b") + &thinking + &line("c")).as_bytes(),
+            &mut out,
+        );
+        d.push(line("d").as_bytes(), &mut out);
+        assert_eq!(
+            out,
+            [
+                text("ab"),
+                ProviderEvent::ThinkingDelta { text: "t".into() },
+                text("cd"),
+            ],
+            "the second read joins the last event of the first only because both are \
+             in the same `out`; the shell hands each read's events on before the next"
+        );
+        let mut apart = Vec::new();
+        let mut d = NdjsonDecoder::default();
+        d.push(line("a").as_bytes(), &mut apart);
+        let first = apart.split_off(0);
+        d.push(line("b").as_bytes(), &mut apart);
+        assert_eq!((first, apart), (vec![text("a")], vec![text("b")]));
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! - A reply that made tool calls finishes with [`FinishReason::ToolCalls`] even where the
 //!   server says `stop` (llama.cpp and Ollama `/v1` do).
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use ollm_types::{FinishReason, ProviderError, ProviderErrorKind, ProviderEvent, Usage};
@@ -24,7 +25,7 @@ use super::assemble::ToolCallAssembler;
 use super::sse::SseFramer;
 use super::think::{Side, ThinkSplitter};
 use super::wire::{self, Chunk};
-use crate::shell::{Decoder, partial};
+use crate::shell::{Decoder, partial, push_text, push_thinking};
 use crate::{BridgeError, LineSplitter};
 
 /// Decodes one streamed reply.
@@ -211,14 +212,12 @@ impl Reply {
                     .flatten()
                 {
                     if !reasoning.is_empty() {
-                        out.push(ProviderEvent::ThinkingDelta {
-                            text: reasoning.to_string(),
-                        });
+                        push_thinking(out, Cow::Borrowed(reasoning));
                     }
                 }
                 if let Some(content) = &delta.content {
                     self.think
-                        .push(content, |side, text| out.push(piece(side, text)));
+                        .push(content, |side, text| piece(out, side, text));
                 }
                 for call in delta.tool_calls.iter().flatten() {
                     self.calls.push(call);
@@ -245,7 +244,7 @@ impl Reply {
     }
 
     fn complete(&mut self, out: &mut Vec<ProviderEvent>) {
-        self.think.finish(|side, text| out.push(piece(side, text)));
+        self.think.finish(|side, text| piece(out, side, text));
         self.calls.close(out);
         if let Some(usage) = self.usage.take() {
             out.push(ProviderEvent::Usage { usage });
@@ -264,10 +263,10 @@ impl Reply {
     }
 }
 
-fn piece(side: Side, text: &str) -> ProviderEvent {
+fn piece(out: &mut Vec<ProviderEvent>, side: Side, text: &str) {
     match side {
-        Side::Text => ProviderEvent::TextDelta { text: text.into() },
-        Side::Thinking => ProviderEvent::ThinkingDelta { text: text.into() },
+        Side::Text => push_text(out, Cow::Borrowed(text)),
+        Side::Thinking => push_thinking(out, Cow::Borrowed(text)),
     }
 }
 
@@ -381,9 +380,8 @@ mod tests {
         check(
             &body,
             &[
-                thinking("r1"),
-                thinking("r2"),
-                thinking("t"),
+                // Reasoning from three events of one read: one event.
+                thinking("r1r2t"),
                 text("Hi"),
                 ProviderEvent::Usage { usage },
                 finish(FinishReason::Length),
@@ -552,26 +550,6 @@ mod tests {
         ));
     }
 
-    /// Merges adjacent text and thinking deltas, so that streams split differently compare
-    /// equal.
-    fn merged(events: Vec<ProviderEvent>) -> Vec<ProviderEvent> {
-        let mut out: Vec<ProviderEvent> = Vec::new();
-        for e in events {
-            match (out.last_mut(), e) {
-                (
-                    Some(ProviderEvent::TextDelta { text: a }),
-                    ProviderEvent::TextDelta { text: b },
-                )
-                | (
-                    Some(ProviderEvent::ThinkingDelta { text: a }),
-                    ProviderEvent::ThinkingDelta { text: b },
-                ) => a.push_str(&b),
-                (_, e) => out.push(e),
-            }
-        }
-        out
-    }
-
     proptest! {
         #[test]
         fn any_byte_split_gives_the_same_events(
@@ -586,7 +564,10 @@ mod tests {
             let body = sse(&chunks) + ": keep-alive\r\n\r\ndata: [DONE]\r\n\r\n";
             let bytes = body.as_bytes();
             let parts = test_utils::split::split_at(bytes, &cuts);
-            prop_assert_eq!(merged(decode(&parts)), merged(decode(&[bytes])));
+            prop_assert_eq!(
+                test_utils::split::merged(decode(&parts)),
+                test_utils::split::merged(decode(&[bytes]))
+            );
         }
     }
 

@@ -6,9 +6,10 @@ use ollm_bridge::Decoder;
 use ollm_bridge::openai::SseDecoder;
 use ollm_types::ProviderEvent;
 
-/// Warning and error texts are for people; compare everything else.
+/// Warning and error texts are for people; compare everything else. Deltas are merged:
+/// how the text is cut into events depends on how the bytes were read.
 fn normalised(events: Vec<ProviderEvent>) -> Vec<ProviderEvent> {
-    events
+    test_utils::split::merged(events)
         .into_iter()
         .map(|e| match e {
             ProviderEvent::Warning { mut warning } => {
