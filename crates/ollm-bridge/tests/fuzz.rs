@@ -15,9 +15,11 @@
     reason = "a property test fails loudly on an unexpected value"
 )]
 
+use std::ops::ControlFlow;
+
 use ollm_bridge::lines::LineSplitter;
 use ollm_bridge::ollama::NdjsonDecoder;
-use ollm_bridge::openai::{SseDecoder, SseFramer};
+use ollm_bridge::openai::{SseDecoder, SseEvent, SseFramer};
 use ollm_bridge::{BridgeError, Decoder};
 use ollm_types::ProviderEvent;
 use proptest::prelude::*;
@@ -135,37 +137,36 @@ fn split_lines(max: usize, chunks: &[&[u8]]) -> Result<Vec<Vec<u8>>, TestCaseErr
 /// The events (owned) of `chunks`, or the error that ended them, checking after each
 /// drained push that the framer holds less than three times its cap.
 fn frame(max: usize, chunks: &[&[u8]]) -> Result<Vec<(Option<String>, String)>, TestCaseError> {
-    let mut framer = SseFramer::new(LineSplitter::new(max));
+    let mut framer = SseFramer::new(max);
     let mut out = Vec::new();
-    let drain = |f: &mut SseFramer, out: &mut Vec<_>| -> Result<bool, TestCaseError> {
-        loop {
-            match f.next_event() {
-                Ok(Some(e)) => {
-                    prop_assert!(e.data.len() <= max);
-                    out.push((e.event.map(str::to_owned), e.data.to_owned()));
-                }
-                Ok(None) => return Ok(true),
-                Err(BridgeError::LineTooLong { .. } | BridgeError::EventTooLarge { .. }) => {
-                    out.push((None, "<too large>".to_owned()));
-                    return Ok(false);
-                }
-                Err(BridgeError::Decode { .. }) => {
-                    out.push((None, "<not utf-8>".to_owned()));
-                    return Ok(false);
-                }
-                Err(e) => return Err(TestCaseError::fail(format!("untyped: {e:?}"))),
-            }
-        }
+    let mut longest = 0;
+    let mut keep = |e: SseEvent<'_>| {
+        longest = longest.max(e.data.len());
+        out.push((e.event.map(str::to_owned), e.data.to_owned()));
+        ControlFlow::Continue(())
     };
+    // The error that ended the events, as an event, or `None` when none did.
+    let ended = |result: Result<ControlFlow<()>, BridgeError>| match result {
+        Ok(_) => Ok(None),
+        Err(BridgeError::LineTooLong { .. } | BridgeError::EventTooLarge { .. }) => {
+            Ok(Some("<too large>"))
+        }
+        Err(BridgeError::Decode { .. }) => Ok(Some("<not utf-8>")),
+        Err(e) => Err(TestCaseError::fail(format!("untyped: {e:?}"))),
+    };
+    let mut end = None;
     for chunk in chunks {
-        framer.push(chunk);
-        if !drain(&mut framer, &mut out)? {
-            return Ok(out);
+        end = ended(framer.push(chunk, &mut keep))?;
+        if end.is_some() {
+            break;
         }
         prop_assert!(framer.pending() < 3 * max + 3, "{} held", framer.pending());
     }
-    framer.finish();
-    drain(&mut framer, &mut out)?;
+    if end.is_none() {
+        end = ended(framer.finish(&mut keep))?;
+    }
+    out.extend(end.map(|e| (None, e.to_owned())));
+    prop_assert!(longest <= max, "an event of {longest} bytes");
     Ok(out)
 }
 
@@ -204,7 +205,7 @@ proptest! {
         max in 16usize..400,
     ) {
         let new = || {
-            SseDecoder::with_lines("c", LineSplitter::new(max)).with_tools(["read_file".to_owned()])
+            SseDecoder::with_max_line("c", max).with_tools(["read_file".to_owned()])
         };
         let whole = decode(new(), &[&bytes]);
         ends_once(&whole)?;

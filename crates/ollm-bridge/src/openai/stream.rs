@@ -16,17 +16,19 @@
 //!   server says `stop` (llama.cpp and Ollama `/v1` do).
 
 use std::borrow::Cow;
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use ollm_types::{FinishReason, ProviderError, ProviderErrorKind, ProviderEvent, Usage};
 use serde_json::Value;
 
 use super::assemble::ToolCallAssembler;
-use super::sse::SseFramer;
+use super::sse::{SseEvent, SseFramer};
 use super::think::{Side, ThinkSplitter};
 use super::wire::{self, Chunk};
+use crate::BridgeError;
+use crate::lines::DEFAULT_MAX_LINE;
 use crate::shell::{Decoder, partial, push_text, push_thinking};
-use crate::{BridgeError, LineSplitter};
 
 /// Decodes one streamed reply.
 #[derive(Debug)]
@@ -64,13 +66,13 @@ impl SseDecoder {
 
     /// A decoder minting ids `<prefix>_0`, `<prefix>_1`, ... (for repeatable tests).
     pub fn with_id_prefix(prefix: impl Into<String>) -> Self {
-        Self::with_lines(prefix, LineSplitter::default())
+        Self::with_max_line(prefix, DEFAULT_MAX_LINE)
     }
 
-    /// A decoder with its own line cap.
-    pub fn with_lines(prefix: impl Into<String>, lines: LineSplitter) -> Self {
+    /// A decoder with its own cap on a line (and on an event's data), in bytes.
+    pub fn with_max_line(prefix: impl Into<String>, max_line: usize) -> Self {
         SseDecoder {
-            sse: SseFramer::new(lines),
+            sse: SseFramer::new(max_line),
             reply: Reply {
                 think: ThinkSplitter::new(),
                 calls: ToolCallAssembler::new(prefix),
@@ -106,17 +108,21 @@ impl Decoder for SseDecoder {
         if self.reply.done {
             return;
         }
-        self.sse.push(bytes);
-        self.drain(out);
+        let reply = &mut self.reply;
+        if let Err(e) = self.sse.push(bytes, |event| reply.event(event, out)) {
+            self.reply.fail(out, e.into());
+        }
     }
 
     fn finish(&mut self, out: &mut Vec<ProviderEvent>) {
         if self.reply.done {
             return;
         }
-        self.sse.finish();
         self.reply.ending = true;
-        self.drain(out);
+        let reply = &mut self.reply;
+        if let Err(e) = self.sse.finish(|event| reply.event(event, out)) {
+            self.reply.fail(out, e.into());
+        }
         if self.reply.done {
             return;
         }
@@ -148,52 +154,43 @@ impl Decoder for SseDecoder {
     }
 }
 
-impl SseDecoder {
-    fn drain(&mut self, out: &mut Vec<ProviderEvent>) {
-        while !self.reply.done {
-            let event = match self.sse.next_event() {
-                Ok(Some(event)) => event,
-                Ok(None) => return,
-                Err(e) => {
-                    self.reply.fail(out, e.into());
-                    return;
-                }
-            };
-            if event.event == Some("error") {
-                let error = in_stream_error(event.data);
-                self.reply.fail(out, error);
-                return;
-            }
-            if event.data.trim() == "[DONE]" {
-                self.reply.complete(out);
-                return;
-            }
+impl Reply {
+    /// One SSE event of the reply; `Break` once the reply has ended.
+    fn event(&mut self, event: SseEvent<'_>, out: &mut Vec<ProviderEvent>) -> ControlFlow<()> {
+        if event.event == Some("error") {
+            let error = in_stream_error(event.data);
+            self.fail(out, error);
+        } else if is_done(event.data) {
+            self.complete(out);
+        } else {
             match serde_json::from_str::<Chunk<'_>>(event.data) {
-                Ok(chunk) => self.reply.apply(chunk, out),
+                Ok(chunk) => self.apply(chunk, out),
                 // The last event, cut inside its JSON by the end of the body.
-                Err(e) if self.reply.ending && e.is_eof() => {
+                Err(e) if self.ending && e.is_eof() => {
                     let error = BridgeError::Incomplete {
                         message: "the stream ended inside an event's JSON".into(),
                     };
-                    let error = match self.reply.started {
+                    let error = match self.started {
                         true => partial(error.into(), "the text and tool calls"),
                         false => error.into(),
                     };
-                    self.reply.fail(out, error);
+                    self.fail(out, error);
                 }
                 Err(e) => {
                     let error = BridgeError::Decode {
                         line: BridgeError::cap(event.data, 512),
                         message: e.to_string(),
                     };
-                    self.reply.fail(out, error.into());
+                    self.fail(out, error.into());
                 }
             }
         }
+        match self.done {
+            true => ControlFlow::Break(()),
+            false => ControlFlow::Continue(()),
+        }
     }
-}
 
-impl Reply {
     fn apply(&mut self, chunk: Chunk<'_>, out: &mut Vec<ProviderEvent>) {
         if let Some(error) = &chunk.error {
             self.fail(out, stream_error(error));
@@ -261,6 +258,12 @@ impl Reply {
         out.push(ProviderEvent::Error { error });
         self.done = true;
     }
+}
+
+/// Whether an event's data is the `[DONE]` sentinel (whitespace around it tolerated); a
+/// JSON chunk is ruled out by its first byte without trimming.
+fn is_done(data: &str) -> bool {
+    data.as_bytes().first() != Some(&b'{') && data.trim() == "[DONE]"
 }
 
 fn piece(out: &mut Vec<ProviderEvent>, side: Side, text: &str) {
