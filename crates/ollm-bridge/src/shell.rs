@@ -17,7 +17,6 @@
 //!   event decoded from it (the request itself is logged by the transport at `debug`).
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
@@ -125,7 +124,7 @@ where
     Box::pin(Chat {
         transport,
         phase: Phase::Preparing(Box::pin(prepare)),
-        queue: VecDeque::new(),
+        queue: Vec::new(),
     })
 }
 
@@ -135,8 +134,8 @@ where
 struct Chat<D, H, E> {
     transport: Transport,
     phase: Phase<D, H, E>,
-    /// Events decoded and not yet handed out.
-    queue: VecDeque<ProviderEvent>,
+    /// Events decoded and not yet handed out, last first (handed out by `pop`).
+    queue: Vec<ProviderEvent>,
 }
 
 type Prepare<D, H, E> =
@@ -195,7 +194,7 @@ where
                     error,
                 }) => {
                     let warning = retry_warning(retry, delay, &error);
-                    self.queue.push_back(ProviderEvent::Warning { warning });
+                    self.queue.push(ProviderEvent::Warning { warning });
                 }
                 Some(Attempt::Response(response)) => {
                     let body = self.transport.body_chunks(response);
@@ -219,24 +218,25 @@ where
             },
             Phase::Reading { body, reply } => {
                 let next = ready!(body.poll_next_unpin(cx));
-                let mut out = Vec::from(std::mem::take(&mut self.queue));
+                // The queue is empty (events are decoded only once it is).
+                let out = &mut self.queue;
                 let decoder = &mut reply.decoder;
                 match next {
                     Some(Ok(chunk)) => {
                         tracing::trace!(chunk = %String::from_utf8_lossy(&chunk), "raw");
-                        decoder.push(&chunk, &mut out);
+                        decoder.push(&chunk, out);
                     }
-                    Some(Err(error)) => decoder.fail(reply.hints.transport(error), &mut out),
-                    None => decoder.finish(&mut out),
+                    Some(Err(error)) => decoder.fail(reply.hints.transport(error), out),
+                    None => decoder.finish(out),
                 }
-                for event in &mut out {
+                out.reverse();
+                for event in out.iter_mut() {
                     if let ProviderEvent::Error { error } = event {
                         let placeholder = ProviderError::new(ProviderErrorKind::Other, "");
                         let taken = std::mem::replace(error, placeholder);
                         *error = reply.hints.in_stream(taken);
                     }
                 }
-                self.queue = VecDeque::from(out);
                 if decoder.is_ended() {
                     // Done with the body: the connection goes back at once, and `on_end`
                     // runs even if the consumer stops at the final event.
@@ -253,7 +253,7 @@ where
     }
 
     fn end_with(&mut self, error: ProviderError) {
-        self.queue.push_back(ProviderEvent::Error { error });
+        self.queue.push(ProviderEvent::Error { error });
         self.phase = Phase::Ended;
     }
 }
@@ -269,7 +269,7 @@ where
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ProviderEvent>> {
         let this = self.get_mut();
         loop {
-            if let Some(event) = this.queue.pop_front() {
+            if let Some(event) = this.queue.pop() {
                 tracing::trace!(?event, "decoded");
                 return Poll::Ready(Some(event));
             }
