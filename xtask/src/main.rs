@@ -64,10 +64,11 @@ Tasks:
                        the tool-calling benchmark on the real model: a table per
                        strategy, details in target/eval/ (--smoke: 4 tasks)
   mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
-  bench [--quick] [--only TEXT]
+  bench [--quick] [--only TEXT] [--instructions]
                        ollm's adapters against a bare reqwest + serde client: CPU and
                        memory per stream as ratios, paired child processes
-                       (docs/performance.md); --quick: smaller cases, ~10 s
+                       (docs/performance.md); --quick: smaller cases, ~10 s;
+                       --instructions: callgrind instruction counts (deterministic)
   bench --decoders     the in-memory decoder benchmarks (benches/stream.rs, sse.rs)
   bench --real URL MODEL [--pairs N] [--max-tokens N] [--ollm PATH]
                        the release `ollm run` against curl with the same body on a

@@ -18,6 +18,11 @@
 //! - Memory: each child reads its resident set before its streams start and its peak
 //!   (`VmHWM`) at the end; the difference over the streams is KiB per stream.
 //!
+//! - `--instructions` counts instructions instead: each side runs once under
+//!   `valgrind --tool=callgrind` and the ratio is of the user-space instructions the
+//!   whole child executed. Deterministic (the same binary gives the same ratio to a few
+//!   parts in a thousand), blind to the kernel, and about 50 times slower.
+//!
 //! Run with `cargo xtask bench` (every case) or `cargo xtask bench --quick` (smaller
 //! cases, fewer pairs); `--only TEXT` keeps the cases whose name contains `TEXT`.
 //! `--serve PROTO WRITES CHUNKS` only serves a reply, so that one `--child` can be run
@@ -100,19 +105,30 @@ fn main() {
         return serve_main(&args[i + 1..]);
     }
     let quick = args.iter().any(|a| a == "--quick");
+    let meter = match args.iter().any(|a| a == "--instructions") {
+        true => Meter::Instructions,
+        false => Meter::Cpu,
+    };
     let only = args
         .iter()
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1));
+    let heading = match meter {
+        Meter::Cpu => "case (CPU: whole child process)",
+        Meter::Instructions => "case (instructions: whole child process)",
+    };
     println!(
-        "{:<52} {:>11} {:>14} {:>22}",
-        "case (CPU: whole child process)", "ollm/floor", "pairs min-max", "KiB/stream floor ollm"
+        "{heading:<52} {:>11} {:>14} {:>22}",
+        "ollm/floor", "pairs min-max", "KiB/stream floor ollm"
     );
-    for case in cases(quick) {
+    for mut case in cases(quick) {
         if only.is_some_and(|o| !case.name().contains(o.as_str())) {
             continue;
         }
-        match measure(&case) {
+        if meter == Meter::Instructions {
+            case.pairs = 1;
+        }
+        match measure(&case, meter) {
             Ok(row) => println!("{row}"),
             Err(e) => {
                 eprintln!("{}: {e}", case.name());
@@ -167,13 +183,23 @@ fn content_type(proto: Proto) -> &'static str {
     }
 }
 
-/// One side's run: its CPU seconds and KiB per stream.
+/// What a run is measured by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Meter {
+    /// CPU time (user + system) from `getrusage`.
+    Cpu,
+    /// User-space instructions counted by callgrind.
+    Instructions,
+}
+
+/// One side's run: its cost (CPU seconds or instructions) and KiB per stream (`NaN`
+/// under callgrind, whose memory is not the child's).
 struct Run {
-    cpu: f64,
+    cost: f64,
     kib_per_stream: f64,
 }
 
-fn measure(case: &Case) -> Result<String, String> {
+fn measure(case: &Case, meter: Meter) -> Result<String, String> {
     let (events, text) = bodies::events(case.proto, case.chunks);
     let reply = server::encode(&events, case.writes, content_type(case.proto));
     drop(events);
@@ -182,8 +208,8 @@ fn measure(case: &Case) -> Result<String, String> {
     let (mut floor, mut ollm) = (Vec::new(), Vec::new());
     if case.chunks == 1 {
         // Warm the page cache and the loader for both sides.
-        run_child(case, false, &addr.to_string(), expected)?;
-        run_child(case, true, &addr.to_string(), expected)?;
+        run_child(case, false, &addr.to_string(), expected, Meter::Cpu)?;
+        run_child(case, true, &addr.to_string(), expected, Meter::Cpu)?;
     }
     for pair in 0..case.pairs {
         let order = if pair % 2 == 0 {
@@ -192,7 +218,7 @@ fn measure(case: &Case) -> Result<String, String> {
             [true, false]
         };
         for is_ollm in order {
-            let run = run_child(case, is_ollm, &addr.to_string(), expected)?;
+            let run = run_child(case, is_ollm, &addr.to_string(), expected, meter)?;
             if is_ollm {
                 ollm.push(run)
             } else {
@@ -204,13 +230,17 @@ fn measure(case: &Case) -> Result<String, String> {
 }
 
 fn row(case: &Case, floor: &[Run], ollm: &[Run]) -> String {
-    let cpu = |runs: &[Run]| median(runs.iter().map(|r| r.cpu).collect());
-    let ratio = cpu(ollm) / cpu(floor);
-    let pairs: Vec<f64> = floor.iter().zip(ollm).map(|(f, o)| o.cpu / f.cpu).collect();
+    let cost = |runs: &[Run]| median(runs.iter().map(|r| r.cost).collect());
+    let ratio = cost(ollm) / cost(floor);
+    let pairs: Vec<f64> = floor
+        .iter()
+        .zip(ollm)
+        .map(|(f, o)| o.cost / f.cost)
+        .collect();
     let (lo, hi) = pairs
         .iter()
         .fold((f64::MAX, f64::MIN), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
-    let memory = if case.streams > 1 {
+    let memory = if case.streams > 1 && floor.iter().all(|r| r.kib_per_stream.is_finite()) {
         let kib = |runs: &[Run]| median(runs.iter().map(|r| r.kib_per_stream).collect());
         format!(
             "{:>9.1} {:>5.1} ({:.2}x)",
@@ -250,26 +280,43 @@ fn children_cpu() -> Duration {
     time(usage.user_time()) + time(usage.system_time())
 }
 
-fn run_child(case: &Case, ollm: bool, addr: &str, expected: usize) -> Result<Run, String> {
+fn run_child(
+    case: &Case,
+    ollm: bool,
+    addr: &str,
+    expected: usize,
+    meter: Meter,
+) -> Result<Run, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let proto = match case.proto {
         Proto::Ollama => "ollama",
         Proto::OpenAi => "openai",
     };
     let side = if ollm { "ollm" } else { "floor" };
+    let child_args = [proto, side, &case.streams.to_string(), addr].map(str::to_owned);
+    let mut command = match meter {
+        Meter::Cpu => Command::new(&exe),
+        Meter::Instructions => {
+            let mut c = Command::new("valgrind");
+            c.args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+                .arg(&exe);
+            c
+        }
+    };
     let before = children_cpu();
-    let output = Command::new(exe)
-        .args(["--child", proto, side, &case.streams.to_string(), addr])
+    let output = command
+        .arg("--child")
+        .args(&child_args)
         .output()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| match meter {
+            Meter::Instructions => format!("valgrind: {e} (install valgrind for --instructions)"),
+            Meter::Cpu => e.to_string(),
+        })?;
     let cpu = (children_cpu() - before).as_secs_f64();
     let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
     if !output.status.success() {
-        return Err(format!(
-            "{side} failed: {}{}",
-            stdout,
-            String::from_utf8_lossy(&output.stderr)
-        ));
+        return Err(format!("{side} failed: {stdout}{stderr}"));
     }
     let fields: Vec<u64> = stdout
         .split_whitespace()
@@ -281,8 +328,23 @@ fn run_child(case: &Case, ollm: bool, addr: &str, expected: usize) -> Result<Run
     if text != expected as u64 {
         return Err(format!("{side} saw {text} bytes of text, not {expected}"));
     }
-    Ok(Run {
-        cpu,
-        kib_per_stream: peak_kib.saturating_sub(before_kib) as f64 / case.streams as f64,
+    let kib_per_stream = peak_kib.saturating_sub(before_kib) as f64 / case.streams as f64;
+    Ok(match meter {
+        Meter::Cpu => Run {
+            cost: cpu,
+            kib_per_stream,
+        },
+        Meter::Instructions => Run {
+            cost: collected(&stderr).ok_or_else(|| format!("no callgrind count in {stderr}"))?,
+            kib_per_stream: f64::NAN,
+        },
     })
+}
+
+/// The instructions callgrind counted (its `Collected : N` line).
+fn collected(stderr: &str) -> Option<f64> {
+    stderr
+        .lines()
+        .filter_map(|l| l.split_once("Collected :"))
+        .find_map(|(_, n)| n.trim().parse().ok())
 }
