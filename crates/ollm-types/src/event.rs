@@ -10,6 +10,8 @@ use crate::ToolCall;
 ///
 /// A well-formed stream is any number of deltas, tool calls, usage and warnings, closed by
 /// exactly one [`ProviderEvent::Finish`] or [`ProviderEvent::Error`]; nothing follows it.
+/// How text is cut into deltas is not part of the contract: an adapter may join the pieces
+/// that arrive together (ollm's adapters join those of one network read).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "type")]
 #[non_exhaustive]
