@@ -2,7 +2,8 @@
 //!
 //! The decoder decodes complete lines straight from each chunk and keeps only a cut line
 //! in its [`LineSplitter`] (the body is never re-copied per line, nor copied at all but for cut lines); it parses
-//! each line once, straight into the borrowed [`ChatLine`]; text is copied only into the
+//! each line once, straight into the borrowed [`ChatLine`] (the final line a second time,
+//! for its statistics: [`FinalLine`]); text is copied only into the
 //! event that carries it. Feed it chunks cut anywhere (mid-line, mid-character) with
 //! [`NdjsonDecoder::push`], then call [`NdjsonDecoder::finish`] at the end of the body. It
 //! closes every stream with exactly one `Finish` or `Error` event and emits nothing after.
@@ -16,7 +17,7 @@ use ollm_types::{
 use serde_json::{Map, Value};
 
 use super::truncation::{TruncationCheck, truncation_warning};
-use super::wire::{ChatLine, WireToolCallIn};
+use super::wire::{ChatLine, FinalLine, WireToolCallIn};
 use crate::lines::DEFAULT_MAX_LINE;
 use crate::repair::Offered;
 use crate::shell::{Decoder, partial, push_text, push_thinking};
@@ -287,19 +288,20 @@ fn decode_line(
         }
     }
     if parsed.done {
+        let last: FinalLine<'_> = serde_json::from_slice(line).map_err(|e| protocol(line, e))?;
         seen.ended = true;
-        seen.prompt_eval_count = parsed.prompt_eval_count;
+        seen.prompt_eval_count = last.prompt_eval_count;
         out.push(ProviderEvent::Usage {
             usage: Usage {
-                prompt_tokens: parsed.prompt_eval_count,
-                completion_tokens: parsed.eval_count,
-                total_duration: nanos(parsed.total_duration),
-                load_duration: nanos(parsed.load_duration),
-                prompt_eval_duration: nanos(parsed.prompt_eval_duration),
-                eval_duration: nanos(parsed.eval_duration),
+                prompt_tokens: last.prompt_eval_count,
+                completion_tokens: last.eval_count,
+                total_duration: nanos(last.total_duration),
+                load_duration: nanos(last.load_duration),
+                prompt_eval_duration: nanos(last.prompt_eval_duration),
+                eval_duration: nanos(last.eval_duration),
             },
         });
-        if let (Some(check), Some(read)) = (check, parsed.prompt_eval_count) {
+        if let (Some(check), Some(read)) = (check, last.prompt_eval_count) {
             if let Some(warning) = truncation_warning(&check, read) {
                 seen.truncation_warned = true;
                 out.push(ProviderEvent::Warning { warning });
@@ -307,7 +309,7 @@ fn decode_line(
         }
         let reason = if seen.calls > 0 {
             FinishReason::ToolCalls
-        } else if parsed.done_reason.as_ref().is_some_and(|r| r.0 == "length") {
+        } else if last.done_reason.as_ref().is_some_and(|r| r.0 == "length") {
             FinishReason::Length
         } else {
             FinishReason::Stop
