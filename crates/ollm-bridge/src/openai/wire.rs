@@ -135,8 +135,10 @@ pub(crate) struct Delta<'a> {
     #[serde(default, borrow)]
     pub(crate) tool_calls: Option<Vec<ToolCallDelta<'a>>>,
     /// The legacy (pre-`tools`) single call: name and argument fragments, or whole.
+    /// Boxed: it is rare, and inline it made every `Choice` too large to move without a
+    /// `memcpy` call.
     #[serde(default, borrow)]
-    pub(crate) function_call: Option<FunctionDelta<'a>>,
+    pub(crate) function_call: Option<Box<FunctionDelta<'a>>>,
 }
 
 /// A fragment of a streamed tool call.
