@@ -166,9 +166,12 @@ where
     H: Hints + Unpin,
     E: FnOnce(&D) + Send + Unpin + 'static,
 {
-    /// Moves the exchange on by one step, queueing what it produced; `Pending` when it
-    /// waits on the network.
-    fn step(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+    /// Moves the exchange on by one step before the body (preparing, sending, retrying),
+    /// queueing what it produced; `Pending` when it waits on the network. Out of line
+    /// and cold: it runs a few times per reply, the body's step once per read.
+    #[cold]
+    #[inline(never)]
+    fn start(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         match &mut self.phase {
             Phase::Preparing(prepare) => match ready!(prepare.as_mut().poll(cx)) {
                 Ok(Exchange {
@@ -216,40 +219,27 @@ where
                     self.end_with(error);
                 }
             },
-            Phase::Reading { body, reply } => {
-                let next = ready!(body.poll_next_unpin(cx));
-                // The queue is empty (events are decoded only once it is).
-                let out = &mut self.queue;
-                let decoder = &mut reply.decoder;
-                match next {
-                    Some(Ok(chunk)) => {
-                        tracing::trace!(chunk = %String::from_utf8_lossy(&chunk), "raw");
-                        decoder.push(&chunk, out);
-                    }
-                    Some(Err(error)) => decoder.fail(reply.hints.transport(error), out),
-                    None => decoder.finish(out),
-                }
-                out.reverse();
-                for event in out.iter_mut() {
-                    if let ProviderEvent::Error { error } = event {
-                        let placeholder = ProviderError::new(ProviderErrorKind::Other, "");
-                        let taken = std::mem::replace(error, placeholder);
-                        *error = reply.hints.in_stream(taken);
-                    }
-                }
-                if decoder.is_ended() {
-                    // Done with the body: the connection goes back at once, and `on_end`
-                    // runs even if the consumer stops at the final event.
-                    if let Phase::Reading { reply, .. } =
-                        std::mem::replace(&mut self.phase, Phase::Ended)
-                    {
-                        (reply.on_end)(&reply.decoder);
-                    }
-                }
-            }
-            Phase::Ended => {}
+            Phase::Reading { .. } | Phase::Ended => {}
         }
         Poll::Ready(())
+    }
+
+    /// The reply has ended (its last event is in the queue, first): refines a final
+    /// error through the hints, lets the connection go back at once and runs `on_end`
+    /// (even if the consumer stops at the final event).
+    #[cold]
+    #[inline(never)]
+    fn ended(&mut self) {
+        let Phase::Reading { reply, .. } = std::mem::replace(&mut self.phase, Phase::Ended) else {
+            return;
+        };
+        // Errors end a reply: only the last event (first in the reversed queue) can be one.
+        if let Some(ProviderEvent::Error { error }) = self.queue.first_mut() {
+            let placeholder = ProviderError::new(ProviderErrorKind::Other, "");
+            let taken = std::mem::replace(error, placeholder);
+            *error = reply.hints.in_stream(taken);
+        }
+        (reply.on_end)(&reply.decoder);
     }
 
     fn end_with(&mut self, error: ProviderError) {
@@ -273,10 +263,29 @@ where
                 tracing::trace!(?event, "decoded");
                 return Poll::Ready(Some(event));
             }
-            if matches!(this.phase, Phase::Ended) {
-                return Poll::Ready(None);
+            let Phase::Reading { body, reply } = &mut this.phase else {
+                if matches!(this.phase, Phase::Ended) {
+                    return Poll::Ready(None);
+                }
+                ready!(this.start(cx));
+                continue;
+            };
+            // The queue is empty: decode the next read into it, then hand it out from
+            // the end.
+            let out = &mut this.queue;
+            let decoder = &mut reply.decoder;
+            match ready!(body.poll_next_unpin(cx)) {
+                Some(Ok(chunk)) => {
+                    tracing::trace!(chunk = %String::from_utf8_lossy(&chunk), "raw");
+                    decoder.push(&chunk, out);
+                }
+                Some(Err(error)) => decoder.fail(reply.hints.transport(error), out),
+                None => decoder.finish(out),
             }
-            ready!(this.step(cx));
+            out.reverse();
+            if decoder.is_ended() {
+                this.ended();
+            }
         }
     }
 }

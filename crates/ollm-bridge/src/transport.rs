@@ -514,6 +514,7 @@ impl BodyChunks {
     /// An armed timer that has not fired and will wake this same task is left alone:
     /// polling it again would only store the same waker again (a tenth of the cost of a
     /// streamed token read one chunk at a time).
+    #[inline]
     fn poll_idle(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<BridgeError> {
         use std::future::Future;
         let armed = self
@@ -543,6 +544,7 @@ impl BodyChunks {
 impl futures::Stream for BodyChunks {
     type Item = Result<Bytes, BridgeError>;
 
+    #[inline]
     fn poll_next(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
