@@ -498,8 +498,13 @@ impl fmt::Debug for BodyChunks {
 
 impl BodyChunks {
     fn new(response: reqwest::Response, idle: Duration) -> Self {
+        Self::over(Box::pin(response.bytes_stream()), idle)
+    }
+
+    /// The chunks of any body stream (the tests drive one by hand).
+    fn over(body: BoxStream<'static, reqwest::Result<Bytes>>, idle: Duration) -> Self {
         BodyChunks {
-            body: Box::pin(response.bytes_stream()),
+            body,
             idle,
             timer: Box::pin(tokio::time::sleep(idle)),
             armed_for: None,
@@ -668,6 +673,77 @@ fn error_chain(err: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod idle_tests {
+    //! The idle timer of [`BodyChunks`], on tokio's paused clock: exact and without sleeps.
+
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use futures::StreamExt;
+    use futures::channel::mpsc;
+
+    use super::{BodyChunks, BridgeError, TimeoutPhase};
+
+    const IDLE: Duration = Duration::from_millis(100);
+
+    fn body() -> (mpsc::UnboundedSender<reqwest::Result<Bytes>>, BodyChunks) {
+        let (tx, rx) = mpsc::unbounded();
+        (tx, BodyChunks::over(rx.boxed(), IDLE))
+    }
+
+    fn is_idle_timeout(item: Option<Result<Bytes, BridgeError>>) -> bool {
+        matches!(
+            item,
+            Some(Err(BridgeError::Timeout {
+                phase: TimeoutPhase::Idle,
+                ..
+            }))
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn chunks_move_the_deadline_and_silence_after_the_last_ends_the_body() {
+        let (tx, mut chunks) = body();
+        for _ in 0..5 {
+            // 60 ms apart: the body is 300 ms old, past the first deadline, but never
+            // silent for the idle time.
+            tokio::time::advance(Duration::from_millis(60)).await;
+            tx.unbounded_send(Ok(Bytes::from_static(b"x"))).unwrap();
+            match futures::poll!(chunks.next()) {
+                std::task::Poll::Ready(Some(Ok(chunk))) => assert_eq!(chunk, &b"x"[..]),
+                other => panic!("a chunk, not {other:?}"),
+            }
+        }
+        tokio::time::advance(Duration::from_millis(90)).await;
+        assert!(
+            futures::poll!(chunks.next()).is_pending(),
+            "90 ms of silence is not idle"
+        );
+        tokio::time::advance(Duration::from_millis(20)).await;
+        assert!(is_idle_timeout(chunks.next().await));
+        assert!(chunks.next().await.is_none(), "nothing after the timeout");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_polled_from_another_task_still_times_out() {
+        let (_tx, mut chunks) = body();
+        // Armed with this task's waker...
+        assert!(futures::poll!(chunks.next()).is_pending());
+        // ...then read by another task: the timer must wake that one. Were it left armed
+        // for this task, the read would only end when something else woke it (here the
+        // hour's timeout, whose poll finds the timer elapsed).
+        let start = tokio::time::Instant::now();
+        let read = tokio::spawn(async move {
+            let item = tokio::time::timeout(Duration::from_secs(3600), chunks.next()).await;
+            (item, start.elapsed())
+        });
+        let (item, after) = read.await.unwrap();
+        assert!(is_idle_timeout(item.unwrap()));
+        assert_eq!(after, IDLE, "woken by the idle timer itself");
+    }
 }
 
 #[cfg(test)]
