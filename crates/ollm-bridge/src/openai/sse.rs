@@ -89,7 +89,20 @@ impl SseFramer {
             }
         }
         let mut borrowed = None;
-        while let Some(i) = memchr::memchr(b'\n', rest) {
+        loop {
+            if borrowed.is_none() && !self.has_data && !self.has_event {
+                if let Some((value, used)) = one_line_event(rest, self.max_line) {
+                    rest = &rest[used..];
+                    let data = utf8(value, value)?;
+                    if on_event(SseEvent { event: None, data }).is_break() {
+                        return Ok(ControlFlow::Break(()));
+                    }
+                    continue;
+                }
+            }
+            let Some(i) = memchr::memchr(b'\n', rest) else {
+                break;
+            };
             let line = &rest[..i];
             rest = &rest[i + 1..];
             if line.len() > self.max_line {
@@ -259,6 +272,31 @@ impl SseFramer {
     }
 }
 
+/// The shape nearly every event of a model server has, `data: <value>` and a blank line
+/// (`\n` or `\r\n` each), whole at the start of `rest`: its value and the bytes it spans.
+/// `None` for anything else (a field other than `data`, a cut event, a line over the cap),
+/// which the line-by-line path then reads by the full rules.
+fn one_line_event(rest: &[u8], max_line: usize) -> Option<(&[u8], usize)> {
+    let start = match rest.strip_prefix(b"data:")? {
+        [b' ', ..] => 6,
+        _ => 5,
+    };
+    let newline = start + memchr::memchr(b'\n', &rest[start..])?;
+    if newline > max_line {
+        return None;
+    }
+    let end = match rest[..newline].last() {
+        Some(b'\r') if newline > start => newline - 1,
+        _ => newline,
+    };
+    let used = match &rest[newline + 1..] {
+        [b'\n', ..] => newline + 2,
+        [b'\r', b'\n', ..] => newline + 3,
+        _ => return None,
+    };
+    Some((&rest[start..end], used))
+}
+
 fn utf8<'a>(value: &'a [u8], line: &[u8]) -> Result<&'a str, BridgeError> {
     std::str::from_utf8(value).map_err(|e| BridgeError::Decode {
         line: String::from_utf8_lossy(&line[..line.len().min(512)]).into_owned(),
@@ -330,6 +368,12 @@ mod tests {
         check("id: 7\nretry: 10\ndata: x\n\n", &[(None, "x")]);
         check("data\n\n", &[(None, "")]);
         check("data: [DONE]", &[(None, "[DONE]")]);
+        // The one-line shape read whole (`one_line_event`) and its edges.
+        check("data:\r\n\r\ndata: \n\n", &[(None, ""), (None, "")]);
+        check("data: a\r\n\ndata:b\n\r\n", &[(None, "a"), (None, "b")]);
+        check("data: a\n\r\r\n", &[(None, "a")]);
+        check("event: e\ndata: a\n\ndata: b\n\n", &[(Some("e"), "a"), (None, "b")]);
+        check("data: a\ndata: b\n\n", &[(None, "a\nb")]);
         check("data: [DONE]\n", &[(None, "[DONE]")]);
         check("\n\n\n", &[]);
         check("", &[]);
