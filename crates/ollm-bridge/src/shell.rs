@@ -248,6 +248,28 @@ where
     }
 }
 
+/// Logs a chunk of the body as received (out of line: the hot loop only checks the level).
+#[cold]
+#[inline(never)]
+fn trace_raw(chunk: &[u8]) {
+    tracing::trace!(chunk = %String::from_utf8_lossy(chunk), "raw");
+}
+
+/// The body ended (`None`) or broke: the decoder closes the reply.
+#[cold]
+#[inline(never)]
+fn end_of_body<D: Decoder, H: Hints, E>(
+    reply: &mut Reply<D, H, E>,
+    last: Option<Result<bytes::Bytes, BridgeError>>,
+    out: &mut Vec<ProviderEvent>,
+) {
+    match last {
+        Some(Ok(chunk)) => reply.decoder.push(&chunk, out),
+        Some(Err(error)) => reply.decoder.fail(reply.hints.transport(error), out),
+        None => reply.decoder.finish(out),
+    }
+}
+
 impl<D, H, E> Stream for Chat<D, H, E>
 where
     D: Decoder + Unpin,
@@ -273,17 +295,17 @@ where
             // The queue is empty: decode the next read into it, then hand it out from
             // the end.
             let out = &mut this.queue;
-            let decoder = &mut reply.decoder;
             match ready!(body.poll_next_unpin(cx)) {
                 Some(Ok(chunk)) => {
-                    tracing::trace!(chunk = %String::from_utf8_lossy(&chunk), "raw");
-                    decoder.push(&chunk, out);
+                    if tracing::enabled!(tracing::Level::TRACE) {
+                        trace_raw(&chunk);
+                    }
+                    reply.decoder.push(&chunk, out);
                 }
-                Some(Err(error)) => decoder.fail(reply.hints.transport(error), out),
-                None => decoder.finish(out),
+                last => end_of_body(reply, last, out),
             }
             out.reverse();
-            if decoder.is_ended() {
+            if reply.decoder.is_ended() {
                 this.ended();
             }
         }

@@ -513,42 +513,51 @@ impl BodyChunks {
         }
     }
 
-    /// Nothing is ready: `Ready` with the timeout once the body has been silent for the
-    /// whole idle time, else `Pending` with the timer armed for that moment.
-    ///
-    /// An armed timer that has not fired and will wake this same task is left alone:
-    /// polling it again would only store the same waker again (a tenth of the cost of a
-    /// streamed token read one chunk at a time).
-    #[inline]
-    fn poll_idle(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<BridgeError> {
+    /// Nothing is ready and the timer fired or was armed for another task: `Ready` with
+    /// the timeout once the body has been silent for the whole idle time, else `Pending`
+    /// with the timer armed for that moment and this task.
+    #[inline(never)]
+    fn poll_idle(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Bytes, BridgeError>>> {
         use std::future::Future;
-        let armed = self
-            .armed_for
-            .as_ref()
-            .is_some_and(|w| w.will_wake(cx.waker()));
-        if armed && !self.timer.is_elapsed() {
-            return std::task::Poll::Pending;
-        }
         while self.timer.as_mut().poll(cx).is_ready() {
             let deadline = self.last + self.idle;
             if tokio::time::Instant::now() >= deadline {
-                return std::task::Poll::Ready(BridgeError::Timeout {
+                self.ended = true;
+                return std::task::Poll::Ready(Some(Err(BridgeError::Timeout {
                     phase: TimeoutPhase::Idle,
                     after: self.idle,
-                });
+                })));
             }
             self.timer.as_mut().reset(deadline);
         }
-        if !armed {
-            self.armed_for = Some(cx.waker().clone());
-        }
+        self.armed_for = Some(cx.waker().clone());
         std::task::Poll::Pending
+    }
+
+    /// The body ended or broke: the last item.
+    #[cold]
+    #[inline(never)]
+    fn end(&mut self, last: Option<reqwest::Result<Bytes>>) -> Option<Result<Bytes, BridgeError>> {
+        self.ended = true;
+        match last {
+            Some(Err(e)) => Some(Err(BridgeError::Body {
+                message: error_chain(&e),
+            })),
+            Some(Ok(chunk)) => Some(Ok(chunk)),
+            None => None,
+        }
     }
 }
 
 impl futures::Stream for BodyChunks {
     type Item = Result<Bytes, BridgeError>;
 
+    /// The hot path is a chunk or a `Pending` with the timer already armed for this
+    /// task (an armed timer that has not fired would only store the same waker again:
+    /// a tenth of the cost of a token read one chunk at a time); the rest is out of line.
     #[inline]
     fn poll_next(
         mut self: std::pin::Pin<&mut Self>,
@@ -558,22 +567,23 @@ impl futures::Stream for BodyChunks {
         if self.ended {
             return Poll::Ready(None);
         }
-        let item = match self.body.poll_next_unpin(cx) {
+        match self.body.poll_next_unpin(cx) {
             Poll::Ready(Some(Ok(chunk))) => {
                 self.last = tokio::time::Instant::now();
-                return Poll::Ready(Some(Ok(chunk)));
+                Poll::Ready(Some(Ok(chunk)))
             }
-            Poll::Ready(None) => None,
-            Poll::Ready(Some(Err(e))) => Some(Err(BridgeError::Body {
-                message: error_chain(&e),
-            })),
-            Poll::Pending => match self.poll_idle(cx) {
-                Poll::Ready(timeout) => Some(Err(timeout)),
-                Poll::Pending => return Poll::Pending,
-            },
-        };
-        self.ended = true;
-        Poll::Ready(item)
+            Poll::Pending => {
+                let armed = self
+                    .armed_for
+                    .as_ref()
+                    .is_some_and(|w| w.will_wake(cx.waker()));
+                if armed && !self.timer.is_elapsed() {
+                    return Poll::Pending;
+                }
+                self.poll_idle(cx)
+            }
+            Poll::Ready(last) => Poll::Ready(self.end(last)),
+        }
     }
 }
 

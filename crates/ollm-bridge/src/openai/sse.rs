@@ -372,7 +372,10 @@ mod tests {
         check("data:\r\n\r\ndata: \n\n", &[(None, ""), (None, "")]);
         check("data: a\r\n\ndata:b\n\r\n", &[(None, "a"), (None, "b")]);
         check("data: a\n\r\r\n", &[(None, "a")]);
-        check("event: e\ndata: a\n\ndata: b\n\n", &[(Some("e"), "a"), (None, "b")]);
+        check(
+            "event: e\ndata: a\n\ndata: b\n\n",
+            &[(Some("e"), "a"), (None, "b")],
+        );
         check("data: a\ndata: b\n\n", &[(None, "a\nb")]);
         check("data: [DONE]\n", &[(None, "[DONE]")]);
         check("\n\n\n", &[]);
