@@ -101,11 +101,11 @@ pub(crate) fn real(root: &Path, real: &Real) -> Result<()> {
         for is_ollm in [pair % 2 == 0, pair % 2 == 1] {
             let start = Instant::now();
             if is_ollm {
-                ollm_run(&ollm, &real.base, real, scratch.path(), &config)?;
-                ours.push(start.elapsed());
+                let server = ollm_run(&ollm, &real.base, real, scratch.path(), &config)?;
+                ours.push(Timed::new(start.elapsed(), server));
             } else {
-                curl(&real.base, &body_file)?;
-                curls.push(start.elapsed());
+                let server = curl(&real.base, &body_file)?;
+                curls.push(Timed::new(start.elapsed(), server));
             }
         }
     }
@@ -113,31 +113,75 @@ pub(crate) fn real(root: &Path, real: &Real) -> Result<()> {
     Ok(())
 }
 
-fn report(ours: &[Duration], curls: &[Duration]) {
-    let median = |runs: &[Duration]| {
-        let mut v: Vec<f64> = runs.iter().map(Duration::as_secs_f64).collect();
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-    };
+/// One timed run: its wall time, and the server's own compute time for it (the
+/// `timings` llama-server reports: prompt plus generation), when the server said.
+struct Timed {
+    wall: Duration,
+    server: Option<Duration>,
+}
+
+impl Timed {
+    fn new(wall: Duration, server_ms: Option<f64>) -> Self {
+        let server = server_ms.and_then(|ms| Duration::try_from_secs_f64(ms / 1000.0).ok());
+        Timed { wall, server }
+    }
+
+    /// The wall time outside the server's compute: the client, the transport and the
+    /// server's HTTP handling, which the generation's own variance does not reach.
+    fn rest(&self) -> Option<f64> {
+        self.server
+            .map(|s| self.wall.as_secs_f64() - s.as_secs_f64())
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn report(ours: &[Timed], curls: &[Timed]) {
+    let wall = |runs: &[Timed]| median(runs.iter().map(|r| r.wall.as_secs_f64()).collect());
     let pairs: Vec<f64> = ours
         .iter()
         .zip(curls)
-        .map(|(o, c)| o.as_secs_f64() / c.as_secs_f64())
+        .map(|(o, c)| o.wall.as_secs_f64() / c.wall.as_secs_f64())
         .collect();
     let lo = pairs.iter().copied().fold(f64::MAX, f64::min);
     let hi = pairs.iter().copied().fold(f64::MIN, f64::max);
     println!(
         "ollm run / curl, wall time, {} pairs: {:.3}x (pairs {lo:.3}-{hi:.3}; medians {:.0} ms / {:.0} ms)",
         pairs.len(),
-        median(ours) / median(curls),
-        median(ours) * 1000.0,
-        median(curls) * 1000.0
+        wall(ours) / wall(curls),
+        wall(ours) * 1000.0,
+        wall(curls) * 1000.0
+    );
+    let rest = |runs: &[Timed]| runs.iter().map(Timed::rest).collect::<Option<Vec<f64>>>();
+    let (Some(our_rest), Some(curl_rest)) = (rest(ours), rest(curls)) else {
+        println!("(the server reported no timings: no split of the wall time)");
+        return;
+    };
+    let added = median(our_rest.clone()) - median(curl_rest.clone());
+    println!(
+        "outside the server's compute (wall minus its prompt + generation ms): ollm {:.0} ms, \
+         curl {:.0} ms (medians); ollm adds {:.0} ms = {:.2}% of curl's wall time",
+        median(our_rest) * 1000.0,
+        median(curl_rest) * 1000.0,
+        added * 1000.0,
+        100.0 * added / wall(curls)
     );
 }
 
-fn ollm_run(ollm: &Path, base: &str, real: &Real, data: &Path, config: &Path) -> Result<()> {
-    let status = Command::new(ollm)
+/// Runs `ollm run` once; the server's compute time (ms) from its JSON output's usage.
+fn ollm_run(
+    ollm: &Path,
+    base: &str,
+    real: &Real,
+    data: &Path,
+    config: &Path,
+) -> Result<Option<f64>> {
+    let output = Command::new(ollm)
         .args(["run", "--provider", "openai", "--host", base, "--no-tools"])
+        .args(["--output-format", "json"])
         .args(["--temperature", "0", "--seed", "42", "--max-tokens"])
         .arg(real.max_tokens.to_string())
         .args([&real.model, PROMPT])
@@ -145,27 +189,55 @@ fn ollm_run(ollm: &Path, base: &str, real: &Real, data: &Path, config: &Path) ->
         .env("OLLM_DATA_DIR", data)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .status()
+        .stderr(Stdio::inherit())
+        .output()
         .context("starting ollm")?;
-    if !status.success() {
-        bail!("ollm run failed ({status})");
+    if !output.status.success() {
+        bail!("ollm run failed ({})", output.status);
     }
-    Ok(())
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    let ms = |key| number(&json, key);
+    Ok(ms("prompt_eval_duration_ms")
+        .zip(ms("eval_duration_ms"))
+        .map(|(p, e)| p + e))
 }
 
-fn curl(base: &str, body: &Path) -> Result<()> {
-    let status = Command::new("curl")
-        .args(["-sS", "-N", "-o", "/dev/null", "--fail"])
+/// The first number under `key` anywhere in `value`.
+fn number(value: &serde_json::Value, key: &str) -> Option<f64> {
+    match value {
+        serde_json::Value::Object(map) => map
+            .get(key)
+            .and_then(serde_json::Value::as_f64)
+            .or_else(|| map.values().find_map(|v| number(v, key))),
+        serde_json::Value::Array(items) => items.iter().find_map(|v| number(v, key)),
+        _ => None,
+    }
+}
+
+/// Sends the recorded body with curl; the server's compute time (ms) from the last
+/// event's `timings` (llama-server's prompt_ms + predicted_ms).
+fn curl(base: &str, body: &Path) -> Result<Option<f64>> {
+    let output = Command::new("curl")
+        .args(["-sS", "-N", "--fail"])
         .args(["-H", "content-type: application/json", "--data-binary"])
         .arg(format!("@{}", body.display()))
         .arg(format!("{base}/chat/completions"))
-        .status()
+        .stderr(Stdio::inherit())
+        .output()
         .context("starting curl")?;
-    if !status.success() {
-        bail!("curl failed ({status})");
+    if !output.status.success() {
+        bail!("curl failed ({})", output.status);
     }
-    Ok(())
+    let text = String::from_utf8_lossy(&output.stdout);
+    Ok(text
+        .lines()
+        .rev()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d.trim()).ok())
+        .find_map(|event| {
+            let timings = event.get("timings")?;
+            Some(timings.get("prompt_ms")?.as_f64()? + timings.get("predicted_ms")?.as_f64()?)
+        }))
 }
 
 /// `host:port` of an `http://` URL.
@@ -231,4 +303,25 @@ fn relay(client: TcpStream, upstream: &str, keep: &Recorded) -> std::io::Result<
     let mut client = client;
     std::io::copy(&mut server, &mut client)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_number_is_found_at_any_depth_and_only_under_its_key() {
+        let json =
+            serde_json::json!({"type": "done", "turns": [{"usage": {"eval_duration_ms": 12}}]});
+        assert_eq!(number(&json, "eval_duration_ms"), Some(12.0));
+        assert_eq!(number(&json, "prompt_eval_duration_ms"), None);
+        assert_eq!(number(&json, "type"), None, "a string is not a number");
+    }
+
+    #[test]
+    fn the_rest_is_the_wall_time_outside_the_servers_compute() {
+        let run = Timed::new(Duration::from_millis(1000), Some(900.0));
+        assert!((run.rest().unwrap() - 0.1).abs() < 1e-9);
+        assert_eq!(Timed::new(Duration::from_millis(5), None).rest(), None);
+    }
 }
