@@ -10,6 +10,11 @@
 //! ollm asks first (`/props`, `/tokenize`) counts as its added time, as it does for a user.
 //! Sampling is fixed (temperature 0, seed 42, `--max-tokens`), so both sides generate the
 //! same tokens.
+//!
+//! The generation's own time varies between requests far more than the 1% to resolve,
+//! so each run's wall time is also split: the server reports its prompt and generation
+//! milliseconds to both sides (`timings`: in ollm's JSON usage, in curl's last event),
+//! and what is left (client, transport, HTTP handling) is compared too.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
