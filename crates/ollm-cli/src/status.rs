@@ -9,6 +9,9 @@
 //!   it, and [`clear`] erases under the same lock, so a cleared line can never be redrawn
 //!   over text printed after the clear.
 //! - The line is one screen row, cut to fit, redrawn in place with `\r` and erase-line.
+//! - A question on the terminal [`hold`]s the line: nothing is drawn until it is
+//!   answered. The renderer runs apart from the tool that asks, so a "running write_file"
+//!   set just after the question was printed would otherwise be drawn over it.
 
 use std::io::Write;
 use std::sync::Mutex;
@@ -26,6 +29,31 @@ struct Line {
 
 static LINE: Mutex<Option<Line>> = Mutex::new(None);
 static ENABLED: AtomicBool = AtomicBool::new(false);
+/// Set while a question waits for the user; read and written under `LINE`'s lock.
+static HELD: AtomicBool = AtomicBool::new(false);
+
+/// Keeps the line from being drawn while it lives (see [`hold`]).
+#[must_use = "the line is held only while the guard lives"]
+pub(crate) struct Hold(());
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let _lock = LINE.lock();
+        HELD.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Clears the line and keeps any line from being drawn until the guard is dropped (a
+/// question is on the screen). What is `set` meanwhile is drawn after.
+pub(crate) fn hold() -> Hold {
+    if let Ok(mut line) = LINE.lock() {
+        HELD.store(true, Ordering::SeqCst);
+        if line.take().is_some_and(|l| l.drawn) {
+            erase();
+        }
+    }
+    Hold(())
+}
 
 /// Turns the status line on (stderr is a terminal) and starts its ticker once.
 pub(crate) fn enable() {
@@ -80,6 +108,9 @@ fn draw(frame: usize) {
     let Ok(mut guard) = LINE.lock() else {
         return;
     };
+    if HELD.load(Ordering::SeqCst) {
+        return;
+    }
     let Some(line) = guard.as_mut() else {
         return;
     };
@@ -107,5 +138,22 @@ mod tests {
             "⠙ waiting for qwen3… 3s"
         );
         assert!(render(&"x".repeat(200), Duration::ZERO, 0).chars().count() <= 71);
+    }
+
+    /// The flake of `terminal::the_approval_order_is_always_the_same`: the renderer set
+    /// "running write_file…" just after the question was printed, and the ticker drew it
+    /// over the question.
+    #[test]
+    fn nothing_is_drawn_while_a_question_holds_the_line() {
+        ENABLED.store(true, Ordering::SeqCst);
+        let drawn = || LINE.lock().unwrap().as_ref().is_some_and(|l| l.drawn);
+        let held = hold();
+        set("running write_file…");
+        draw(1);
+        assert!(!drawn(), "drawn over the question");
+        drop(held);
+        draw(2);
+        assert!(drawn(), "drawn once the question was answered");
+        clear();
     }
 }

@@ -66,7 +66,8 @@ impl Prompter for TerminalPrompter {
         if let Some(tool) = tool_of(request) {
             wait_shown(tool).await;
         }
-        crate::status::clear();
+        // No status line over the question until it is answered (or dropped).
+        let _held = crate::status::hold();
         {
             let mut err = std::io::stderr().lock();
             // `NO_COLOR` turns styling off here too, as it does for the rest of the output.
