@@ -7,6 +7,8 @@
 //! - `e2e`: the end-to-end suite against a real `llama-server` (see [`llama`]).
 //! - `demo`: the README's main job: `ollm run` against a real `llama-server`.
 //! - `server`: start the real server and keep it running until Ctrl-C, for development.
+//! - `portable`: the portable source build, inspected and run on an emulated older CPU
+//!   (see [`llama::portable`]).
 //! - `mcp-servers`: install the real MCP servers the `ollm-mcp` tests run (see [`mcp`]).
 //! - `eval`: the tool-calling benchmark on the real model (see [`eval`]).
 //! - `bench`: the adapters against the floor over loopback HTTP (`cargo bench -p
@@ -61,6 +63,9 @@ Tasks:
   server [--model ALIAS]
                        start llama-server and keep it running until Ctrl-C
                        (qwen2.5-coder-0.5b, the default, or qwen2.5-coder-1.5b)
+  portable             build llama-server from source for a baseline CPU, check its
+                       libraries hold no AMX or AVX-512 code, run it on an emulated
+                       Haswell (qemu-user) where the prebuilt server must die of SIGILL
   eval [--smoke] [--strategies S,..] [--tasks ID,..]
        [--budget MIN] [--ollm PATH]
                        the tool-calling benchmark on the real model: a table per
@@ -154,6 +159,10 @@ fn run() -> Result<()> {
             [flag, alias] if flag == "--model" => llama::serve(llama::model_named(alias)?),
             _ => bail!("`server` takes only `--model ALIAS`\n\n{HELP}"),
         },
+        "portable" => {
+            no_more_args(&task, &rest)?;
+            llama::portable::run()
+        }
         "mcp-servers" => {
             no_more_args(&task, &rest)?;
             mcp::install(&root).map(drop)

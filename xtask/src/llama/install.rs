@@ -262,6 +262,19 @@ fn parse_glibc(text: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
+/// The freshly installed prebuilt server does not run here (`--version` fails: a missing
+/// system library, say); an automatic choice falls back to the source build.
+#[derive(Debug)]
+pub(crate) struct Unusable;
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the prebuilt llama-server does not run after a fresh install (see above)")
+    }
+}
+
+impl std::error::Error for Unusable {}
+
 /// A server binary ready to run, with the folder its bundled libraries are in.
 #[derive(Debug, Clone)]
 pub(crate) struct Binary {
@@ -303,8 +316,7 @@ fn prebuilt(cache: &Path) -> Result<Binary> {
         println!("reusing {} ({version})", binary.display());
     } else {
         pip_install_prebuilt(cache, &servers, &target)?;
-        let version = version_of(&binary, Some(&bin))?
-            .context("the prebuilt llama-server does not run after a fresh install")?;
+        let version = version_of(&binary, Some(&bin))?.ok_or(Unusable)?;
         println!("installed {} ({version})", binary.display());
     }
     let cpu_report = report(&bin, Some(Rule::Gated))?;

