@@ -99,6 +99,10 @@ pub(crate) struct FileConfig {
     pub(crate) models: BTreeMap<String, ModelEntry>,
     /// HTTP headers sent with every request (a provider's own go over these).
     pub(crate) headers: BTreeMap<String, String>,
+    /// The `llama-server` that `cargo xtask demo`, `e2e`, `eval` and `server` run instead
+    /// of installing one (as `OLLM_LLAMA_SERVER` does). `ollm` itself starts no server and
+    /// only accepts the key, so one file serves both.
+    pub(crate) llama_server: Option<PathBuf>,
     /// Defaults for `ollm run` (`think`, `system`, sampling, ...).
     #[serde(flatten)]
     pub(crate) run: RunDefaults,
