@@ -195,6 +195,10 @@ pub(crate) struct RunArgs {
     /// Keep the model's thinking off screen.
     #[arg(long)]
     pub(crate) hide_thinking: bool,
+    /// Never stop a reply for repeating itself (by default one unit repeated over 8 KiB
+    /// is taken as a loop); the generation cap still bounds it.
+    #[arg(long)]
+    pub(crate) no_runaway_guard: bool,
     /// How to print the run.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub(crate) output_format: OutputFormat,

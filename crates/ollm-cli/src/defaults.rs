@@ -71,6 +71,9 @@ pub(crate) struct RunDefaults {
         skip_serializing_if = "Option::is_none"
     )]
     pub(crate) keep_alive: Option<String>,
+    /// Stop a reply that keeps repeating itself (default `true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) runaway_guard: Option<bool>,
 }
 
 /// `Some` only when `value` is not empty (an empty `--stop` list sets nothing).
@@ -94,6 +97,7 @@ impl RunDefaults {
             seed: self.seed.or(lower.seed),
             stop: self.stop.or_else(|| lower.stop.clone()),
             keep_alive: self.keep_alive.or_else(|| lower.keep_alive.clone()),
+            runaway_guard: self.runaway_guard.or(lower.runaway_guard),
         }
     }
 
@@ -113,6 +117,7 @@ impl RunDefaults {
             seed: sampling.seed,
             stop: non_empty(&sampling.stop),
             keep_alive: args.keep_alive.clone(),
+            runaway_guard: args.no_runaway_guard.then_some(false),
         }
     }
 

@@ -176,6 +176,7 @@ fn chat_config(model: String, d: &RunDefaults) -> ChatConfig {
     chat.options.top_k = d.top_k;
     chat.options.seed = d.seed;
     chat.options.stop = d.stop.clone().unwrap_or_default();
+    chat.runaway_guard = d.runaway_guard.unwrap_or(true);
     chat
 }
 
@@ -611,6 +612,19 @@ mod tests {
         assert!(q.verbose);
         assert_eq!(p.chat.think, Some(Think::Low));
         assert_eq!(p.chat.system.as_deref(), Some("be brief"));
+    }
+
+    #[test]
+    fn the_runaway_guard_is_on_unless_the_flag_or_the_config_turns_it_off() {
+        let s = settings(&[]);
+        let on = settle(&args(&["m", "x"]), &s, TTY, None).unwrap();
+        assert!(on.chat.runaway_guard);
+        let off = settle(&args(&["m", "--no-runaway-guard", "x"]), &s, TTY, None).unwrap();
+        assert!(!off.chat.runaway_guard);
+        let mut config = settings(&[]);
+        config.defaults.global.runaway_guard = Some(false);
+        let off = settle(&args(&["m", "x"]), &config, TTY, None).unwrap();
+        assert!(!off.chat.runaway_guard);
     }
 
     /// A run that streams some text, then waits to be cancelled.

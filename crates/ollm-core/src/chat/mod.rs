@@ -89,9 +89,11 @@
 //!   [`ChatConfig::max_tokens`], [`DEFAULT_MAX_TOKENS`] by default: about five minutes
 //!   at 13 tokens/s, room for a long answer or a thinking model's reasoning); a reply cut
 //!   there finishes as `length` with a `TokenLimit` warning. A reply whose text keeps
-//!   repeating itself (`runaway.rs`) is stopped (its stream dropped, which cancels the
+//!   repeating itself (`runaway.rs`: one unit over 8 KiB, far past a 50-times repeated
+//!   line, a long table or a rule line) is stopped (its stream dropped, which cancels the
 //!   request), recorded as far as it went, and ends the run with `Repetition` and a
-//!   warning; its calls, if any, are answered [`STOPPED_RESULT`].
+//!   warning; its calls, if any, are answered [`STOPPED_RESULT`]. `runaway_guard: false`
+//!   turns this off; the generation cap still bounds the reply.
 //! - Runs of one client are serialised: a second `chat` waits for the first to end.
 //! - A panic anywhere in a run (provider, tool, this loop) becomes an `Error` event and a
 //!   `Finish`; the client stays usable.
@@ -240,6 +242,9 @@ pub struct ChatConfig {
     /// `keep_alive`: `"5m"`, `"0"`, a number of seconds); `None` leaves the server's
     /// default. Servers without the notion ignore it.
     pub keep_alive: Option<String>,
+    /// Whether a reply whose text keeps repeating itself is stopped (default `true`;
+    /// see the Decisions: only a repetition far longer than any a user asks for trips it).
+    pub runaway_guard: bool,
 }
 
 impl Default for ChatConfig {
@@ -257,6 +262,7 @@ impl Default for ChatConfig {
             context_limits: ContextLimits::default(),
             compaction: CompactionConfig::default(),
             keep_alive: None,
+            runaway_guard: true,
         }
     }
 }

@@ -9,22 +9,32 @@
 //!
 //! # Decisions
 //! - The rule: the last `max(MIN_SPAN, MIN_REPEATS × p)` bytes of the reply are periodic
-//!   with a period `p` of at most [`MAX_PERIOD`] bytes. With the constants here: a line
-//!   of up to 102 bytes written five times in a row over 512 bytes, a 256-byte paragraph
-//!   five times, or a short word or character over 512 bytes. Normal prose, lists and
-//!   code are not periodic over that many bytes; a run of 512 identical characters (a
-//!   rule line, padding) is taken as a loop, which costs one false stop at worst.
+//!   with a period `p` of at most [`MAX_PERIOD`] bytes. With the constants here: one unit
+//!   (a line, a paragraph of up to 256 bytes, a word, a character) repeated without a
+//!   break over 8 KiB, about 2,000 tokens.
+//! - Why so long: a user may ask for repetition. The rule used to stop at 512 bytes, and
+//!   cut a requested 50-times repeated line ("héllo wörld 😀 日本語 ", about 1 KB) at 320
+//!   characters, with no way to turn it off. Legitimate output stays under the span: a
+//!   line of up to 160 bytes 50 times, a rule line of 8,000 characters, and tables and CSV
+//!   rows, which differ from row to row, are never periodic at all. A loop, which goes on
+//!   to the generation cap (`DEFAULT_MAX_TOKENS`, about 4,000 tokens), is still cut at
+//!   about half of it. `ChatConfig::runaway_guard = false` (the CLI's
+//!   `--no-runaway-guard`) turns the guard off.
 //! - Only text (answer) is watched, not thinking; the generation cap bounds the rest.
 //! - Memory is bounded: only the last [`WINDOW`] bytes are kept.
 
 /// The longest repeated unit looked for, in bytes.
 pub(crate) const MAX_PERIOD: usize = 256;
 /// The fewest bytes of repetition that count.
-pub(crate) const MIN_SPAN: usize = 512;
+pub(crate) const MIN_SPAN: usize = 8 * 1024;
 /// The fewest repeats of a unit that count.
-pub(crate) const MIN_REPEATS: usize = 5;
+pub(crate) const MIN_REPEATS: usize = 16;
 /// The bytes of the reply's end kept.
-const WINDOW: usize = MAX_PERIOD * MIN_REPEATS;
+const WINDOW: usize = if MIN_SPAN > MAX_PERIOD * MIN_REPEATS {
+    MIN_SPAN
+} else {
+    MAX_PERIOD * MIN_REPEATS
+};
 
 /// Watches a streamed reply for a loop.
 #[derive(Debug, Default)]
@@ -87,11 +97,11 @@ mod tests {
 
     #[test]
     fn loops_trip_and_prose_does_not() {
-        check(&"The port is 8080.\n".repeat(40), true);
-        check(&"ha".repeat(300), true);
-        check(&format!("Answer: {}", "I'm sorry. ".repeat(60)), true);
+        check(&"The port is 8080.\n".repeat(500), true);
+        check(&"ha".repeat(4200), true);
+        check(&format!("Answer: {}", "I'm sorry. ".repeat(800)), true);
         let paragraph = "x".repeat(10) + &"abcdefghij".repeat(20) + "\n";
-        check(&paragraph.repeat(6), true);
+        check(&paragraph.repeat(45), true);
         check(&"The port is 8080.\n".repeat(4), false);
         let prose: String = (0..200)
             .map(|i| format!("line {i} says something\n"))
@@ -99,6 +109,22 @@ mod tests {
         check(&prose, false);
         let code = "fn main() {\n    let x = 1;\n    println!(\"{x}\");\n}\n".repeat(3);
         check(&code, false);
+    }
+
+    #[test]
+    fn repetition_a_user_asks_for_streams_whole() {
+        // The conformance mock's reply that the old 512-byte rule cut at 320 characters.
+        check(&"héllo wörld 😀 日本語 ".repeat(50), false);
+        check(&format!("{}\n", "-".repeat(8000)), false);
+        check(&"A long line of a hundred and fifty bytes, repeated as asked: fifty times, no more, no less, in a poem about repetition.....\n".repeat(50), false);
+        let csv: String = std::iter::once("id,name,score\n".to_owned())
+            .chain((0..2000).map(|i| format!("{i},user{i},{}\n", i % 7)))
+            .collect();
+        check(&csv, false);
+        let table: String = std::iter::once("| n | square |\n|---|---|\n".to_owned())
+            .chain((0..500).map(|i| format!("| {i} | {} |\n", i * i)))
+            .collect();
+        check(&table, false);
     }
 
     proptest! {

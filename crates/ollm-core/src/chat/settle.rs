@@ -48,6 +48,8 @@ pub(super) struct RunSettings {
     pub(super) think: Option<Think>,
     pub(super) limits: ContextLimits,
     pub(super) compaction: CompactionConfig,
+    /// Whether a reply that keeps repeating itself is stopped (`runaway.rs`).
+    pub(super) runaway_guard: bool,
     pub(super) info: Option<ModelInfo>,
     /// The tools that may run (none with tool choice `none`).
     pub(super) tools: Arc<ToolRegistry>,
@@ -107,6 +109,7 @@ impl RunSettings {
             think: think(shared, config, options, info.as_ref(), sink),
             limits: config.context_limits.clone(),
             compaction: config.compaction.clone(),
+            runaway_guard: config.runaway_guard,
             info,
             tools,
             offered,

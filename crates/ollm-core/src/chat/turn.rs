@@ -392,7 +392,7 @@ async fn stream_reply(
     };
     let mut stream = std::panic::AssertUnwindSafe(stream).catch_unwind();
     let mut reply = Reply::default();
-    let mut detector = RepeatDetector::default();
+    let mut detector = settings.runaway_guard.then(RepeatDetector::default);
     let flow = loop {
         let next = tokio::select! {
             biased;
@@ -403,7 +403,9 @@ async fn stream_reply(
             next = stream.next() => next,
         };
         let flow = match next {
-            Some(Ok(ProviderEvent::TextDelta { text })) if detector.push(&text).is_some() => {
+            Some(Ok(ProviderEvent::TextDelta { text }))
+                if detector.as_mut().is_some_and(|d| d.push(&text).is_some()) =>
+            {
                 reply.take(ProviderEvent::TextDelta { text }, filter, shared, sink);
                 stopped_repeating(&reply, sink);
                 Flow::Finished(FinishReason::Repetition)

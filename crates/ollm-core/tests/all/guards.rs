@@ -147,7 +147,7 @@ fn count_text(texts: &[String], text: &str) -> usize {
 #[test]
 fn a_runaway_after_a_result_is_asked_again_once() {
     let runaway = || {
-        let mut steps: Vec<Step> = (0..200)
+        let mut steps: Vec<Step> = (0..400)
             .map(|_| Step::Event(ev::text("{\"name\": \"list_dir\", \"arguments\": {}}\n")))
             .collect();
         steps.push(Step::Hang);
@@ -185,7 +185,7 @@ fn a_runaway_after_a_result_is_asked_again_once() {
 #[test]
 fn a_reply_that_repeats_itself_is_stopped() {
     // The stream never finishes: only the detector can end this turn.
-    let mut steps: Vec<Step> = (0..200)
+    let mut steps: Vec<Step> = (0..400)
         .map(|_| Step::Event(ev::text("I will list the directory.\n")))
         .collect();
     steps.push(Step::Hang);
@@ -198,11 +198,37 @@ fn a_reply_that_repeats_itself_is_stopped() {
     let history = c.history();
     let last = history.messages().last().unwrap();
     assert_eq!(last.role(), Role::Assistant);
+    // 400 lines are 10,800 bytes: the stop comes at the guard's 8 KiB span.
     assert!(
-        last.text().len() < 2000,
-        "stopped early: {}",
+        last.text().len() < 9000,
+        "stopped at the span: {}",
         last.text().len()
     );
+}
+
+#[test]
+fn with_the_runaway_guard_off_a_repeating_reply_streams_to_its_end() {
+    let line = "I will list the directory.\n";
+    let mut turn: Vec<_> = (0..400).map(|_| ev::text(line)).collect();
+    turn.push(ev::finish());
+    for (guard, expected) in [
+        (true, FinishReason::Repetition),
+        (false, FinishReason::Stop),
+    ] {
+        let provider = MockProvider::builder().turn(turn.clone()).build();
+        let c = client_with(provider, registry([]), |cfg| cfg.runaway_guard = guard);
+        let events = block_on(chat(&c, "hi"));
+        check_events(&events);
+        assert_eq!(finish_reason(&events), expected, "guard {guard}");
+        let history = c.history();
+        let last = history.messages().last().unwrap().text();
+        assert_eq!(
+            last.len() == line.len() * 400,
+            !guard,
+            "guard {guard}: {}",
+            last.len()
+        );
+    }
 }
 
 /// The cap a run's request carries, for the config's cap and the call's.
