@@ -7,27 +7,25 @@
 //! (`tilezero` in `tinygemm_kernel_amx`). What passes on the build machine crashes on the
 //! next one. So before a server runs, its CPU libraries (`libggml-cpu*.so*`) are read:
 //!
-//! - **Declared features.** ggml's CPU backend reports the instruction sets it was compiled
-//!   for (`ggml_backend_cpu_get_features`) from a table of string literals that only holds
-//!   the enabled ones: `AVX2`, `AVX512`, `AVX512_BF16`, `AMX_INT8`, ... Those names are
-//!   read straight from the library's bytes (NUL-delimited strings) and mapped to the
-//!   `/proc/cpuinfo` flags each needs; a flag this CPU lacks means SIGILL.
-//! - **Instructions.** `objdump -d` counts AMX tile instructions (`%tmm` registers,
-//!   `ldtilecfg`, `tilezero`, ...) and AVX-512 registers (`%zmm`). The portable source
-//!   build must hold neither. A prebuilt library may hold AMX only behind ggml's run-time
-//!   gate: `ggml_amx_init` asks the kernel for the tile state (`arch_prctl
-//!   ARCH_REQ_XCOMP_PERM`) and prints "AMX is not ready to be used!" when refused, so the
-//!   AMX code runs only where the kernel grants it. Its message is the gate's witness.
+//! - **What the instructions need.** `objdump -d` lists every instruction; each is mapped
+//!   to the `/proc/cpuinfo` flag it needs (`vfmadd231ps` FMA, `shlx` BMI2, `{vex}
+//!   vpdpbusd` AVX-VNNI, any `%zmm` register AVX-512, `vdpbf16ps` AVX512-BF16, `%tmm` AMX,
+//!   ...). A flag this CPU lacks means SIGILL.
+//! - **AMX behind its gate.** ggml's `ggml_amx_init` asks the kernel for the tile state
+//!   (`arch_prctl ARCH_REQ_XCOMP_PERM`) and prints "AMX is not ready to be used!" when
+//!   refused, so its AMX code runs only where the kernel grants it. That message in the
+//!   library is the gate's witness. The portable source build must hold no AMX and no
+//!   AVX-512 instruction at all; a prebuilt library may hold AMX only with the gate.
 //!
 //! # Decisions
 //!
-//! - Strings, not symbols: the feature names are data in `.rodata`, the one record of the
-//!   compile flags that survives in a stripped library. A linker may merge a name into a
-//!   longer one that ends with it (`SSE3` into `SSSE3`); such a name is then simply not
-//!   seen, which only loses a requirement every x86-64 CPU with AVX meets anyway.
-//! - `AVX512` (ggml's `__AVX512F__`) is taken to need the foundation plus the BW, VL, DQ
-//!   and CD subsets: a native build on an AVX-512 machine enables them all, and every
-//!   AVX-512 CPU since Skylake-SP has them.
+//! - Instructions, not ggml's feature names: the names (`AVX2`, `AVX512_BF16`, ...) are
+//!   string literals in every build, whatever it was compiled for (measured: the
+//!   baseline build holds all of them), so only the code says what a library needs.
+//! - Any AVX-512 instruction is taken to need the foundation plus the BW, VL, DQ and CD
+//!   subsets: objdump does not say which subset an EVEX instruction belongs to, a build
+//!   for an AVX-512 machine enables them all, and every AVX-512 CPU since Skylake-SP has
+//!   them.
 //! - The check that matters last is the server answering a completion (see `server.rs`):
 //!   a compiler may emit instructions no ggml name declares, and a crash there is reported
 //!   with its signal.
@@ -40,26 +38,10 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
-/// ggml's feature names for x86 and the `/proc/cpuinfo` flags each one needs. `AMX_INT8`
-/// needs none here: its code is gated at run time (see the module docs).
-const FEATURES: &[(&str, &[&str])] = &[
-    ("SSE3", &["pni"]),
-    ("SSSE3", &["ssse3"]),
-    ("AVX", &["avx"]),
-    ("AVX_VNNI", &["avx_vnni"]),
-    ("AVX2", &["avx2"]),
-    ("F16C", &["f16c"]),
-    ("FMA", &["fma"]),
-    ("BMI2", &["bmi2"]),
-    (
-        "AVX512",
-        &["avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"],
-    ),
-    ("AVX512_VBMI", &["avx512vbmi"]),
-    ("AVX512_VNNI", &["avx512_vnni"]),
-    ("AVX512_BF16", &["avx512_bf16"]),
-    ("AMX_INT8", &[]),
-];
+/// The flags an AVX-512 instruction is taken to need (see the Decisions).
+const AVX512: &[&str] = &["avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"];
+/// The AMX flags: gated at run time, never required of the CPU.
+const AMX: &[&str] = &["amx_tile", "amx_int8", "amx_bf16"];
 
 /// What ggml prints when the kernel refuses the AMX tile state: proof of the gate.
 const AMX_GATE_MESSAGE: &[u8] = b"AMX is not ready to be used";
@@ -69,21 +51,10 @@ const AMX_GATE_MESSAGE: &[u8] = b"AMX is not ready to be used";
 pub(crate) struct Library {
     /// The file.
     pub(crate) path: PathBuf,
-    /// ggml's declared features, in [`FEATURES`] order.
-    pub(crate) features: Vec<&'static str>,
+    /// The CPU flags its instructions need (AMX included), when objdump is installed.
+    pub(crate) needs: Option<BTreeSet<&'static str>>,
     /// Whether ggml's AMX gate is compiled in.
     pub(crate) amx_gate: bool,
-    /// Instruction counts from the disassembly, when objdump is installed.
-    pub(crate) code: Option<Code>,
-}
-
-/// Counts of the instructions that decide where a library can run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Code {
-    /// AMX tile instructions.
-    pub(crate) tile: usize,
-    /// Instructions on AVX-512's `zmm` registers.
-    pub(crate) zmm: usize,
 }
 
 /// What the libraries must not hold.
@@ -95,26 +66,125 @@ pub(crate) enum Rule {
     Gated,
 }
 
-/// The ggml feature names declared in a library's bytes.
-pub(crate) fn declared_features(bytes: &[u8]) -> Vec<&'static str> {
-    let strings: BTreeSet<&[u8]> = bytes.split(|b| *b == 0).collect();
-    FEATURES
+/// The CPU flags one instruction line of `objdump -d --no-show-raw-insn` needs.
+pub(crate) fn instruction_needs(instruction: &str) -> Vec<&'static str> {
+    let mut words = instruction.split_whitespace();
+    let mut mnemonic = words.next().unwrap_or_default();
+    let vex = mnemonic == "{vex}";
+    if mnemonic.starts_with('{') {
+        mnemonic = words.next().unwrap_or_default();
+    }
+    let has = |register: &str| instruction.contains(register);
+    let mut needs = Vec::new();
+    if has("%tmm") || mnemonic.starts_with("tile") || mnemonic.ends_with("tilecfg") {
+        needs.push("amx_tile");
+    }
+    if mnemonic.starts_with("tdpb") {
+        needs.extend(["amx_tile", "amx_int8"]);
+    }
+    if has("%zmm") || has("%k") || instruction.starts_with("{evex}") || avx512_only(mnemonic) {
+        needs.extend(AVX512);
+    }
+    match mnemonic {
+        "vpdpbusd" | "vpdpbusds" | "vpdpwssd" | "vpdpwssds" => {
+            needs.push(if vex { "avx_vnni" } else { "avx512_vnni" });
+        }
+        "vdpbf16ps" | "vcvtne2ps2bf16" => needs.push("avx512_bf16"),
+        "vcvtneps2bf16" if !vex => needs.push("avx512_bf16"),
+        "vpermb" | "vpermi2b" | "vpermt2b" | "vpmultishiftqb" => needs.push("avx512vbmi"),
+        "vcvtph2ps" | "vcvtps2ph" => needs.push("f16c"),
+        "shlx" | "shrx" | "sarx" | "rorx" | "pdep" | "pext" | "bzhi" | "mulx" => {
+            needs.push("bmi2");
+        }
+        _ => {}
+    }
+    if ["vfmadd", "vfmsub", "vfnmadd", "vfnmsub"]
         .iter()
-        .map(|(name, _)| *name)
-        .filter(|name| strings.contains(name.as_bytes()))
+        .any(|p| mnemonic.starts_with(p))
+    {
+        needs.push("fma");
+    }
+    if mnemonic.starts_with('v') && (has("%ymm") || has("%xmm")) {
+        needs.push("avx");
+        if has("%ymm") && avx2_on_ymm(mnemonic) {
+            needs.push("avx2");
+        }
+    }
+    needs
+}
+
+/// EVEX-only mnemonics that may appear without a `zmm` register.
+fn avx512_only(mnemonic: &str) -> bool {
+    [
+        "vpternlog",
+        "vpermt2",
+        "vpermi2",
+        "vextractf32x",
+        "vextractf64x",
+        "vextracti32x",
+    ]
+    .iter()
+    .chain(&[
+        "vextracti64x",
+        "vinsertf32x",
+        "vinsertf64x",
+        "vinserti32x",
+        "vinserti64x",
+    ])
+    .chain(&[
+        "vpcmpu",
+        "vpmovm2",
+        "vpmov",
+        "vbroadcastf32x",
+        "vbroadcasti32x",
+    ])
+    .any(|p| mnemonic.starts_with(p) && !matches!(mnemonic, "vpmovmskb" | "vpmovzxbw"))
+        && !mnemonic.starts_with("vpmovsx")
+        && !mnemonic.starts_with("vpmovzx")
+}
+
+/// Whether `mnemonic` on `ymm` registers is AVX2 (integer and cross-lane) rather than AVX.
+fn avx2_on_ymm(mnemonic: &str) -> bool {
+    let avx_on_ymm = [
+        "vptest",
+        "vpclmulqdq",
+        "vpermilps",
+        "vpermilpd",
+        "vperm2f128",
+    ];
+    (mnemonic.starts_with("vp") && !avx_on_ymm.contains(&mnemonic))
+        || [
+            "vextracti128",
+            "vinserti128",
+            "vperm2i128",
+            "vbroadcasti128",
+            "vgather",
+        ]
+        .iter()
+        .any(|p| mnemonic.starts_with(p))
+}
+
+/// The CPU flags the instructions of a disassembly need.
+pub(crate) fn code_needs(disassembly: &str) -> BTreeSet<&'static str> {
+    disassembly
+        .lines()
+        // An instruction line: "  4004d6:\ttilezero %tmm4".
+        .filter_map(|line| line.split_once(":\t").map(|(_, rest)| rest))
+        .flat_map(|instruction| {
+            instruction_needs(instruction.rsplit('\t').next().unwrap_or_default())
+        })
         .collect()
 }
 
-/// The `/proc/cpuinfo` flags the declared features need and `flags` lacks.
-pub(crate) fn missing_flags(features: &[&str], flags: &BTreeSet<String>) -> Vec<&'static str> {
-    let mut missing: Vec<&'static str> = FEATURES
-        .iter()
-        .filter(|(name, _)| features.contains(name))
-        .flat_map(|(_, needs)| needs.iter().copied())
-        .filter(|flag| !flags.contains(*flag))
-        .collect();
-    missing.dedup();
-    missing
+/// The flags in `needs` that `flags` lacks, AMX aside (it is gated at run time).
+pub(crate) fn missing_flags<'a>(
+    needs: impl IntoIterator<Item = &'a str>,
+    flags: &BTreeSet<String>,
+) -> Vec<&'a str> {
+    needs
+        .into_iter()
+        .filter(|flag| !AMX.contains(flag) && !flags.contains(*flag))
+        .collect()
 }
 
 /// This machine's CPU flags (the first `flags` line of `/proc/cpuinfo`); empty where the
@@ -132,34 +202,6 @@ fn parse_cpu_flags(cpuinfo: &str) -> BTreeSet<String> {
             (key.trim() == "flags").then(|| value.split_whitespace().map(str::to_owned).collect())
         })
         .unwrap_or_default()
-}
-
-/// Counts AMX tile and AVX-512 instructions in `objdump -d` output.
-pub(crate) fn count_code(disassembly: &str) -> Code {
-    const TILE_MNEMONICS: &[&str] = &[
-        "ldtilecfg",
-        "sttilecfg",
-        "tilerelease",
-        "tilezero",
-        "tileloadd",
-        "tilestored",
-        "tdpb",
-    ];
-    let mut code = Code::default();
-    for line in disassembly.lines() {
-        // An instruction line: "  4004d6:\tc4 e2 ...\ttilezero %tmm4" (raw bytes optional).
-        let Some(instruction) = line.rsplit('\t').next().filter(|_| line.contains(":\t")) else {
-            continue;
-        };
-        let mnemonic = instruction.split_whitespace().next().unwrap_or_default();
-        if instruction.contains("%tmm") || TILE_MNEMONICS.iter().any(|m| mnemonic.starts_with(m)) {
-            code.tile += 1;
-        }
-        if instruction.contains("%zmm") {
-            code.zmm += 1;
-        }
-    }
-    code
 }
 
 /// The regular files `libggml-cpu*.so*` in `dir`, one per distinct content (packages ship
@@ -188,18 +230,17 @@ pub(crate) fn cpu_libraries(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(found)
 }
 
-/// Reads one library: its declared features, the AMX gate and, with objdump, its code.
+/// Reads one library: the AMX gate and, with objdump, what its code needs.
 pub(crate) fn inspect(path: &Path) -> Result<Library> {
     let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let amx_gate = bytes
         .windows(AMX_GATE_MESSAGE.len())
         .any(|window| window == AMX_GATE_MESSAGE);
-    let code = disassemble(path)?.map(|text| count_code(&text));
+    let needs = disassemble(path)?.map(|text| code_needs(&text));
     Ok(Library {
         path: path.to_owned(),
-        features: declared_features(&bytes),
+        needs,
         amx_gate,
-        code,
     })
 }
 
@@ -228,73 +269,97 @@ fn disassemble(path: &Path) -> Result<Option<String>> {
 /// Fails when `library` breaks `rule`; otherwise returns one line saying what it holds.
 pub(crate) fn judge(library: &Library, rule: Rule) -> Result<String> {
     let name = library.path.display();
-    let code = library.code.unwrap_or_default();
+    let Some(needs) = &library.needs else {
+        return Ok(format!("{name}: objdump not installed, its code not read"));
+    };
+    let amx = needs.iter().any(|f| AMX.contains(f));
+    let avx512 = needs.iter().any(|f| f.starts_with("avx512"));
     match rule {
-        Rule::Portable if code.tile > 0 || code.zmm > 0 => bail!(
-            "{name} is not portable: {} AMX tile and {} AVX-512 instructions \
-             (a build tuned for the machine it was built on)",
-            code.tile,
-            code.zmm
+        Rule::Portable if amx || avx512 => bail!(
+            "{name} is not portable: its code needs {} (a build tuned for the machine it \
+             was built on)",
+            join(needs)
         ),
-        Rule::Gated if code.tile > 0 && !library.amx_gate => bail!(
-            "{name} holds {} AMX tile instructions without ggml's run-time AMX gate",
-            code.tile
-        ),
+        Rule::Gated if amx && !library.amx_gate => {
+            bail!("{name} holds AMX code without ggml's run-time AMX gate")
+        }
         _ => {}
     }
-    let features = if library.features.is_empty() {
-        "no x86 extensions declared".to_owned()
+    let plain: BTreeSet<&str> = needs.iter().copied().filter(|f| !AMX.contains(f)).collect();
+    let amx = if amx {
+        "; AMX code, run only where the kernel grants AMX"
     } else {
-        library.features.join(" ")
+        "; no AMX code"
     };
-    let amx = match (library.code, library.amx_gate) {
-        (None, true) => "AMX gate present (objdump not installed: code not counted)".to_owned(),
-        (None, false) => "objdump not installed: code not counted".to_owned(),
-        (Some(code), _) if code.tile == 0 => "no AMX code".to_owned(),
-        (Some(code), _) => format!(
-            "{} AMX instructions, run only where the kernel grants AMX",
-            code.tile
-        ),
-    };
-    Ok(format!("{name}: compiled for {features}; {amx}"))
+    Ok(format!("{name}: its code needs {}{amx}", join(&plain)))
+}
+
+fn join(flags: &BTreeSet<&str>) -> String {
+    if flags.is_empty() {
+        return "no x86 extension".to_owned();
+    }
+    flags.iter().copied().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn declared_features_are_whole_nul_delimited_names() {
-        let bytes = b"\x7fELF\0AVX2\0AVX512_BF16\0F16C\0xAVX\0AMX_INT8\0AVX512_VNNIx\0";
-        assert_eq!(
-            declared_features(bytes),
-            ["AVX2", "F16C", "AVX512_BF16", "AMX_INT8"]
-        );
-        assert!(declared_features(b"no names here").is_empty());
+    /// The flags one instruction needs, sorted.
+    fn check(instruction: &str, expected: &[&str]) {
+        let mut got = instruction_needs(instruction);
+        got.sort_unstable();
+        got.dedup();
+        let mut expected = expected.to_vec();
+        expected.sort_unstable();
+        assert_eq!(got, expected, "{instruction}");
     }
 
     #[test]
-    fn missing_flags_name_what_the_cpu_lacks_and_amx_needs_nothing() {
-        let flags: BTreeSet<String> = ["avx", "avx2", "fma", "f16c", "bmi2"]
-            .map(str::to_owned)
-            .into();
-        let check = |features: &[&str], expected: &[&str]| {
-            assert_eq!(missing_flags(features, &flags), expected, "{features:?}");
-        };
-        check(&["AVX", "AVX2", "FMA", "F16C", "BMI2"], &[]);
-        check(&["AVX2", "AMX_INT8"], &[]);
+    fn each_instruction_needs_the_flags_of_its_extension() {
+        let avx512 = |extra: &[&'static str]| [AVX512, extra].concat();
+        check("tilezero %tmm4", &["amx_tile"]);
+        check("ldtilecfg 0x140(%rsp)", &["amx_tile"]);
+        check("tdpbssd %tmm2,%tmm1,%tmm0", &["amx_tile", "amx_int8"]);
+        check("vmovups (%rax),%zmm1", AVX512);
         check(
-            &["AVX2", "AVX512", "AVX512_BF16"],
-            &[
-                "avx512f",
-                "avx512bw",
-                "avx512vl",
-                "avx512dq",
-                "avx512cd",
-                "avx512_bf16",
-            ],
+            "{vex} vpdpbusd %ymm4,%ymm6,%ymm1",
+            &["avx", "avx2", "avx_vnni"],
         );
-        check(&["AVX_VNNI"], &["avx_vnni"]);
+        check("vpdpbusd %zmm4,%zmm6,%zmm1", &avx512(&["avx512_vnni"]));
+        check("vdpbf16ps %zmm1,%zmm2,%zmm3", &avx512(&["avx512_bf16"]));
+        check("vpermt2b %zmm1,%zmm2,%zmm3", &avx512(&["avx512vbmi"]));
+        check("vfmadd231ps %ymm1,%ymm2,%ymm3", &["avx", "fma"]);
+        check("vaddps %ymm1,%ymm2,%ymm3", &["avx"]);
+        check("vpaddd %ymm1,%ymm2,%ymm3", &["avx", "avx2"]);
+        check("vpaddd %xmm1,%xmm2,%xmm3", &["avx"]);
+        check("vcvtph2ps %xmm0,%ymm1", &["avx", "f16c"]);
+        check("shlx %rax,%rbx,%rcx", &["bmi2"]);
+        check("vextracti64x4 $0x1,%zmm0,%ymm1", &avx512(&["avx"]));
+        check("addps %xmm1,%xmm2", &[]);
+        check("call 1234 <tilezero_helper@plt>", &[]);
+        check("mov %rax,%rbx", &[]);
+    }
+
+    #[test]
+    fn a_disassembly_needs_the_union_of_its_instruction_lines() {
+        let disassembly = "\
+0000000000053500 <tinygemm_kernel_amx>:
+   53517:\ttilezero %tmm4
+   8b020:\tvfmadd231ps %ymm1,%ymm2,%ymm3
+Disassembly of section .text: %zmm in a heading is not code
+";
+        let needs: Vec<&str> = code_needs(disassembly).into_iter().collect();
+        assert_eq!(needs, ["amx_tile", "avx", "fma"]);
+        assert!(code_needs("").is_empty());
+    }
+
+    #[test]
+    fn missing_flags_leave_amx_to_its_gate() {
+        let flags: BTreeSet<String> = ["avx", "avx2", "fma"].map(str::to_owned).into();
+        let missing = missing_flags(["avx", "avx2", "amx_tile", "avx512f", "bmi2"], &flags);
+        assert_eq!(missing, ["avx512f", "bmi2"]);
+        assert!(missing_flags(["avx", "amx_int8"], &flags).is_empty());
     }
 
     #[test]
@@ -306,55 +371,34 @@ mod tests {
         assert!(parse_cpu_flags("Features\t: neon asimd\n").is_empty());
     }
 
-    #[test]
-    fn tile_and_zmm_instructions_are_counted_on_instruction_lines_only() {
-        let disassembly = "\
-0000000000053500 <tinygemm_kernel_amx>:
-   53511:\ttileloadd (%rdx,%rax,1),%tmm0
-   53517:\ttilezero %tmm4
-   8afd0:\tldtilecfg 0x140(%rsp)
-   8b000:\ttdpbssd %tmm2,%tmm1,%tmm0
-   8b010:\tvmovups (%rax),%zmm1
-   8b020:\tvfmadd231ps %ymm1,%ymm2,%ymm3
-   8b030:\tcall 1234 <tilezero_helper@plt>
-Disassembly of section .text: %zmm in a heading is not code
-";
-        assert_eq!(count_code(disassembly), Code { tile: 4, zmm: 1 });
-        assert_eq!(count_code(""), Code::default());
-    }
-
-    fn library(features: &[&'static str], gate: bool, code: Option<Code>) -> Library {
+    fn library(needs: &[&'static str], gate: bool) -> Library {
         Library {
             path: PathBuf::from("libggml-cpu.so"),
-            features: features.to_vec(),
+            needs: Some(needs.iter().copied().collect()),
             amx_gate: gate,
-            code,
         }
     }
 
     #[test]
     fn the_portable_rule_refuses_amx_and_avx512_and_the_gated_rule_wants_the_gate() {
-        let clean = Some(Code::default());
-        let amx = Some(Code { tile: 3, zmm: 9 });
-        let zmm = Some(Code { tile: 0, zmm: 2 });
         let cases = [
-            (library(&["AVX2"], false, clean), Rule::Portable, true),
-            (library(&["AVX2"], true, zmm), Rule::Portable, false),
             (
-                library(&["AVX2", "AMX_INT8"], true, amx),
+                library(&["avx", "avx2", "fma"], false),
                 Rule::Portable,
-                false,
+                true,
             ),
-            (library(&["AMX_INT8"], true, amx), Rule::Gated, true),
-            (library(&["AMX_INT8"], false, amx), Rule::Gated, false),
-            (library(&["AVX512"], false, zmm), Rule::Gated, true),
+            (library(&["avx2", "avx512f"], true), Rule::Portable, false),
+            (library(&["avx2", "amx_tile"], true), Rule::Portable, false),
+            (library(&["avx512f", "amx_tile"], true), Rule::Gated, true),
+            (library(&["amx_tile"], false), Rule::Gated, false),
+            (library(&["avx512f"], false), Rule::Gated, true),
         ];
         for (lib, rule, ok) in cases {
             assert_eq!(judge(&lib, rule).is_ok(), ok, "{lib:?} under {rule:?}");
         }
-        let line = judge(&library(&["AVX2", "FMA"], false, clean), Rule::Portable).unwrap();
+        let line = judge(&library(&["avx2", "fma"], false), Rule::Portable).unwrap();
         assert!(
-            line.ends_with("compiled for AVX2 FMA; no AMX code"),
+            line.ends_with("its code needs avx2 fma; no AMX code"),
             "{line}"
         );
     }

