@@ -13,9 +13,10 @@
 //!
 //! # Measured here (2-core x86_64, AMD EPYC with AVX-512, no AMX)
 //!
-//! The source build took 7.5 minutes (2 compiler jobs, machine shared). Emulated, the
-//! portable server loaded in about 26 s and answered its one-token completion in about
-//! 42 s; the prebuilt one died of SIGILL while loading the model.
+//! The source build took 7.5 minutes with the machine otherwise lightly used, 15.7 minutes
+//! while three other builds ran (2 compiler jobs). Emulated, the portable server loaded in
+//! 26-63 s and answered its one-token completion in 42-150 s (light and heavy load); the
+//! prebuilt one died of SIGILL while loading the model.
 
 use std::env;
 use std::path::Path;
