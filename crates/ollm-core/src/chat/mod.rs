@@ -94,6 +94,11 @@
 //!   request), recorded as far as it went, and ends the run with `Repetition` and a
 //!   warning; its calls, if any, are answered [`STOPPED_RESULT`]. `runaway_guard: false`
 //!   turns this off; the generation cap still bounds the reply.
+//! - **Calls per reply**: at most [`MAX_CALLS_PER_REPLY`] of one reply's calls run; the
+//!   rest are dropped from the conversation with a `Repetition` warning (a dropped call
+//!   already announced gets an error `ToolResult` event). A looping small model wrote a
+//!   reply of 1,000 identical calls: kept whole, its answers made the next request
+//!   overflow the window and ended the run; 16 leaves room for any real batch.
 //! - Runs of one client are serialised: a second `chat` waits for the first to end.
 //! - A panic anywhere in a run (provider, tool, this loop) becomes an `Error` event and a
 //!   `Finish`; the client stays usable.
@@ -210,6 +215,9 @@ pub enum ChatEvent {
         added: Vec<Message>,
     },
 }
+
+/// The most calls of one reply that run (see the Decisions).
+pub const MAX_CALLS_PER_REPLY: usize = 16;
 
 /// Settings of a chat client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

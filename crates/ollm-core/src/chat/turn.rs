@@ -28,7 +28,7 @@ use super::guard::{ANSWER_NUDGE, CallMemory, REPEAT_LIMIT, Source};
 use super::run::Sink;
 use super::runaway::RepeatDetector;
 use super::settle::{Offer, RunSettings};
-use super::{CANCELLED_RESULT, ChatEvent, ChatOptions, STOPPED_RESULT};
+use super::{CANCELLED_RESULT, ChatEvent, ChatOptions, MAX_CALLS_PER_REPLY, STOPPED_RESULT};
 use crate::context::settle_window;
 use crate::strategy::{Reason, Strategy, TextFilter, Turn, TurnOutcome};
 use crate::tool::ToolOutcome;
@@ -508,8 +508,9 @@ async fn conclude(
             sink.record(shared, strategy.record(Turn::Retry { raw, correction }));
             TurnEnd::Continue
         }
-        TurnOutcome::Calls(calls) => {
+        TurnOutcome::Calls(mut calls) => {
             learn(shared, settings, !reply.calls.is_empty());
+            bound_calls(&mut calls, &reply.calls, sink);
             let planned = Planned {
                 text: raw,
                 calls: &calls,
@@ -519,11 +520,13 @@ async fn conclude(
             run_calls(shared, settings, memory, planned, &reply.calls, step, sink).await
         }
         TurnOutcome::TextCalls {
-            calls,
-            answered,
+            mut calls,
+            mut answered,
             prose,
         } => {
             learn(shared, settings, false);
+            bound_calls(&mut calls, &reply.calls, sink);
+            answered.truncate(calls.len());
             let planned = Planned {
                 text: &prose,
                 calls: &calls,
@@ -539,6 +542,31 @@ async fn conclude(
         usage,
     });
     Ok(end)
+}
+
+/// Keeps the first [`MAX_CALLS_PER_REPLY`] of a reply's calls; the rest are dropped from
+/// the conversation, with a warning, and each dropped call that was announced while
+/// streaming is answered by an event (not in the history, which no longer holds it).
+fn bound_calls(calls: &mut Vec<ToolCall>, announced: &[ToolCall], sink: &Sink) {
+    if calls.len() <= MAX_CALLS_PER_REPLY {
+        return;
+    }
+    let made = calls.len();
+    let dropped = calls.split_off(MAX_CALLS_PER_REPLY);
+    let why = format!(
+        "the reply made {made} tool calls; the first {MAX_CALLS_PER_REPLY} run and the \
+         other {} were dropped from the conversation",
+        dropped.len()
+    );
+    for call in dropped.iter().filter(|c| announced.contains(c)) {
+        sink.send(ChatEvent::ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content: format!("Error: not run: {why}"),
+            is_error: true,
+        });
+    }
+    sink.warn(WarningKind::Repetition, why);
 }
 
 /// Warns that the reply was cut at the generation cap.

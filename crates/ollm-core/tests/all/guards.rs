@@ -461,3 +461,33 @@ fn native_sends_the_choice_and_an_unknown_name_is_refused() {
         |e| matches!(e, ChatEvent::Error { error } if error.kind == ProviderErrorKind::BadRequest)
     ));
 }
+
+#[test]
+fn a_reply_of_a_thousand_calls_runs_a_bounded_few_and_the_run_goes_on() {
+    let tool = RecordingTool::new("list_dir").returns(json!("a.txt"));
+    let mut looping: Vec<ProviderEvent> = (0..1000)
+        .map(|i| ev::call(&format!("c{i}"), "list_dir", json!({"path": "."})))
+        .collect();
+    looping.push(ev::finish());
+    let provider = MockProvider::builder()
+        .turn(looping)
+        .turn(vec![ev::text("a.txt"), ev::finish()])
+        .build();
+    let c = client(provider.clone(), registry([tool.clone()]));
+    let events = block_on(chat(&c, "list it"));
+    check_events(&events);
+    check_history(&c.history());
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    assert_eq!(tool.call_count(), 1, "twins in one reply run once");
+    assert_eq!(warnings(&events, WarningKind::Repetition), 1);
+    // Every announced call is answered, but the conversation keeps only the first 16.
+    let results = count(&events, |e| matches!(e, ChatEvent::ToolResult { .. }));
+    assert_eq!(results, 1000);
+    let second = &provider.requests()[1];
+    let tool_messages = second
+        .messages
+        .iter()
+        .filter(|m| m.role() == Role::Tool)
+        .count();
+    assert_eq!(tool_messages, ollm_core::MAX_CALLS_PER_REPLY);
+}
