@@ -466,7 +466,7 @@ fn native_sends_the_choice_and_an_unknown_name_is_refused() {
 fn a_reply_of_a_thousand_calls_runs_a_bounded_few_and_the_run_goes_on() {
     let tool = RecordingTool::new("list_dir").returns(json!("a.txt"));
     let mut looping: Vec<ProviderEvent> = (0..1000)
-        .map(|i| ev::call(&format!("c{i}"), "list_dir", json!({"path": "."})))
+        .map(|i| ev::call(format!("c{i}"), "list_dir", json!({"path": "."})))
         .collect();
     looping.push(ev::finish());
     let provider = MockProvider::builder()
