@@ -33,6 +33,7 @@
 //! holds timeouts, retries with backoff and `Retry-After`, body streaming and proxy rules.
 //! Each adapter has one public address parser (`parse_host`) that the CLI uses.
 
+pub mod anthropic;
 mod error;
 mod host;
 pub mod lines;
@@ -43,10 +44,13 @@ mod retrying;
 mod shell;
 pub mod transport;
 
+pub use anthropic::{AnthropicConfig, AnthropicProvider};
 pub use error::{BridgeError, TimeoutPhase, status_kind};
 pub use host::redact_url;
 pub use lines::LineSplitter;
 pub use ollama::{OllamaConfig, OllamaProvider};
 pub use openai::{OpenAiConfig, OpenAiProvider};
 pub use shell::Decoder;
-pub use transport::{Attempt, BodyChunks, HttpConfig, RequestSpec, RetryPolicy, Secret, Transport};
+pub use transport::{
+    Attempt, BodyChunks, HttpConfig, KeyHeader, RequestSpec, RetryPolicy, Secret, Transport,
+};
