@@ -303,11 +303,8 @@ pub fn validate_messages_body(body: &Value, counting: bool) -> Vec<String> {
         problems.push("model: Field required".into());
     }
     if !counting {
-        if !body
-            .get("max_tokens")
-            .and_then(Value::as_u64)
-            .is_some_and(|n| n > 0)
-        {
+        let cap = body.get("max_tokens").and_then(Value::as_u64);
+        if cap.is_none_or(|n| n == 0) {
             problems.push("max_tokens: a positive integer is required".into());
         }
         if body.get("stream") != Some(&Value::Bool(true)) {
@@ -333,9 +330,7 @@ fn message_problems(messages: Option<&Value>) -> Vec<String> {
     if messages.first().is_some_and(|m| m["role"] != "user") {
         problems.push("messages.0: the first message must use the user role".into());
     }
-    // Calls of the previous assistant message still waiting for their results.
-    let mut open: HashSet<String> = HashSet::new();
-    let mut seen_ids: HashSet<String> = HashSet::new();
+    let mut calls = Calls::default();
     let mut previous = "";
     for (i, m) in messages.iter().enumerate() {
         let role = m["role"].as_str().unwrap_or("");
@@ -350,13 +345,30 @@ fn message_problems(messages: Option<&Value>) -> Vec<String> {
             Value::String(_) => Vec::new(),
             Value::Array(blocks) if !blocks.is_empty() => blocks.clone(),
             other => {
-                problems.push(format!(
-                    "messages.{i}.content: {} is not valid",
-                    short(other)
-                ));
+                let other = short(other);
+                problems.push(format!("messages.{i}.content: {other} is not valid"));
                 Vec::new()
             }
         };
+        problems.extend(calls.message(i, role, &blocks));
+    }
+    problems
+}
+
+/// The tool calls of a conversation, as its messages are read in order.
+#[derive(Default)]
+struct Calls {
+    /// Calls of the previous assistant message still waiting for their results.
+    open: HashSet<String>,
+    /// Every call id so far.
+    seen: HashSet<String>,
+}
+
+impl Calls {
+    /// The problems of message `i`'s blocks: kinds its role may not send, results out of
+    /// place or answering nothing, calls left unanswered, ids reused.
+    fn message(&mut self, i: usize, role: &str, blocks: &[Value]) -> Vec<String> {
+        let mut problems = Vec::new();
         let mut answered = HashSet::new();
         let mut results_done = false;
         for (j, b) in blocks.iter().enumerate() {
@@ -373,44 +385,50 @@ fn message_problems(messages: Option<&Value>) -> Vec<String> {
                     if results_done {
                         problems.push(format!("{at}: tool_result blocks must come first"));
                     }
-                    if !open.contains(id) {
+                    if !self.open.contains(id) {
                         problems.push(format!(
                             "{at}: tool_result {id:?} answers no call of the previous message"
                         ));
                     }
                     answered.insert(id.to_owned());
                 }
-                ("assistant", "tool_use") => {
-                    let id = b["id"].as_str().unwrap_or("").to_owned();
-                    if id.is_empty() || !seen_ids.insert(id.clone()) {
-                        problems.push(format!("{at}: tool_use ids must be unique and non-empty"));
-                    }
-                    if !b["input"].is_object() || !b["name"].is_string() {
-                        problems.push(format!("{at}: tool_use needs a name and an object input"));
-                    }
-                }
+                ("assistant", "tool_use") => problems.extend(self.call(&at, b)),
                 ("assistant", "thinking" | "redacted_thinking") => {}
                 _ => problems.push(format!("{at}: a {role} message cannot hold {kind:?}")),
             }
         }
         if role == "user" {
-            let mut missing: Vec<&String> = open.difference(&answered).collect();
+            let mut missing: Vec<&String> = self.open.difference(&answered).collect();
             missing.sort();
             if !missing.is_empty() {
                 problems.push(format!(
-                    "messages.{i}: tool_use ids were found without tool_result blocks immediately after: {missing:?}"
+                    "messages.{i}: tool_use ids were found without tool_result blocks \
+                     immediately after: {missing:?}"
                 ));
             }
-            open.clear();
+            self.open.clear();
         } else {
-            open = blocks
+            self.open = blocks
                 .iter()
                 .filter(|b| b["type"] == "tool_use")
                 .filter_map(|b| b["id"].as_str().map(str::to_owned))
                 .collect();
         }
+        problems
     }
-    problems
+
+    /// The problems of one `tool_use` block.
+    fn call(&mut self, at: &str, block: &Value) -> Vec<String> {
+        let mut problems = Vec::new();
+        let id = block["id"].as_str().unwrap_or("").to_owned();
+        if id.is_empty() || !self.seen.insert(id) {
+            problems.push(format!("{at}: tool_use ids must be unique and non-empty"));
+        }
+        if !block["input"].is_object() || !block["name"].is_string() {
+            problems.push(format!("{at}: tool_use needs a name and an object input"));
+        }
+        problems
+    }
 }
 
 /// An image source: base64 data of a supported media type.
@@ -487,15 +505,10 @@ fn check_headers(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
     }
 }
 
-/// Parses and validates a body; the 400 refusal when it breaks a rule.
-fn checked(shared: &Shared, body: &Bytes, counting: bool) -> Result<Value, Response> {
-    let body: Value = serde_json::from_slice(body).map_err(|e| {
-        error_response(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            &e.to_string(),
-        )
-    })?;
+/// Parses and validates a body; what is wrong with it (the text of a 400) when it
+/// breaks a rule.
+fn checked(shared: &Shared, body: &Bytes, counting: bool) -> Result<Value, String> {
+    let body: Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     let problems = validate_messages_body(&body, counting);
     match counting {
         true => lock(&shared.count_requests).push(body.clone()),
@@ -506,19 +519,19 @@ fn checked(shared: &Shared, body: &Bytes, counting: bool) -> Result<Value, Respo
     }
     let text = problems.join("; ");
     lock(&shared.violations).extend(problems);
-    Err(error_response(
-        StatusCode::BAD_REQUEST,
-        "invalid_request_error",
-        &text,
-    ))
+    Err(text)
+}
+
+fn bad_request(text: &str) -> Response {
+    error_response(StatusCode::BAD_REQUEST, "invalid_request_error", text)
 }
 
 async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     if let Some(refusal) = check_headers(&shared, &headers) {
         return refusal;
     }
-    if let Err(refusal) = checked(&shared, &body, false) {
-        return refusal;
+    if let Err(text) = checked(&shared, &body, false) {
+        return bad_request(&text);
     }
     let Some(reply) = lock(&shared.replies).pop_front() else {
         return error_response(
@@ -574,7 +587,7 @@ async fn count_tokens(
     }
     match checked(&shared, &body, true) {
         Ok(body) => axum::Json(json!({"input_tokens": mock_input_tokens(&body)})).into_response(),
-        Err(refusal) => refusal,
+        Err(text) => bad_request(&text),
     }
 }
 

@@ -231,23 +231,23 @@ impl Reply {
 
     fn delta(&mut self, index: u32, delta: Delta<'_>, out: &mut Vec<ProviderEvent>) {
         match delta {
-            Delta::TextDelta { text } if !text.is_empty() => {
+            Delta::Text { text } if !text.is_empty() => {
                 self.started = true;
                 push_text(out, text);
             }
-            Delta::ThinkingDelta { thinking } if !thinking.is_empty() => {
+            Delta::Thinking { thinking } if !thinking.is_empty() => {
                 self.started = true;
                 push_thinking(out, thinking);
             }
-            Delta::InputJsonDelta { partial_json } if !partial_json.is_empty() => {
+            Delta::InputJson { partial_json } if !partial_json.is_empty() => {
                 let fragment = Value::String(partial_json.into_owned());
                 self.calls
                     .push_parts(Some(index), None, None, Some(&fragment));
             }
-            Delta::TextDelta { .. }
-            | Delta::ThinkingDelta { .. }
-            | Delta::InputJsonDelta { .. }
-            | Delta::SignatureDelta {}
+            Delta::Text { .. }
+            | Delta::Thinking { .. }
+            | Delta::InputJson { .. }
+            | Delta::Signature {}
             | Delta::Other => {}
         }
     }

@@ -98,22 +98,26 @@ pub(crate) enum Block<'a> {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(crate) enum Delta<'a> {
     /// Answer text.
-    TextDelta {
+    #[serde(rename = "text_delta")]
+    Text {
         #[serde(borrow)]
         text: Cow<'a, str>,
     },
     /// A fragment of a tool call's arguments (JSON text, cut anywhere).
-    InputJsonDelta {
+    #[serde(rename = "input_json_delta")]
+    InputJson {
         #[serde(borrow)]
         partial_json: Cow<'a, str>,
     },
     /// Reasoning text.
-    ThinkingDelta {
+    #[serde(rename = "thinking_delta")]
+    Thinking {
         #[serde(borrow)]
         thinking: Cow<'a, str>,
     },
     /// The signature of a thinking block (see the decoder's docs: not kept).
-    SignatureDelta {},
+    #[serde(rename = "signature_delta")]
+    Signature {},
     /// Anything else (`citations_delta`, ...).
     #[serde(other)]
     Other,
