@@ -7,7 +7,8 @@
 //! `input_json_delta` fragments and its result sent back as a `tool_result` (the server
 //! takes it and the reply ends normally); a whole chat run whose answer uses the
 //! result; `count_tokens` equal to the `input_tokens` the reply reports, for
-//! requests with and without a system prompt, tools and a call round trip. Reported on
+//! requests with and without a system prompt, tools and a call round trip; a prompt over
+//! the window counted over it and refused as `ContextOverflow`. Reported on
 //! stderr (for the closing note): each request's count beside the estimate plus
 //! template correction that a provider without `count_tokens` starts from.
 //!
@@ -226,5 +227,40 @@ async fn count_tokens_equals_the_reported_input_tokens() {
         );
         assert!(counted.is_some_and(|n| n > 0), "{what}");
         assert_eq!(counted, reported, "{what}");
+    }
+}
+
+/// A prompt over the slot's window: `count_tokens` says how far over, and the chat is
+/// refused as a `ContextOverflow` (llama-server answers in its own error shape, whose
+/// `exceed_context_size_error` type the adapter reads like Anthropic's types).
+#[tokio::test]
+async fn a_prompt_over_the_window_is_counted_and_refused_as_context_overflow() {
+    let provider = provider();
+    let window = provider
+        .show_model(&server().1)
+        .await
+        .unwrap()
+        .window
+        .expect("llama-server's /props has the window");
+    let long = request(
+        vec![Message::user("word ".repeat(window as usize + 500))],
+        4,
+    );
+    let counted = provider.count_request(&long).await.unwrap();
+    assert!(
+        counted.is_some_and(|n| n > window as usize),
+        "{counted:?} vs {window}"
+    );
+    let events = collect_from(&provider, long).await;
+    match events.last() {
+        Some(ProviderEvent::Error { error }) => {
+            assert_eq!(
+                error.kind,
+                ollm_types::ProviderErrorKind::ContextOverflow,
+                "{error:?}"
+            );
+            assert!(!error.retryable);
+        }
+        other => panic!("{other:?}"),
     }
 }
