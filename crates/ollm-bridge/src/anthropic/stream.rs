@@ -75,8 +75,13 @@ impl MessagesDecoder {
 
     /// A decoder minting ids `<prefix>_0`, `<prefix>_1`, ... (for repeatable tests).
     pub fn with_id_prefix(prefix: impl Into<String>) -> Self {
+        Self::with_max_line(prefix, DEFAULT_MAX_LINE)
+    }
+
+    /// A decoder with its own cap on a line (and on an event's data), in bytes.
+    pub fn with_max_line(prefix: impl Into<String>, max_line: usize) -> Self {
         MessagesDecoder {
-            sse: SseFramer::new(DEFAULT_MAX_LINE),
+            sse: SseFramer::new(max_line),
             reply: Reply {
                 calls: ToolCallAssembler::new(prefix),
                 stop: None,
@@ -756,7 +761,78 @@ mod tests {
         sse(&events).replace("\n\n", "\r\n\r\n")
     }
 
+    /// Pieces of Messages streams, mixed with arbitrary bytes below.
+    const PIECES: &[&str] = &[
+        "event: ",
+        "data: ",
+        "\n",
+        "\n\n",
+        "\r\n",
+        ": keep-alive",
+        "event: error",
+        r#"{"type":"message_start","message":{"usage":{"input_tokens":3}}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi "}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"so"}}"#,
+        r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"read_file"}}"#,
+        r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"pa"}}"#,
+        r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"th\": 1}"}}"#,
+        r#"{"type":"content_block_stop","index":1}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":2}}"#,
+        r#"{"type":"message_stop"}"#,
+        r#"{"type":"ping"}"#,
+        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+    ];
+
+    fn noisy_body() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            4 => proptest::sample::select(PIECES).prop_map(|p| p.as_bytes().to_vec()),
+            1 => proptest::collection::vec(any::<u8>(), 0..16),
+        ];
+        proptest::collection::vec(piece, 0..40).prop_map(|v| v.concat())
+    }
+
     proptest! {
+        /// Whatever the bytes (protocol pieces and noise, under a small cap), the reply
+        /// ends exactly once, last, and the same however the bytes are cut.
+        #[test]
+        fn any_bytes_end_once_and_split_alike(
+            bytes in noisy_body(),
+            cuts in proptest::collection::vec(any::<usize>(), 0..12),
+            max in 16usize..300,
+        ) {
+            let run = |chunks: &[&[u8]]| {
+                let mut d = MessagesDecoder::with_max_line("m", max);
+                let mut out = Vec::new();
+                for c in chunks {
+                    d.push(c, &mut out);
+                }
+                d.finish(&mut out);
+                out
+            };
+            let whole = run(&[&bytes]);
+            let ends = |e: &ProviderEvent| {
+                matches!(e, ProviderEvent::Finish { .. } | ProviderEvent::Error { .. })
+            };
+            prop_assert_eq!(whole.iter().filter(|e| ends(e)).count(), 1, "{:?}", whole);
+            prop_assert!(whole.last().is_some_and(ends));
+            let split = run(&test_utils::split::split_at(&bytes, &cuts));
+            // The shared SSE framer quotes the line or only its value in a UTF-8 error,
+            // depending on where the chunk was cut: errors compare by kind.
+            let kinds = |events: Vec<ProviderEvent>| -> Vec<ProviderEvent> {
+                events
+                    .into_iter()
+                    .map(|e| match e {
+                        ProviderEvent::Error { error } => ProviderEvent::Error {
+                            error: ProviderError::new(error.kind, ""),
+                        },
+                        other => other,
+                    })
+                    .collect()
+            };
+            prop_assert_eq!(kinds(split), kinds(whole));
+        }
+
         #[test]
         fn any_byte_split_gives_the_same_events(
             pieces in proptest::collection::vec("[a-zé\"{}\\\\ ]{0,6}", 1..6),
