@@ -196,7 +196,11 @@ fn a_whole_request_count_is_the_cost_without_a_template_estimate() {
         });
         let events = block_on(chat(&c, "a prompt"));
         check_events(&events);
-        assert_eq!(overflowed(&events), refused, "{whole} in {limit}: {events:?}");
+        assert_eq!(
+            overflowed(&events),
+            refused,
+            "{whole} in {limit}: {events:?}"
+        );
         assert_eq!(provider.counted_texts(), Vec::<String>::new());
     }
 }
