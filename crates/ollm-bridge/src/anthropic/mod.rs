@@ -24,6 +24,26 @@
 //!   without `--jinja` is `ToolsUnsupported`, as on the OpenAI-compatible adapter.
 //! - `show` reads llama.cpp's `/props` where the server has it, else the model's entry in
 //!   `/v1/models`; `pull`, `rm` and `ps` are not part of the API (`Unsupported`).
+//!
+//! # Observed on llama-server's `/v1/messages` (Qwen2.5-Coder-0.5B, `--jinja`)
+//! - `count_tokens` exists and equals the `input_tokens` the reply reports (34, 27, 187
+//!   and 224 tokens on four request shapes; the e2e test pins it).
+//! - Usage splits a prompt-cache hit: `input_tokens` is only the part read anew, the rest
+//!   is `cache_read_input_tokens` (1 + 160 for a repeated prompt), so both are summed.
+//! - A `tool_use` block starts without `input`; its arguments come only as
+//!   `input_json_delta`s. `tool_choice` `any` and `tool` are not enforced: the model
+//!   still writes its call as text unless the reply is begun with `<tool_call>`.
+//! - Errors come in llama.cpp's own shape (`{"error": {"code", "message", "type"}}`,
+//!   `exceed_context_size_error` for a prompt over the window), not Anthropic's; the
+//!   error `type` is read from either.
+//! - A stop sequence ends the reply with `stop_reason: "end_turn"` and `stop_sequence`
+//!   set (Anthropic says `stop_sequence`); both are a `Stop`.
+//! - Lenient where Anthropic is strict: `max_tokens` may be missing, unknown fields
+//!   (`seed`) and any model name are accepted; `thinking` is accepted and ignored by a
+//!   model that does not reason. Images without a multimodal projector are a 500 ("image
+//!   input is not supported"). `x-api-key` is checked when started with `--api-key`
+//!   (401 `authentication_error`), as is `Authorization: Bearer`.
+//! - `/v1/models` is its OpenAI-style list with `meta.n_ctx`, not Anthropic's.
 
 mod request;
 mod stream;
