@@ -492,9 +492,18 @@ fn sse_response(shared: Arc<Shared>, script: SseScript) -> Response {
     response
 }
 
-fn async_stream_body(
+impl SseScript {
+    /// The script as a streamed response body, for other mock servers that play the
+    /// same kind of script (the Messages API mock). `guard` is dropped when the body has
+    /// ended or the client went away.
+    pub fn into_body<G: Send + 'static>(self, guard: G) -> Body {
+        Body::from_stream(async_stream_body(self, guard))
+    }
+}
+
+fn async_stream_body<G: Send + 'static>(
     script: SseScript,
-    guard: EndGuard,
+    guard: G,
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
     let mut pieces: VecDeque<(Duration, Bytes)> = VecDeque::new();
     for (delay, bytes) in script.parts {

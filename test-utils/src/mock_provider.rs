@@ -110,6 +110,9 @@ enum Counter {
     Fails,
 }
 
+/// How the mock counts whole requests (`count_request`).
+type RequestCounter = Arc<dyn Fn(&ProviderRequest) -> usize + Send + Sync>;
+
 /// A scripted provider (see the module docs).
 pub struct MockProvider {
     name: String,
@@ -118,6 +121,7 @@ pub struct MockProvider {
     requests: Mutex<Vec<ProviderRequest>>,
     counted: Mutex<Vec<String>>,
     counter: Counter,
+    whole: Option<RequestCounter>,
     model_info: Option<ModelInfo>,
     responder: Option<Responder>,
 }
@@ -219,6 +223,13 @@ impl ProviderAdapter for MockProvider {
         }
     }
 
+    async fn count_request(
+        &self,
+        request: &ProviderRequest,
+    ) -> Result<Option<usize>, ProviderError> {
+        Ok(self.whole.as_ref().map(|f| f(request)))
+    }
+
     async fn show_model(&self, model: &str) -> Result<ModelInfo, ProviderError> {
         match &self.model_info {
             Some(info) => Ok(ModelInfo {
@@ -240,6 +251,7 @@ pub struct MockProviderBuilder {
     turns: VecDeque<Vec<Step>>,
     forever: Option<Vec<Step>>,
     counter: Option<Counter>,
+    whole: Option<RequestCounter>,
     model_info: Option<ModelInfo>,
     responder: Option<Responder>,
 }
@@ -305,6 +317,16 @@ impl MockProviderBuilder {
         self
     }
 
+    /// Counts whole requests with `f` (`count_request`, as the Messages API's
+    /// `count_tokens`); without this it answers `Ok(None)`.
+    pub fn count_requests_with(
+        mut self,
+        f: impl Fn(&ProviderRequest) -> usize + Send + Sync + 'static,
+    ) -> Self {
+        self.whole = Some(Arc::new(f));
+        self
+    }
+
     /// Makes `count_tokens` fail.
     pub fn count_tokens_fails(mut self) -> Self {
         self.counter = Some(Counter::Fails);
@@ -336,6 +358,7 @@ impl MockProviderBuilder {
             requests: Mutex::new(Vec::new()),
             counted: Mutex::new(Vec::new()),
             counter: self.counter.unwrap_or(Counter::None),
+            whole: self.whole,
             model_info: self.model_info,
             responder: self.responder,
         })

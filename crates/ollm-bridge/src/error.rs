@@ -200,7 +200,8 @@ pub fn status_kind(status: u16) -> ProviderErrorKind {
         401 | 403 => ProviderErrorKind::Auth,
         404 => ProviderErrorKind::ModelNotFound,
         408 => ProviderErrorKind::Timeout,
-        409 | 429 | 503 => ProviderErrorKind::Busy,
+        // 529: Anthropic's "overloaded".
+        409 | 429 | 503 | 529 => ProviderErrorKind::Busy,
         400..=499 => ProviderErrorKind::BadRequest,
         _ => ProviderErrorKind::Server,
     }
@@ -218,7 +219,7 @@ mod tests {
             body: String::new(),
             retry_after: None,
         };
-        for s in [408, 409, 429, 500, 502, 503, 504] {
+        for s in [408, 409, 429, 500, 502, 503, 504, 529] {
             assert!(http(s).is_retryable(), "{s}");
         }
         for s in [400, 401, 403, 404, 422, 501] {

@@ -23,16 +23,18 @@
 //! ```
 //!
 //! `OpenAiProvider` with an `OpenAiConfig` does the same for llama-server, vLLM and other
-//! OpenAI-compatible servers; `examples/ollama-agent` in the repository adds the built-in
+//! OpenAI-compatible servers, and `AnthropicProvider` with an `AnthropicConfig` for servers
+//! of Anthropic's Messages API (llama-server, Ollama, Anthropic); `examples/ollama-agent` in the repository adds the built-in
 //! tools of `ollm-tools`.
 //!
 //! Each adapter is a set of pure translators (request to wire body, bytes to events) with
 //! table tests, behind one adapter shell every adapter shares: send, retry before output,
 //! decode with the adapter's [`Decoder`] ([`ollama::NdjsonDecoder`],
-//! [`openai::SseDecoder`]), map errors with the adapter's hints. Under it, [`transport`]
+//! [`openai::SseDecoder`], [`anthropic::MessagesDecoder`]), map errors with the adapter's hints. Under it, [`transport`]
 //! holds timeouts, retries with backoff and `Retry-After`, body streaming and proxy rules.
 //! Each adapter has one public address parser (`parse_host`) that the CLI uses.
 
+pub mod anthropic;
 mod error;
 mod host;
 pub mod lines;
@@ -43,10 +45,13 @@ mod retrying;
 mod shell;
 pub mod transport;
 
+pub use anthropic::{AnthropicConfig, AnthropicProvider};
 pub use error::{BridgeError, TimeoutPhase, status_kind};
 pub use host::redact_url;
 pub use lines::LineSplitter;
 pub use ollama::{OllamaConfig, OllamaProvider};
 pub use openai::{OpenAiConfig, OpenAiProvider};
 pub use shell::Decoder;
-pub use transport::{Attempt, BodyChunks, HttpConfig, RequestSpec, RetryPolicy, Secret, Transport};
+pub use transport::{
+    Attempt, BodyChunks, HttpConfig, KeyHeader, RequestSpec, RetryPolicy, Secret, Transport,
+};

@@ -182,8 +182,22 @@ pub struct HttpConfig {
     pub retry: RetryPolicy,
     /// Headers sent with every request.
     pub headers: Vec<(String, String)>,
-    /// A bearer token sent as `Authorization`.
+    /// The API key, sent as [`HttpConfig::api_key_header`] says.
     pub api_key: Option<Secret>,
+    /// How the API key is sent: `Authorization: Bearer` (OpenAI-compatible servers) or a
+    /// header of its own (Anthropic's `x-api-key`).
+    pub api_key_header: KeyHeader,
+}
+
+/// The header an API key travels in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum KeyHeader {
+    /// `Authorization: Bearer <key>`.
+    #[default]
+    Bearer,
+    /// `x-api-key: <key>` (Anthropic's Messages API).
+    XApiKey,
 }
 
 impl Default for HttpConfig {
@@ -195,6 +209,7 @@ impl Default for HttpConfig {
             retry: RetryPolicy::default(),
             headers: Vec::new(),
             api_key: None,
+            api_key_header: KeyHeader::Bearer,
         }
     }
 }
@@ -291,10 +306,20 @@ impl Transport {
             headers.insert(name, value);
         }
         if let Some(key) = &config.api_key {
-            let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose()))
+            let (name, text) = match config.api_key_header {
+                KeyHeader::Bearer => (
+                    reqwest::header::AUTHORIZATION,
+                    format!("Bearer {}", key.expose()),
+                ),
+                KeyHeader::XApiKey => (
+                    HeaderName::from_static("x-api-key"),
+                    key.expose().to_owned(),
+                ),
+            };
+            let mut value = HeaderValue::from_str(&text)
                 .map_err(|_| invalid("the API key is not a valid header value".into()))?;
             value.set_sensitive(true);
-            headers.insert(reqwest::header::AUTHORIZATION, value);
+            headers.insert(name, value);
         }
         let mut builder = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)

@@ -18,6 +18,8 @@
 
 mod e2e {
     pub(crate) mod adapter;
+    // Issue 27: the Messages API adapter against the same server's /v1/messages.
+    pub(crate) mod anthropic;
     // Issue 11: a 12-prompt chat with file reads in the server's small window.
     pub(crate) mod context;
     // On Qwen2.5-Coder-0.5B the constrained reply picks the final answer with an invented

@@ -24,8 +24,9 @@ Chat commands:
 
 Environment:
   OLLAMA_HOST    the Ollama address (127.0.0.1:11434)
+  ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY  the `anthropic` provider's address and key
   OLLM_HOST      the server address, for any provider
-  OLLM_PROVIDER  the provider (ollama, openai, or a name in the config)
+  OLLM_PROVIDER  the provider (ollama, openai, anthropic, or a name in the config)
   OLLM_MODEL     the model when none is given
   OLLM_CONFIG    the config file;  OLLM_DATA_DIR  sessions and history
   NO_COLOR       no styling
@@ -49,7 +50,7 @@ pub(crate) struct Cli {
 /// Options every command accepts.
 #[derive(Debug, Args, Default, Clone)]
 pub(crate) struct GlobalArgs {
-    /// The provider to use: `ollama`, `openai`, or a name from the config file.
+    /// The provider to use: `ollama`, `openai`, `anthropic`, or a name from the config file.
     #[arg(long, global = true, value_name = "NAME")]
     pub(crate) provider: Option<String>,
     /// The server address (for example `127.0.0.1:11434` or `http://host:8080/v1`).

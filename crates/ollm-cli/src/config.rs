@@ -74,6 +74,8 @@ pub(crate) enum ProviderKind {
     Ollama,
     /// An OpenAI-compatible `/v1` server.
     Openai,
+    /// A server of Anthropic's Messages API (`/v1/messages`).
+    Anthropic,
 }
 
 /// The config file.
@@ -82,7 +84,7 @@ pub(crate) enum ProviderKind {
 pub(crate) struct FileConfig {
     /// The provider used when neither `--provider` nor `OLLM_PROVIDER` names one.
     pub(crate) default_provider: Option<String>,
-    /// Named providers; `ollama` and `openai` exist even when not listed.
+    /// Named providers; `ollama`, `openai` and `anthropic` exist even when not listed.
     pub(crate) providers: BTreeMap<String, ProviderEntry>,
     /// Built-in tool settings.
     pub(crate) tools: ToolsEntry,
@@ -351,20 +353,25 @@ pub(crate) fn settle(
         ))
     })?;
 
-    // Address: flag, OLLM_HOST, OLLAMA_HOST (for the provider named `ollama`), file.
+    // Address: flag, OLLM_HOST, OLLAMA_HOST (for the provider named `ollama`) or
+    // ANTHROPIC_BASE_URL (for the provider named `anthropic`), file.
     let raw_host = global
         .host
         .clone()
         .or_else(|| env.get("OLLM_HOST").map(str::to_owned))
         .or_else(|| {
-            (name == "ollama")
-                .then(|| env.get("OLLAMA_HOST").map(str::to_owned))
-                .flatten()
+            let var = match name.as_str() {
+                "ollama" => "OLLAMA_HOST",
+                "anthropic" => "ANTHROPIC_BASE_URL",
+                _ => return None,
+            };
+            env.get(var).map(str::to_owned)
         })
         .or_else(|| entry.base_url.clone())
         .unwrap_or_else(|| match entry.kind {
             ProviderKind::Ollama => DEFAULT_OLLAMA.to_owned(),
             ProviderKind::Openai => DEFAULT_OPENAI.to_owned(),
+            ProviderKind::Anthropic => ollm_bridge::anthropic::DEFAULT_BASE_URL.to_owned(),
         });
     let address = normalise_host(&raw_host, entry.kind).ok_or_else(|| {
         CliError::Usage(format!(
@@ -519,7 +526,8 @@ fn builtin_providers() -> BTreeMap<String, ProviderEntry> {
     let entry = |kind| ProviderEntry {
         kind,
         base_url: None,
-        api_key_env: None,
+        // Anthropic's own convention for the key; the others need none.
+        api_key_env: (kind == ProviderKind::Anthropic).then(|| "ANTHROPIC_API_KEY".to_owned()),
         default_model: None,
         context_length: None,
         connect_timeout_secs: None,
@@ -530,6 +538,7 @@ fn builtin_providers() -> BTreeMap<String, ProviderEntry> {
     BTreeMap::from([
         ("ollama".to_owned(), entry(ProviderKind::Ollama)),
         ("openai".to_owned(), entry(ProviderKind::Openai)),
+        ("anthropic".to_owned(), entry(ProviderKind::Anthropic)),
     ])
 }
 
@@ -544,6 +553,7 @@ pub(crate) fn normalise_host(raw: &str, kind: ProviderKind) -> Option<String> {
     match kind {
         ProviderKind::Ollama => ollm_bridge::ollama::parse_host(raw),
         ProviderKind::Openai => ollm_bridge::openai::parse_host(raw),
+        ProviderKind::Anthropic => ollm_bridge::anthropic::parse_host(raw),
     }
     .ok()
 }
@@ -609,6 +619,7 @@ fn render_provider(p: &ProviderSettings, run: &RunDefaults) -> String {
     let kind = match p.kind {
         ProviderKind::Ollama => "ollama",
         ProviderKind::Openai => "openai",
+        ProviderKind::Anthropic => "anthropic",
     };
     out.push_str(&format!("kind = {kind:?}\nbase_url = {:?}\n", p.base_url));
     if let Some(var) = &p.api_key_env {
@@ -740,6 +751,54 @@ api_key_env = "OLLM_TEST_LAB_KEY"
             "",
             "openai",
             "http://127.0.0.1:8080/v1",
+        );
+    }
+
+    #[test]
+    fn anthropic_reads_its_own_variables() {
+        check(
+            flags(Some("anthropic"), None),
+            &[],
+            "",
+            "anthropic",
+            "http://127.0.0.1:8080",
+        );
+        // ANTHROPIC_BASE_URL as the SDKs read it (the root; a `/v1` is dropped).
+        check(
+            flags(Some("anthropic"), None),
+            &[("ANTHROPIC_BASE_URL", "http://127.0.0.1:18270/v1")],
+            "",
+            "anthropic",
+            "http://127.0.0.1:18270",
+        );
+        // It names the `anthropic` provider's address only.
+        check(
+            flags(Some("openai"), None),
+            &[("ANTHROPIC_BASE_URL", "https://api.anthropic.com")],
+            "",
+            "openai",
+            "http://127.0.0.1:8080/v1",
+        );
+        let file = parse_file(
+            "[providers.claude]\nkind = \"anthropic\"\nbase_url = \"https://api.anthropic.com\"\n",
+        );
+        let env = Env::from_pairs(&[("ANTHROPIC_API_KEY", "sk-ant-canary")]);
+        let s = settle(
+            &flags(Some("anthropic"), None),
+            &env,
+            "c".into(),
+            file.clone().ok(),
+        )
+        .unwrap();
+        assert_eq!(s.provider.kind, ProviderKind::Anthropic);
+        assert_eq!(s.provider.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
+        assert!(s.provider.api_key.is_some());
+        assert!(!render_settings(&s).contains("sk-ant-canary"));
+        assert!(!format!("{s:?}").contains("sk-ant-canary"));
+        let s = settle(&flags(Some("claude"), None), &env, "c".into(), file.ok()).unwrap();
+        assert_eq!(
+            (s.provider.kind, s.provider.base_url.as_str()),
+            (ProviderKind::Anthropic, "https://api.anthropic.com")
         );
     }
 

@@ -100,12 +100,13 @@ fn source(window: Window, origin: Origin<'_>, info: Option<&ModelInfo>) -> Strin
         },
         WindowSource::Server => match origin.kind {
             ProviderKind::Ollama => "server: /api/show, sent as num_ctx".to_owned(),
-            ProviderKind::Openai
+            ProviderKind::Openai | ProviderKind::Anthropic
                 if info.and_then(|i| i.details.format.as_deref()) == Some("gguf") =>
             {
                 "server: /props n_ctx".to_owned()
             }
             ProviderKind::Openai => "server: /v1/models max_model_len".to_owned(),
+            ProviderKind::Anthropic => "server: /v1/models meta.n_ctx".to_owned(),
         },
         _ => "default".to_owned(),
     }

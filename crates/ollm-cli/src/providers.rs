@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use ollm_bridge::{
-    BridgeError, HttpConfig, OllamaConfig, OllamaProvider, OpenAiConfig, OpenAiProvider,
+    AnthropicConfig, AnthropicProvider, BridgeError, HttpConfig, OllamaConfig, OllamaProvider,
+    OpenAiConfig, OpenAiProvider,
 };
 use ollm_core::ProviderAdapter;
 
@@ -38,6 +39,12 @@ pub(crate) fn connect(settings: &ProviderSettings) -> Result<Arc<dyn ProviderAda
             config.api_key_env = settings.api_key_env.clone();
             config.http = http;
             OpenAiProvider::new(config).map(|p| Arc::new(p) as Arc<dyn ProviderAdapter>)
+        }
+        ProviderKind::Anthropic => {
+            let mut config = AnthropicConfig::new(settings.address.expose());
+            config.api_key_env = settings.api_key_env.clone();
+            config.http = http;
+            AnthropicProvider::new(config).map(|p| Arc::new(p) as Arc<dyn ProviderAdapter>)
         }
     };
     built.map_err(|e| match e {

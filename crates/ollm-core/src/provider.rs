@@ -45,6 +45,18 @@ pub trait ProviderAdapter: Send + Sync {
         Ok(None)
     }
 
+    /// Counts the tokens the whole `request` makes as the model reads it (chat template,
+    /// tools and all), where the server can say exactly (the Messages API's
+    /// `count_tokens`). `Ok(None)` means it cannot: the caller counts the text with
+    /// [`ProviderAdapter::count_tokens`] and corrects for the template.
+    async fn count_request(
+        &self,
+        request: &ProviderRequest,
+    ) -> Result<Option<usize>, ProviderError> {
+        let _ = request;
+        Ok(None)
+    }
+
     /// The models the server has.
     async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
         Err(unsupported(self.name(), "listing models"))

@@ -103,7 +103,9 @@ impl ToolCallAssembler {
         self.push_parts(Some(LEGACY_INDEX), None, name, arguments);
     }
 
-    fn push_parts(
+    /// Takes one fragment given by its parts (the Anthropic adapter's `tool_use` blocks
+    /// and `input_json_delta`s come this way, keyed by their block index).
+    pub(crate) fn push_parts(
         &mut self,
         index: Option<u32>,
         id: Option<&str>,

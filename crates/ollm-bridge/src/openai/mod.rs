@@ -10,7 +10,7 @@
 //! drops the connection, which makes the server stop generating.
 
 mod assemble;
-mod props;
+pub(crate) mod props;
 mod request;
 mod sse;
 mod stream;
@@ -30,6 +30,7 @@ pub use assemble::{INVALID_ARGUMENTS_KEY, ToolCallAssembler};
 pub use sse::{SseEvent, SseFramer};
 pub use stream::{SseDecoder, decode_all};
 pub use think::{Side, ThinkSplitter};
+pub(crate) use wire::error_message;
 
 use crate::host::{Defaults, parse};
 use crate::shell::{self, Hints};

@@ -39,6 +39,14 @@ pub(crate) async fn collect(
     provider: &OpenAiProvider,
     request: ProviderRequest,
 ) -> Vec<ProviderEvent> {
+    collect_from(provider, request).await
+}
+
+/// [`collect`] for any adapter.
+pub(crate) async fn collect_from(
+    provider: &dyn ProviderAdapter,
+    request: ProviderRequest,
+) -> Vec<ProviderEvent> {
     tokio::time::timeout(Duration::from_secs(120), provider.chat(request).collect())
         .await
         .expect("the reply took over 120 s")

@@ -6,8 +6,11 @@
 //! - The window is settled once per request ([`crate::context::settle_window`]) and
 //!   written into the request's `options.context_length`, so what is enforced is what is
 //!   asked of the server.
-//! - Sizes come from the provider's tokenizer when it answers, else `ceil(chars / 4)`,
-//!   corrected by what the server reported for earlier requests ([`super::calibrate`]);
+//! - Sizes come from the server's count of the whole request where it has one
+//!   (`ProviderAdapter::count_request`: the Messages API's `count_tokens`, template and
+//!   tools included, so no template estimate is added), else from the provider's
+//!   tokenizer when it answers, else `ceil(chars / 4)`, each corrected by what the
+//!   server reported for earlier requests ([`super::calibrate`]);
 //!   the ratio of characters to tokens of the whole request prices single messages.
 //! - With compaction off, today's rule stands: a warning near the limit, a refusal over
 //!   it (with a hint that compaction is off).
@@ -70,20 +73,34 @@ async fn measure(
     cancel: &CancellationToken,
 ) -> Option<Room> {
     let text = request_text(request);
-    let counted = tokio::select! {
+    let whole = tokio::select! {
         biased;
         _ = cancel.cancelled() => return None,
-        n = std::panic::AssertUnwindSafe(shared.provider.count_tokens(&request.model, &text))
+        n = std::panic::AssertUnwindSafe(shared.provider.count_request(request))
             .catch_unwind() => n,
     };
-    let (tokens, exact) = match counted {
-        Ok(Ok(Some(n))) => (n, true),
-        _ => (estimate_text(&text), false),
+    // The server's count of the whole request already holds the template's tokens.
+    let (tokens, exact, overhead) = match whole {
+        Ok(Ok(Some(n))) => (n, true, 0),
+        _ => {
+            let counted = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return None,
+                n = std::panic::AssertUnwindSafe(
+                    shared.provider.count_tokens(&request.model, &text),
+                )
+                .catch_unwind() => n,
+            };
+            match counted {
+                Ok(Ok(Some(n))) => (n, true, template_overhead(request)),
+                _ => (estimate_text(&text), false, template_overhead(request)),
+            }
+        }
     };
     let counted = Counted {
         tokens,
         exact,
-        overhead: template_overhead(request),
+        overhead,
         tools: !request.tools.is_empty(),
     };
     let used = lock(&shared.calibration).cost(&request.model, &counted);

@@ -178,3 +178,29 @@ fn the_servers_prompt_count_corrects_later_estimates() {
     // A server that reports fewer tokens than counted lowers nothing: 140 fits 140.
     check_learned(100, 20, 140, false);
 }
+
+/// Issue 27: a provider's count of the whole request (the Messages API's `count_tokens`)
+/// is the request's cost as it is: no template estimate is added, and the text is not
+/// counted apart. (whole-request count, window, refused)
+#[test]
+fn a_whole_request_count_is_the_cost_without_a_template_estimate() {
+    for (whole, limit, refused) in [(100, 100, false), (101, 100, true), (1, 5, false)] {
+        let provider = MockProvider::builder()
+            .count_tokens_with(|_| 1_000_000)
+            .count_requests_with(move |_| whole)
+            .then_forever(vec![ev::text("ok"), ev::finish()])
+            .build();
+        let c = client_with(provider.clone(), Default::default(), |cfg| {
+            cfg.compaction.enabled = false;
+            cfg.context_limits = ContextLimits::default().with_model("m", limit);
+        });
+        let events = block_on(chat(&c, "a prompt"));
+        check_events(&events);
+        assert_eq!(
+            overflowed(&events),
+            refused,
+            "{whole} in {limit}: {events:?}"
+        );
+        assert_eq!(provider.counted_texts(), Vec::<String>::new());
+    }
+}
