@@ -14,7 +14,7 @@ use rustyline::error::ReadlineError;
 
 use crate::config::Settings;
 use crate::exit::CliError;
-use crate::render::{self, Summary};
+use crate::render::Summary;
 use crate::run::{self, Parts, RunPlan};
 use crate::sessions::{Record, Session};
 use ollm_tools::Mode;
@@ -193,7 +193,7 @@ pub(crate) fn interactive(
         state.plan.chat.model, settings.provider.name
     ));
     if std::io::stderr().is_terminal() {
-        crate::status::enable();
+        crate::ui::status::enable();
     }
     let mut multi = MultiLine::default();
     loop {
@@ -222,7 +222,7 @@ pub(crate) fn interactive(
                 }
             }
             Input::Prompt(text) => {
-                crate::mcp::before_prompt(parts, &state.client, rt);
+                crate::mcp::before_prompt(parts.mcp.as_deref(), &state.client, rt);
                 answer(&text, &mut state, settings, rt);
             }
         }
@@ -254,7 +254,7 @@ fn preflight(
         return Some(format!(
             "error: {} is an OpenAI-style address but the provider is ollama\n  hint: {}",
             settings.provider.base_url,
-            crate::errors::OPENAI_HINT
+            crate::ui::hint::OPENAI_HINT
         ));
     }
     let e = match rt.block_on(parts.provider.show_model(model)) {
@@ -308,7 +308,7 @@ fn answer(text: &str, state: &mut State, settings: &Settings, rt: &tokio::runtim
     };
     let mut sink = run::plan_sink(&state.plan);
     let model = state.plan.chat.model.clone();
-    crate::status::set(format!("waiting for {model}…"));
+    crate::ui::status::set(format!("waiting for {model}…"));
     let outcome = rt.block_on(run::generate(
         &state.client,
         text,
@@ -380,7 +380,7 @@ fn command(
             state.last = Summary::default();
             if let Some(s) = &state.session {
                 if let Err(e) = s.append(&[Record::Clear]) {
-                    render::warn(&format!("could not record /clear in the session: {e}"));
+                    crate::ui::warn(&format!("could not record /clear in the session: {e}"));
                 }
             }
             say("conversation cleared");
@@ -437,7 +437,7 @@ fn command(
             Some(_) => say("usage: /tools [on|off|yes]"),
             None => {
                 // The client's tools, after any MCP `tools/list_changed`, not the start's.
-                crate::mcp::before_prompt(parts, &state.client, rt);
+                crate::mcp::before_prompt(parts.mcp.as_deref(), &state.client, rt);
                 let state_word = if state.plan.no_tools { "off" } else { "on" };
                 say(&format!("tools are {state_word}:"));
                 say(&approval_text(parts));
@@ -447,8 +447,8 @@ fn command(
             }
         },
         "mcp" => {
-            crate::mcp::before_prompt(parts, &state.client, rt);
-            say(&crate::mcp::describe_run(parts));
+            crate::mcp::before_prompt(parts.mcp.as_deref(), &state.client, rt);
+            say(&crate::mcp::describe_run(parts.mcp.as_deref()));
         }
         "status" => {
             let window = window_text(state, settings, rt);
@@ -533,9 +533,9 @@ fn attach(arg: Option<&str>, state: &mut State, parts: &Parts, rt: &tokio::runti
 /// does on its own), says what it did and records it in the session.
 fn compact(state: &mut State, settings: &Settings, rt: &tokio::runtime::Runtime) {
     let model = state.plan.chat.model.clone();
-    crate::status::set(format!("summarising the conversation with {model}…"));
+    crate::ui::status::set(format!("summarising the conversation with {model}…"));
     let done = rt.block_on(state.client.compact());
-    crate::status::clear();
+    crate::ui::status::clear();
     let c = match done {
         Ok(c) if c.turns_summarised == 0 => {
             return say("nothing to compact: the conversation is only its first and latest turns");

@@ -26,9 +26,9 @@ mod render;
 mod run;
 mod sessions;
 mod slash;
-mod status;
 mod tools;
 mod transcript;
+mod ui;
 mod wrap;
 
 use std::io::{IsTerminal, Write};
@@ -62,7 +62,7 @@ fn main() -> ExitCode {
                 CliError::Cancelled => eprintln!("cancelled"),
                 CliError::Provider(p) => {
                     eprintln!("error: {}", errors::headline(p));
-                    if let Some(hint) = render::hint_for(p) {
+                    if let Some(hint) = ui::hint::for_error(p) {
                         eprintln!("  hint: {hint}");
                     }
                 }
@@ -118,7 +118,7 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
             return Ok(());
         }
         Command::Mcp {
-            action: mcp::McpAction::Add(add),
+            action: args::McpAction::Add(add),
         } => {
             mcp::edit::add(&settings.config_path, add)?;
             writeln!(
@@ -130,7 +130,7 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
             return Ok(());
         }
         Command::Mcp {
-            action: mcp::McpAction::Remove { name },
+            action: args::McpAction::Remove { name },
         } => {
             mcp::edit::remove(&settings.config_path, name)?;
             writeln!(
@@ -212,7 +212,7 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
             if plan.prompt.is_some() && errors::looks_openai(&settings) {
                 return Err(CliError::Usage(format!(
                     "{url} is an OpenAI-style address but the provider is ollama; {}",
-                    errors::OPENAI_HINT
+                    ui::hint::OPENAI_HINT
                 )));
             }
             let mut parts = run::Parts::new(provider, &settings, plan.approval)?;
@@ -235,10 +235,10 @@ fn real_main(cli: Cli) -> Result<(), CliError> {
             result
         }
         Command::Mcp { action } => match action {
-            mcp::McpAction::List => {
+            args::McpAction::List => {
                 rt.block_on(mcp::list(&mcp_servers, &settings.data_dir, &mut out))
             }
-            mcp::McpAction::Add(_) | mcp::McpAction::Remove { .. } => Ok(()),
+            args::McpAction::Add(_) | args::McpAction::Remove { .. } => Ok(()),
         },
         Command::Completions { .. }
         | Command::Man
@@ -258,7 +258,7 @@ fn sessions_command(
     let open = |name: &str| sessions::Session::open(data_dir, name);
     let skipped = |n: usize, name: &str| {
         if n > 0 {
-            render::warn(&format!(
+            crate::ui::warn(&format!(
                 "{n} unreadable line(s) of session {name:?} skipped"
             ));
         }

@@ -181,7 +181,7 @@ pub(crate) async fn version(
     writeln!(out, "ollm version {}", env!("CARGO_PKG_VERSION"))?;
     match p.server_version().await {
         Ok(v) => writeln!(out, "{} server at {base_url}: version {v}", p.name())?,
-        Err(e) => crate::render::warn(&format!(
+        Err(e) => crate::ui::warn(&format!(
             "could not get the server version from {base_url}: {e}"
         )),
     }

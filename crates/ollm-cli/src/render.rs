@@ -15,9 +15,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use ollm_core::ChatEvent;
-use ollm_types::{
-    FinishReason, Message, ProviderError, ProviderErrorKind, ToolCall, Usage, Warning,
-};
+use ollm_types::{FinishReason, Message, ProviderError, ToolCall, Usage, Warning};
 use serde_json::{Value, json};
 
 use crate::args::OutputFormat;
@@ -33,12 +31,6 @@ const YELLOW: &str = "\x1b[33m";
 const RED: &str = "\x1b[31m";
 const GREEN: &str = "\x1b[32m";
 const RESET: &str = "\x1b[0m";
-
-/// Prints a warning on stderr (outside a run's renderer).
-pub(crate) fn warn(message: &str) {
-    let mut err = io::stderr().lock();
-    let _ = writeln!(err, "warning: {message}");
-}
 
 /// One tool call of a run and its result.
 #[derive(Debug, Clone, PartialEq)]
@@ -168,41 +160,13 @@ fn kind_str<T: serde::Serialize>(kind: &T) -> Value {
     serde_json::to_value(kind).unwrap_or(Value::Null)
 }
 
-/// The hint shown with `e`: the adapter's (which speaks of the server), followed by this
-/// CLI's own for the error's kind (which names `ollm` commands; adapters never do).
-pub(crate) fn hint_for(e: &ProviderError) -> Option<String> {
-    if crate::errors::is_foreign_404(e) {
-        return Some(crate::errors::OPENAI_HINT.to_owned());
-    }
-    let cli = match e.kind {
-        ProviderErrorKind::ModelNotFound => Some("`ollm list` shows the models the server has"),
-        ProviderErrorKind::Connection => {
-            Some("`ollm config show` prints the provider and base URL in use")
-        }
-        ProviderErrorKind::VisionUnsupported => {
-            Some("`ollm show MODEL` lists its capabilities; pick a model with `vision`")
-        }
-        ProviderErrorKind::ContextOverflow => Some(
-            "ollm compacts a long conversation by itself unless `--no-compact` (or \
-             `compact = false`) turns it off; in chat, `/compact` compacts it now and \
-             `/clear` starts over",
-        ),
-        _ => None,
-    };
-    match (&e.hint, cli) {
-        (Some(adapter), Some(cli)) => Some(format!("{adapter}; {cli}")),
-        (Some(adapter), None) => Some(adapter.clone()),
-        (None, cli) => cli.map(str::to_owned),
-    }
-}
-
 fn error_json(e: &ProviderError) -> Value {
     json!({
         "kind": kind_str(&e.kind),
         "message": e.message,
         "status": e.status,
         "retryable": e.retryable,
-        "hint": hint_for(e),
+        "hint": crate::ui::hint::for_error(e),
     })
 }
 
@@ -451,7 +415,7 @@ impl Sink for TextSink<'_> {
     }
 
     fn end(&mut self, _summary: &Summary, _model: &str) -> io::Result<()> {
-        crate::status::clear();
+        crate::ui::status::clear();
         self.break_line(true)?;
         self.out.flush()?;
         self.err.flush()
@@ -470,7 +434,7 @@ impl TextSink<'_> {
             _ => false,
         };
         if !silent {
-            crate::status::clear();
+            crate::ui::status::clear();
         }
     }
 
@@ -478,10 +442,10 @@ impl TextSink<'_> {
     fn status_after(&self, event: &ChatEvent) {
         match event {
             ChatEvent::ToolCallStarted { call } => {
-                crate::status::set(format!("running {}…", call.name));
+                crate::ui::status::set(format!("running {}…", call.name));
             }
-            ChatEvent::ToolResult { .. } => crate::status::set("waiting for the model…"),
-            ChatEvent::Finish { .. } | ChatEvent::Error { .. } => crate::status::clear(),
+            ChatEvent::ToolResult { .. } => crate::ui::status::set("waiting for the model…"),
+            ChatEvent::Finish { .. } | ChatEvent::Error { .. } => crate::ui::status::clear(),
             _ => {}
         }
     }
@@ -572,7 +536,7 @@ impl TextSink<'_> {
             ChatEvent::Error { error } => {
                 let headline = crate::errors::headline(error);
                 let mut line = self.paint(RED, &format!("error: {headline}"));
-                if let Some(hint) = hint_for(error) {
+                if let Some(hint) = crate::ui::hint::for_error(error) {
                     line.push_str(&format!("\n  hint: {hint}"));
                 }
                 self.status_line(&line)
@@ -1030,21 +994,21 @@ mod tests {
     #[test]
     fn model_not_found_hints_name_ollm_list() {
         let bare = ProviderError::new(ProviderErrorKind::ModelNotFound, "no model x");
-        let hint = hint_for(&bare).unwrap();
+        let hint = crate::ui::hint::for_error(&bare).unwrap();
         assert!(hint.contains("`ollm list`"), "{hint}");
         let from_bridge = bare.clone().with_hint("ollama pull x");
-        let hint = hint_for(&from_bridge).unwrap();
+        let hint = crate::ui::hint::for_error(&from_bridge).unwrap();
         assert!(hint.starts_with("ollama pull x"), "{hint}");
         assert!(hint.contains("`ollm list`"), "{hint}");
         assert_eq!(
             event_json(&ChatEvent::Error { error: bare })["error"]["hint"],
-            json!(hint_for(&ProviderError::new(
+            json!(crate::ui::hint::for_error(&ProviderError::new(
                 ProviderErrorKind::ModelNotFound,
                 "no model x"
             )))
         );
         assert_eq!(
-            hint_for(&ProviderError::new(ProviderErrorKind::Other, "x")),
+            crate::ui::hint::for_error(&ProviderError::new(ProviderErrorKind::Other, "x")),
             None
         );
     }

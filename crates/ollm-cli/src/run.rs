@@ -436,7 +436,7 @@ impl Sink for Verbose {
 pub(crate) fn load_session(session: &Session) -> Result<Vec<Message>, CliError> {
     let loaded = session.load()?;
     if let Some(aside) = &loaded.moved_aside {
-        render::warn(&format!(
+        crate::ui::warn(&format!(
             "session {:?} was damaged ({} record(s) unreadable); the original was kept as {}",
             session.name(),
             loaded.dropped,
@@ -501,7 +501,7 @@ pub(crate) fn save_turn(
         }),
     }
     if let Err(e) = session.append(&records) {
-        render::warn(&format!(
+        crate::ui::warn(&format!(
             "could not save session {:?} to {}: {e}",
             session.name(),
             session.path().display()
