@@ -392,20 +392,6 @@ impl<'a> TextSink<'a> {
     }
 }
 
-fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    let flat = flat.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > max {
-        let cut: String = flat.chars().take(max).collect();
-        format!("{cut}…")
-    } else {
-        flat
-    }
-}
-
 impl Sink for TextSink<'_> {
     fn event(&mut self, event: &ChatEvent) -> io::Result<()> {
         self.status_before(event);
@@ -452,75 +438,15 @@ impl TextSink<'_> {
 
     fn show(&mut self, event: &ChatEvent) -> io::Result<()> {
         match event {
-            ChatEvent::ThinkingDelta { text } => {
-                if self.style.hide_thinking || text.is_empty() {
-                    return Ok(());
-                }
-                if !self.thinking_open {
-                    self.break_line(false)?;
-                    self.thinking_open = true;
-                    let head = self.paint(DIM, "Thinking...");
-                    writeln!(self.err, "{head}")?;
-                    if self.style.styled {
-                        self.err.write_all(DIM.as_bytes())?;
-                    }
-                }
-                self.err.write_all(text.as_bytes())?;
-                self.err_at_line_start = text.ends_with('\n');
-                self.err.flush()
-            }
-            ChatEvent::TextDelta { text } => {
-                if text.is_empty() {
-                    return Ok(());
-                }
-                self.close_thinking()?;
-                let mut shown = if self.style.styled {
-                    self.markdown.feed(text)
-                } else {
-                    text.clone()
-                };
-                if let Some(w) = &mut self.wrap {
-                    shown = w.feed(&shown);
-                }
-                self.out.write_all(shown.as_bytes())?;
-                self.answer_written = true;
-                self.answer_ends_with_newline = text.ends_with('\n');
-                self.out.flush()
-            }
-            ChatEvent::ToolCallStarted { call } => {
-                self.pending_calls.insert(call.id.clone(), call.clone());
-                let args = one_line(&call.arguments_value().to_string(), 160);
-                let line = format!(
-                    "{} {}{}",
-                    self.paint(CYAN, "⚙"),
-                    self.paint(BOLD, &call.name),
-                    self.paint(DIM, &format!(" {args}"))
-                );
-                self.status_line(&line)?;
-                crate::tools::prompter::shown(&call.name);
-                Ok(())
-            }
+            ChatEvent::ThinkingDelta { text } => self.show_thinking(text),
+            ChatEvent::TextDelta { text } => self.show_text(text),
+            ChatEvent::ToolCallStarted { call } => self.show_call(call),
             ChatEvent::ToolResult {
                 call_id,
                 name,
                 content,
                 is_error,
-            } => {
-                self.pending_calls.remove(call_id);
-                crate::tools::prompter::finished(name);
-                let (mark, color) = if *is_error {
-                    ("✗", RED)
-                } else {
-                    ("✓", GREEN)
-                };
-                let line = format!(
-                    "  {} {} {}",
-                    self.paint(color, mark),
-                    name,
-                    self.paint(DIM, &one_line(content, 120))
-                );
-                self.status_line(&line)
-            }
+            } => self.show_result(call_id, name, content, *is_error),
             ChatEvent::Warning { warning } => {
                 let short = crate::errors::short_warning(warning);
                 let line = self.paint(YELLOW, &format!("warning: {short}"));
@@ -549,22 +475,102 @@ impl TextSink<'_> {
                 self.markdown = Markdown::default();
                 self.out.flush()
             }
-            ChatEvent::Finish { reason, .. } => {
-                self.break_line(true)?;
-                match reason {
-                    FinishReason::Cancelled => self.status_line(&self.paint(DIM, "[cancelled]")),
-                    FinishReason::MaxTurns => self.status_line(
-                        &self.paint(YELLOW, "warning: stopped at the turn limit (--max-turns)"),
-                    ),
-                    FinishReason::Length => self.status_line(
-                        &self.paint(YELLOW, "warning: the answer was cut at the token limit"),
-                    ),
-                    FinishReason::Repetition => self.status_line(
-                        &self.paint(YELLOW, "warning: stopped: the model kept repeating itself"),
-                    ),
-                    _ => Ok(()),
-                }
+            ChatEvent::Finish { reason, .. } => self.show_finish(reason),
+            _ => Ok(()),
+        }
+    }
+
+    /// Reasoning on stderr, dimmed, under a "Thinking..." head (unless hidden).
+    fn show_thinking(&mut self, text: &str) -> io::Result<()> {
+        if self.style.hide_thinking || text.is_empty() {
+            return Ok(());
+        }
+        if !self.thinking_open {
+            self.break_line(false)?;
+            self.thinking_open = true;
+            let head = self.paint(DIM, "Thinking...");
+            writeln!(self.err, "{head}")?;
+            if self.style.styled {
+                self.err.write_all(DIM.as_bytes())?;
             }
+        }
+        self.err.write_all(text.as_bytes())?;
+        self.err_at_line_start = text.ends_with('\n');
+        self.err.flush()
+    }
+
+    /// Answer text on stdout, styled and wrapped on a terminal.
+    fn show_text(&mut self, text: &str) -> io::Result<()> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        self.close_thinking()?;
+        let mut shown = if self.style.styled {
+            self.markdown.feed(text)
+        } else {
+            text.to_owned()
+        };
+        if let Some(w) = &mut self.wrap {
+            shown = w.feed(&shown);
+        }
+        self.out.write_all(shown.as_bytes())?;
+        self.answer_written = true;
+        self.answer_ends_with_newline = text.ends_with('\n');
+        self.out.flush()
+    }
+
+    /// The `⚙` line of a call; an approval question waits for it (`tools/prompter.rs`).
+    fn show_call(&mut self, call: &ToolCall) -> io::Result<()> {
+        self.pending_calls.insert(call.id.clone(), call.clone());
+        let args = crate::wrap::shorten(&call.arguments_value().to_string(), 160);
+        let line = format!(
+            "{} {}{}",
+            self.paint(CYAN, "⚙"),
+            self.paint(BOLD, &call.name),
+            self.paint(DIM, &format!(" {args}"))
+        );
+        self.status_line(&line)?;
+        crate::tools::prompter::shown(&call.name);
+        Ok(())
+    }
+
+    /// A call's result: a mark and its first characters.
+    fn show_result(
+        &mut self,
+        call_id: &str,
+        name: &str,
+        content: &str,
+        is_error: bool,
+    ) -> io::Result<()> {
+        self.pending_calls.remove(call_id);
+        crate::tools::prompter::finished(name);
+        let (mark, color) = if is_error {
+            ("✗", RED)
+        } else {
+            ("✓", GREEN)
+        };
+        let line = format!(
+            "  {} {} {}",
+            self.paint(color, mark),
+            name,
+            self.paint(DIM, &crate::wrap::shorten(content, 120))
+        );
+        self.status_line(&line)
+    }
+
+    /// The end of the run, and why when it is not a plain stop.
+    fn show_finish(&mut self, reason: &FinishReason) -> io::Result<()> {
+        self.break_line(true)?;
+        match reason {
+            FinishReason::Cancelled => self.status_line(&self.paint(DIM, "[cancelled]")),
+            FinishReason::MaxTurns => self.status_line(
+                &self.paint(YELLOW, "warning: stopped at the turn limit (--max-turns)"),
+            ),
+            FinishReason::Length => self
+                .status_line(&self.paint(YELLOW, "warning: the answer was cut at the token limit")),
+            FinishReason::Repetition => self.status_line(
+                &self.paint(YELLOW, "warning: stopped: the model kept repeating itself"),
+            ),
             _ => Ok(()),
         }
     }
