@@ -5,6 +5,7 @@
     reason = "test helpers fail the test loudly on setup errors"
 )]
 
+mod compliance;
 mod ollama;
 mod openai;
 mod transport;
