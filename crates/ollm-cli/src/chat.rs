@@ -129,6 +129,9 @@ impl MultiLine {
 }
 
 struct State {
+    /// The run's plan. Its `chat` is only the config the client started with: the chat
+    /// keeps no copy of the client's config, it asks the client (`config()`) and tells
+    /// it (`set_config`, `set_model`), so `/set`, `/think` and `/model` have one owner.
     plan: RunPlan,
     /// The conversation's client: core's history is the only copy of the conversation.
     client: ChatClient,
@@ -157,12 +160,13 @@ pub(crate) fn interactive(
     let history_file = settings.data_dir.join("history.txt");
     let _ = editor.load_history(&history_file);
     let mut state = start(plan, settings, parts)?;
-    if let Some(problem) = preflight(rt, parts, settings, &state.plan.chat.model) {
+    if let Some(problem) = preflight(rt, parts, settings, &state.client.config().model) {
         say(&problem);
     }
     say(&format!(
         "ollm chat with {} via {} — /help for commands, Ctrl-D or /bye to leave",
-        state.plan.chat.model, settings.provider.name
+        state.client.config().model,
+        settings.provider.name
     ));
     if std::io::stderr().is_terminal() {
         crate::ui::status::enable();
@@ -317,7 +321,7 @@ fn answer(text: &str, state: &mut State, settings: &Settings, rt: &tokio::runtim
         ..ChatOptions::default()
     };
     let mut sink = run::plan_sink(&state.plan);
-    let model = state.plan.chat.model.clone();
+    let model = state.client.config().model;
     crate::ui::status::set(format!("waiting for {model}…"));
     let outcome = rt.block_on(run::generate(
         &state.client,
@@ -414,13 +418,12 @@ fn command(
     Flow::Continue
 }
 
-/// `/set`: edits the chat's config and hands it to the client.
+/// `/set`: edits the client's config (the system prompt follows it into the history).
 fn set(c: &mut Chat<'_>, arg: Option<&str>) {
-    let state = &mut *c.state;
-    match crate::slash::set(arg, &mut state.plan.chat) {
+    let mut config = c.state.client.config();
+    match crate::slash::set(arg, &mut config) {
         Ok(done) => {
-            state.client.set_config(state.plan.chat.clone());
-            state.client.set_system(state.plan.chat.system.clone());
+            c.state.client.set_config(config);
             say(&done);
         }
         Err(usage) => say(&usage),
@@ -430,7 +433,7 @@ fn set(c: &mut Chat<'_>, arg: Option<&str>) {
 /// `/show info|parameters|system`.
 fn show(c: &mut Chat<'_>, arg: Option<&str>) {
     let info = info_text(c.state, c.settings, c.parts, c.rt);
-    say(&crate::slash::show(arg, &c.state.plan.chat, &info));
+    say(&crate::slash::show(arg, &c.state.client.config(), &info));
 }
 
 /// `/clear`: forgets the conversation and the attached images, and records it.
@@ -451,7 +454,7 @@ fn clear(c: &mut Chat<'_>, _: Option<&str>) {
 fn model(c: &mut Chat<'_>, arg: Option<&str>) {
     let state = &mut *c.state;
     let Some(m) = arg else {
-        return say(&format!("model: {}", state.plan.chat.model));
+        return say(&format!("model: {}", state.client.config().model));
     };
     // The server is asked first: a model it does not have is refused (a server that
     // cannot be asked leaves the choice to the user).
@@ -460,31 +463,28 @@ fn model(c: &mut Chat<'_>, arg: Option<&str>) {
             return say(&format!(
                 "error: {}; the model stays {}",
                 crate::errors::headline(&e),
-                state.plan.chat.model
+                state.client.config().model
             ));
         }
     }
-    state.plan.chat.model = m.to_owned();
     state.client.set_model(m);
     say(&format!("model: {m}"));
 }
 
 /// `/think [LEVEL]`.
 fn think(c: &mut Chat<'_>, arg: Option<&str>) {
-    let state = &mut *c.state;
+    let mut config = c.state.client.config();
     match arg.map(str::parse::<Think>) {
         None => say(&format!(
             "thinking: {}",
-            state
-                .plan
-                .chat
+            config
                 .think
                 .map_or("model default".to_owned(), |t| t.to_string())
         )),
         Some(Err(_)) => say("usage: /think on|off|low|medium|high"),
         Some(Ok(t)) => {
-            state.plan.chat.think = Some(t);
-            state.client.set_config(state.plan.chat.clone());
+            config.think = Some(t);
+            c.state.client.set_config(config);
             say(&format!("thinking: {t}"));
         }
     }
@@ -569,7 +569,7 @@ fn load(c: &mut Chat<'_>, arg: Option<&str>) {
     ));
     state.session_fresh = msgs.is_empty();
     let mut history = History::new();
-    history.set_system(state.plan.chat.system.clone());
+    history.set_system(state.client.config().system);
     history.extend(msgs);
     state.client.set_history(history);
     let shown = last_exchange(state.client.history().messages());
@@ -590,7 +590,7 @@ fn attach(arg: Option<&str>, state: &mut State, parts: &Parts, rt: &tokio::runti
             n => format!("{n} image(s) attached to the next prompt"),
         });
     };
-    let model = &state.plan.chat.model;
+    let model = &state.client.config().model;
     let info = rt.block_on(parts.provider.show_model(model)).ok();
     if !ollm_core::image::accepts_images(info.as_ref()) {
         return say(&format!(
@@ -612,7 +612,7 @@ fn attach(arg: Option<&str>, state: &mut State, parts: &Parts, rt: &tokio::runti
 /// `/compact`: summarises the older turns now (the same as compaction near the window
 /// does on its own), says what it did and records it in the session.
 fn compact(state: &mut State, settings: &Settings, rt: &tokio::runtime::Runtime) {
-    let model = state.plan.chat.model.clone();
+    let model = state.client.config().model;
     crate::ui::status::set(format!("summarising the conversation with {model}…"));
     let done = rt.block_on(state.client.compact());
     crate::ui::status::clear();
@@ -686,7 +686,7 @@ fn info_text(
     parts: &Parts,
     rt: &tokio::runtime::Runtime,
 ) -> String {
-    let model = state.plan.chat.model.clone();
+    let model = state.client.config().model;
     match rt.block_on(parts.provider.show_model(&model)) {
         Ok(info) => {
             let window = window_text(state, settings, rt).1;
@@ -737,7 +737,8 @@ fn status_text(state: &State, settings: &Settings, (window, source): &(usize, St
         Some(u) if window > 0 => format!("{u} / {window} tokens ({}%)", u * 100 / window),
         _ => format!("nothing sent yet / {window} tokens"),
     };
-    let compaction = &state.plan.chat.compaction;
+    let config = state.client.config();
+    let compaction = &config.compaction;
     let compact = if compaction.enabled {
         format!("at {}% of the window", compaction.threshold_percent)
     } else {
@@ -745,7 +746,7 @@ fn status_text(state: &State, settings: &Settings, (window, source): &(usize, St
     };
     format!(
         "model:    {}\nprovider: {} ({})\nmessages: {}\nwindow:   {source}\ncontext:  {}\ncompact:  {compact}\ntokens:   {} in, {} out this chat\nsession:  {}",
-        state.plan.chat.model,
+        config.model,
         settings.provider.name,
         settings.provider.base_url,
         state.client.history().len(),
@@ -786,7 +787,7 @@ fn save_as(
     let meta = Record::Meta {
         version: 1,
         provider: settings.provider.name.clone(),
-        model: state.plan.chat.model.clone(),
+        model: state.client.config().model,
     };
     let history = state.client.history();
     for r in std::iter::once(meta).chain(history.messages().iter().map(Record::message)) {
