@@ -135,9 +135,14 @@ pub(crate) async fn attach_or_interrupt(
     tools: &mut ToolRegistry,
     approver: &Arc<Approver>,
 ) -> Result<Option<Arc<RunServers>>, CliError> {
+    // `biased`: Ctrl-C's handler is installed when its future is first polled, so it is
+    // polled before `attach` spawns anything. Unbiased, select! sometimes polled `attach`
+    // first, and a SIGINT just after the spawn met the default action: ollm died by the
+    // signal instead of exiting 130 (seen as a flaky `ctrl_c_while_a_server_starts`).
     tokio::select! {
-        attached = attach(entries, data_dir, tools, approver) => attached,
+        biased;
         _ = tokio::signal::ctrl_c() => Err(CliError::Cancelled),
+        attached = attach(entries, data_dir, tools, approver) => attached,
     }
 }
 
