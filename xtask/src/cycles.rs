@@ -5,8 +5,8 @@
 //!
 //! - **Modules are files.** `src/lib.rs` (or `src/main.rs`) is the root, `src/a.rs` and
 //!   `src/a/mod.rs` are `a`, `src/a/b.rs` is `a::b`. `src/bin/` holds other crates and is
-//!   skipped. Inline `mod x { ... }` blocks belong to their file, and paths inside them are
-//!   read as the file's.
+//!   skipped. Inline `mod x { ... }` blocks belong to their file (their edges are the
+//!   file's), though `self::` and `super::` inside one start from the inline module.
 //! - **Edges are every path into the crate**, wherever it is written: each path of each
 //!   `use` tree (any visibility, any depth, so `pub use` re-exports and a `use` inside a
 //!   function count) and each inline path (`crate::a::f()`, `super::X`). Paths start at
@@ -362,29 +362,40 @@ struct Import {
 /// under `#[cfg(test)]` are left out.
 fn imports(module: &str, text: &str, modules: &BTreeSet<&str>) -> Vec<Import> {
     let tokens = without_test_items(tokenize(&blank_comments_and_literals(text)));
-    let here: Vec<String> = if module.is_empty() {
+    let file: Vec<String> = if module.is_empty() {
         Vec::new()
     } else {
         module.split("::").map(str::to_owned).collect()
     };
+    // Inline `mod name { ... }` blocks open at this point, with the brace depth outside
+    // each: `self::` and `super::` inside one start from it, not from the file's module.
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0_usize;
     let mut found = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
         let token = &tokens[i];
         let after_path = i > 0 && tokens[i - 1].text == "::";
+        let here: Vec<String> = file
+            .iter()
+            .cloned()
+            .chain(inline.iter().map(|(name, _)| name.clone()))
+            .collect();
+        let mut push = |path: Vec<String>, name: Option<String>| {
+            if let Some(path) = absolute(&here, &path, modules) {
+                found.push(Import {
+                    line: token.line,
+                    path,
+                    name,
+                });
+            }
+        };
         if token.text == "use" {
             let mut paths = Vec::new();
             let mut pos = i + 1;
             expand_tree(&tokens, &mut pos, Vec::new(), &mut paths);
             for (path, name) in paths {
-                if let Some(path) = absolute(&here, &path, modules) {
-                    let name = name.filter(|n| n != "_");
-                    found.push(Import {
-                        line: token.line,
-                        path,
-                        name,
-                    });
-                }
+                push(path, name.filter(|n| n != "_"));
             }
             i = pos.max(i + 1);
         } else if is_ident(&token.text)
@@ -399,15 +410,25 @@ fn imports(module: &str, text: &str, modules: &BTreeSet<&str>) -> Vec<Import> {
                 path.push(tokens[k + 1].text.clone());
                 k += 2;
             }
-            if let Some(path) = absolute(&here, &path, modules) {
-                found.push(Import {
-                    line: token.line,
-                    path,
-                    name: None,
-                });
-            }
+            push(path, None);
             i = k.max(i + 1);
         } else {
+            let text = |k: usize| tokens.get(k).map(|t| t.text.as_str());
+            match token.text.as_str() {
+                "mod" if text(i + 2) == Some("{") => {
+                    if let Some(name) = text(i + 1).filter(|n| is_ident(n)) {
+                        inline.push((name.to_owned(), depth));
+                    }
+                }
+                "{" => depth += 1,
+                "}" => {
+                    depth = depth.saturating_sub(1);
+                    if inline.last().is_some_and(|(_, at)| *at == depth) {
+                        inline.pop();
+                    }
+                }
+                _ => {}
+            }
             i += 1;
         }
     }
@@ -844,6 +865,18 @@ mod tests {
                 ),
             ],
             &[],
+        );
+    }
+
+    #[test]
+    fn super_inside_an_inline_module_is_the_file() {
+        // `ev::` in test-utils' mock_provider.rs: `use super::*` there is the file itself.
+        let a = "pub mod ev {\n    use super::Script;\n}\npub struct Script;\n";
+        check(&[("", ROOT), ("a", a), ("b", "use crate::a::ev;\n")], &[]);
+        let a = "mod inner {\n    use super::super::b::B;\n}\npub fn f() {}\n";
+        check(
+            &[("", ROOT), ("a", a), ("b", "use crate::a::f;\n")],
+            &["`k` has an import cycle: a -> b (a.rs:2), b -> a (b.rs:1)"],
         );
     }
 
