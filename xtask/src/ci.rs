@@ -8,16 +8,18 @@
 //! 5. `RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps`
 //! 6. `cargo check -p <crate>` for each workspace member on its own, because a workspace
 //!    build unifies features and can hide a crate that forgot to ask for one (the
-//!    examples are built on their own in step 8 instead)
-//! 7. `cargo machete`: no crate declares a dependency it does not use (`.ci/run` installs
+//!    examples are built on their own in step 9 instead)
+//! 7. `cargo check -p ollm-bridge --features e2e-pending --tests`: the end-to-end tests,
+//!    pending ones included, compile (they run only against a real server, in step 11)
+//! 8. `cargo machete`: no crate declares a dependency it does not use (`.ci/run` installs
 //!    it; a developer without it is told how to get it and the step is skipped)
-//! 8. the downstream examples: `cargo tree` shows no HTTP stack under the one built on
+//! 9. the downstream examples: `cargo tree` shows no HTTP stack under the one built on
 //!    `ollm-types` and `ollm-core` only, which is then run; the Ollama agent is built, and
 //!    run when `OLLAMA_HOST` is set (see [`examples`])
-//! 9. `cargo xtask release --dry-run`: the next patch release rehearsed in a clone of
-//!    `HEAD`, packaging every publishable crate offline, no commit, no tag (see [`release`])
-//! 10. `cargo xtask e2e` (skipped with `--no-e2e`): on the prebuilt server where it fits
-//! 11. `cargo xtask portable` (skipped with `--no-e2e`): the source-build path still
+//! 10. `cargo xtask release --dry-run`: the next patch release rehearsed in a clone of
+//!     `HEAD`, packaging every publishable crate offline, no commit, no tag (see [`release`])
+//! 11. `cargo xtask e2e` (skipped with `--no-e2e`): on the prebuilt server where it fits
+//! 12. `cargo xtask portable` (skipped with `--no-e2e`): the source-build path still
 //!     builds, holds no AMX or AVX-512 code and runs on an emulated Haswell (see
 //!     `xtask/src/llama/portable.rs`); about 8-15 minutes on 2 cores from an empty cache
 //!
@@ -87,6 +89,22 @@ pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
         let step = move || run_cmd(cargo().current_dir(root).args(["check", "-p", &krate]));
         steps.push((name, Box::new(step)));
     }
+    // The end-to-end tests need a real server, so `tests` never builds them; a change that
+    // breaks their code (the pending ones most of all) would otherwise go unseen until
+    // someone runs `cargo xtask e2e --pending`.
+    steps.push((
+        "check the e2e tests".into(),
+        Box::new(|| {
+            run_cmd(cargo().current_dir(root).args([
+                "check",
+                "-p",
+                "ollm-bridge",
+                "--features",
+                "e2e-pending",
+                "--tests",
+            ]))
+        }),
+    ));
     steps.push((
         "unused dependencies".into(),
         Box::new(|| unused_dependencies(root)),

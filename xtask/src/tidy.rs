@@ -3,7 +3,8 @@
 //! - **Dependency direction.** `ollm-types` is plain data: it must not reach tokio, reqwest
 //!   or hyper, directly or through any normal (non-dev, non-build) dependency. `ollm-core`
 //!   is the runtime without HTTP: it must not reach reqwest or hyper. `ollm-tools` must
-//!   not reach the CLI or anything CLI-ish (clap, rustyline, indicatif). The check walks the
+//!   not reach the CLI or anything CLI-ish (clap, rustyline, indicatif), and neither may
+//!   `ollm-mcp` (ARCHITECTURE.md: it never depends on the CLI). The check walks the
 //!   resolved graph from `cargo metadata` (all features, all targets), so a dependency
 //!   pulled in behind a feature or a platform still counts, and it prints the chain that
 //!   leads to a banned crate.
@@ -11,8 +12,9 @@
 //!   allowlist (serde, serde_json, thiserror): a new one is a design decision, not a
 //!   convenience, so adding it means editing [`TYPES_ALLOWED`] in review. Dev-dependencies
 //!   (test tools) are free.
-//! - **No module cycles.** No two modules of one crate import each other through
-//!   `use crate::`, directly or around a loop (see [`crate::cycles`] for what counts).
+//! - **No module cycles.** No two modules of one crate reach into each other (`use
+//!   crate::`, `use super::`, inline paths, re-exports), directly or around a loop (see
+//!   [`crate::cycles`] for what counts and the exceptions, which may only shrink).
 //! - **Module docs.** Every `.rs` file under `crates/`, `examples/`, `test-utils/` and
 //!   `xtask/` starts with a `//!` comment (blank lines before it are allowed, nothing else).
 //! - **Crate READMEs.** Every workspace member has a `README.md` next to its manifest.
@@ -37,6 +39,8 @@ const BANS: &[(&str, &[&str])] = &[
         "ollm-tools",
         &["ollm-cli", "clap", "rustyline", "indicatif"],
     ),
+    // MCP servers' tools are a library too: the CLI wraps them, never the other way.
+    ("ollm-mcp", &["ollm-cli", "clap", "rustyline", "indicatif"]),
 ];
 
 /// The only crates `ollm-types` may depend on (normal and build dependencies).
@@ -296,6 +300,7 @@ mod tests {
             "ollm-types",
             "ollm-core",
             "ollm-tools",
+            "ollm-mcp",
             "clap",
             "serde",
             "tokio",
@@ -320,6 +325,7 @@ mod tests {
                 { "id": "hyper-id", "deps": [] },
                 { "id": "ollm-tools-id", "deps": [dep("ollm-core-id", Value::Null)] },
                 { "id": "clap-id", "deps": [] },
+                { "id": "ollm-mcp-id", "deps": [dep("ollm-core-id", Value::Null)] },
             ] },
         })
     }
@@ -385,6 +391,23 @@ mod tests {
             Some(vec![
                 "`ollm-core` must not depend on `reqwest`: ollm-core -> reqwest".to_owned(),
                 "`ollm-core` must not depend on `hyper`: ollm-core -> reqwest -> hyper".to_owned(),
+            ])
+        );
+    }
+
+    #[test]
+    fn the_mcp_crate_must_not_depend_on_the_cli() {
+        let mut metadata = metadata();
+        metadata["resolve"]["nodes"][9]["deps"] = json!([
+            dep("ollm-core-id", Value::Null),
+            dep("ollm-tools-id", Value::Null),
+        ]);
+        metadata["resolve"]["nodes"][7]["deps"] = json!([dep("clap-id", Value::Null)]);
+        assert_eq!(
+            banned_dependencies(&metadata).ok(),
+            Some(vec![
+                "`ollm-tools` must not depend on `clap`: ollm-tools -> clap".to_owned(),
+                "`ollm-mcp` must not depend on `clap`: ollm-mcp -> ollm-tools -> clap".to_owned(),
             ])
         );
     }

@@ -6,6 +6,7 @@
 )]
 
 mod anthropic;
+mod compliance;
 mod ollama;
 mod openai;
 mod transport;

@@ -113,7 +113,7 @@ pub(crate) enum Command {
     Mcp {
         /// What to do.
         #[command(subcommand)]
-        action: crate::mcp::McpAction,
+        action: McpAction,
     },
     /// Print a shell completion script.
     Completions {
@@ -334,6 +334,34 @@ pub(crate) enum OutputFormat {
     Json,
     /// One JSON object per event, one a line.
     StreamJson,
+}
+
+/// `ollm mcp ...`.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum McpAction {
+    /// Start the enabled servers and list each one's state and tools.
+    List,
+    /// Add a server to the config file: `ollm mcp add NAME -- COMMAND ARGS...` or
+    /// `ollm mcp add NAME --url URL`.
+    Add(AddArgs),
+    /// Remove a server from the config file.
+    Remove {
+        /// The server's name.
+        name: String,
+    },
+}
+
+/// `ollm mcp add NAME (--url URL | -- COMMAND ARGS...)`.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub(crate) struct AddArgs {
+    /// The server's name (its tools are called `NAME__tool`).
+    pub(crate) name: String,
+    /// The endpoint of a streamable HTTP server.
+    #[arg(long, conflicts_with = "command")]
+    pub(crate) url: Option<String>,
+    /// The program of a stdio server and its arguments, after `--`.
+    #[arg(last = true, required_unless_present = "url")]
+    pub(crate) command: Vec<String>,
 }
 
 #[cfg(test)]

@@ -4,6 +4,10 @@
 //! The loop is synchronous (the line editor blocks) and enters the async runtime for each
 //! generation, so a Ctrl-C at the prompt is the editor's and one during an answer cancels
 //! the run.
+//!
+//! Each slash command is one function, found by name in one table (`COMMANDS`); they all
+//! take the same `Chat` (the state, the settings, the run's parts, the runtime), so a new
+//! command is a function and a row.
 
 use std::io::{IsTerminal, Write};
 
@@ -14,7 +18,7 @@ use rustyline::error::ReadlineError;
 
 use crate::config::Settings;
 use crate::exit::CliError;
-use crate::render::{self, Summary};
+use crate::render::Summary;
 use crate::run::{self, Parts, RunPlan};
 use crate::sessions::{Record, Session};
 use ollm_tools::Mode;
@@ -125,6 +129,9 @@ impl MultiLine {
 }
 
 struct State {
+    /// The run's plan. Its `chat` is only the config the client started with: the chat
+    /// keeps no copy of the client's config, it asks the client (`config()`) and tells
+    /// it (`set_config`, `set_model`), so `/set`, `/think` and `/model` have one owner.
     plan: RunPlan,
     /// The conversation's client: core's history is the only copy of the conversation.
     client: ChatClient,
@@ -152,48 +159,17 @@ pub(crate) fn interactive(
     let mut editor = DefaultEditor::new().map_err(|e| CliError::Other(e.into()))?;
     let history_file = settings.data_dir.join("history.txt");
     let _ = editor.load_history(&history_file);
-    let session = match &plan.session {
-        Some(name) => Some(Session::open(&settings.data_dir, name)?),
-        None => None,
-    };
-    let history = match &session {
-        Some(s) => run::load_session(s)?,
-        None => Vec::new(),
-    };
-    if !history.is_empty() {
-        say(&format!(
-            "continuing session {:?} ({} messages)",
-            plan.session.as_deref().unwrap_or_default(),
-            history.len()
-        ));
-        say(&last_exchange(&history));
-    }
-    let client = parts.client(&plan.chat, &history)?;
-    if !plan.images.is_empty() {
-        say(&format!(
-            "{} image(s) attached to your first prompt",
-            plan.images.len()
-        ));
-    }
-    let mut state = State {
-        images: plan.images.clone(),
-        session_fresh: history.is_empty(),
-        client,
-        session,
-        plan,
-        last: Summary::default(),
-        total_prompt: 0,
-        total_completion: 0,
-    };
-    if let Some(problem) = preflight(rt, parts, settings, &state.plan.chat.model) {
+    let mut state = start(plan, settings, parts)?;
+    if let Some(problem) = preflight(rt, parts, settings, &state.client.config().model) {
         say(&problem);
     }
     say(&format!(
         "ollm chat with {} via {} — /help for commands, Ctrl-D or /bye to leave",
-        state.plan.chat.model, settings.provider.name
+        state.client.config().model,
+        settings.provider.name
     ));
     if std::io::stderr().is_terminal() {
-        crate::status::enable();
+        crate::ui::status::enable();
     }
     let mut multi = MultiLine::default();
     loop {
@@ -222,13 +198,51 @@ pub(crate) fn interactive(
                 }
             }
             Input::Prompt(text) => {
-                crate::mcp::before_prompt(parts, &state.client, rt);
+                crate::mcp::before_prompt(parts.mcp.as_deref(), &state.client, rt);
                 answer(&text, &mut state, settings, rt);
             }
         }
     }
     save_line_history(&mut editor, &history_file);
     Ok(())
+}
+
+/// The chat's state at its start: the session's conversation, if one is continued (its
+/// last exchange shown), in a new client, and the images for the first prompt.
+fn start(plan: RunPlan, settings: &Settings, parts: &Parts) -> Result<State, CliError> {
+    let session = match &plan.session {
+        Some(name) => Some(Session::open(&settings.data_dir, name)?),
+        None => None,
+    };
+    let history = match &session {
+        Some(s) => run::load_session(s)?,
+        None => Vec::new(),
+    };
+    if !history.is_empty() {
+        say(&format!(
+            "continuing session {:?} ({} messages)",
+            plan.session.as_deref().unwrap_or_default(),
+            history.len()
+        ));
+        say(&last_exchange(&history));
+    }
+    let client = parts.client(&plan.chat, &history)?;
+    if !plan.images.is_empty() {
+        say(&format!(
+            "{} image(s) attached to your first prompt",
+            plan.images.len()
+        ));
+    }
+    Ok(State {
+        images: plan.images.clone(),
+        session_fresh: history.is_empty(),
+        client,
+        session,
+        plan,
+        last: Summary::default(),
+        total_prompt: 0,
+        total_completion: 0,
+    })
 }
 
 /// Saves the line editor's history (owner-only, like sessions: it holds every prompt).
@@ -254,7 +268,7 @@ fn preflight(
         return Some(format!(
             "error: {} is an OpenAI-style address but the provider is ollama\n  hint: {}",
             settings.provider.base_url,
-            crate::errors::OPENAI_HINT
+            crate::ui::hint::OPENAI_HINT
         ));
     }
     let e = match rt.block_on(parts.provider.show_model(model)) {
@@ -307,8 +321,8 @@ fn answer(text: &str, state: &mut State, settings: &Settings, rt: &tokio::runtim
         ..ChatOptions::default()
     };
     let mut sink = run::plan_sink(&state.plan);
-    let model = state.plan.chat.model.clone();
-    crate::status::set(format!("waiting for {model}…"));
+    let model = state.client.config().model;
+    crate::ui::status::set(format!("waiting for {model}…"));
     let outcome = rt.block_on(run::generate(
         &state.client,
         text,
@@ -350,6 +364,36 @@ enum Flow {
     Exit,
 }
 
+/// What a slash command works on: the chat's state and the run's parts.
+struct Chat<'a> {
+    state: &'a mut State,
+    settings: &'a Settings,
+    parts: &'a Parts,
+    rt: &'a tokio::runtime::Runtime,
+}
+
+/// A slash command's handler, given the text after the command's name, if any.
+type Slash = fn(&mut Chat<'_>, Option<&str>);
+
+/// The slash commands: the names each answers to, and its handler. `/bye` (`/exit`,
+/// `/quit`) is not here: it ends the loop rather than acting on the chat.
+const COMMANDS: &[(&[&str], Slash)] = &[
+    (&["help", "?"], |_, _| say(HELP)),
+    (&["set"], set),
+    (&["show"], show),
+    (&["image"], |c, arg| attach(arg, c.state, c.parts, c.rt)),
+    (&["clear"], clear),
+    (&["model"], model),
+    (&["think"], think),
+    (&["tools"], tools),
+    (&["mcp"], mcp),
+    (&["status"], status),
+    (&["compact"], |c, _| compact(c.state, c.settings, c.rt)),
+    (&["save"], save),
+    (&["load"], load),
+];
+
+/// Runs the slash command `cmd` through [`COMMANDS`].
 fn command(
     cmd: &str,
     arg: Option<&str>,
@@ -358,146 +402,182 @@ fn command(
     parts: &Parts,
     rt: &tokio::runtime::Runtime,
 ) -> Flow {
-    match cmd {
-        "help" | "?" => say(HELP),
-        "set" => match crate::slash::set(arg, &mut state.plan.chat) {
-            Ok(done) => {
-                state.client.set_config(state.plan.chat.clone());
-                state.client.set_system(state.plan.chat.system.clone());
-                say(&done);
-            }
-            Err(usage) => say(&usage),
-        },
-        "show" => {
-            let info = info_text(state, settings, parts, rt);
-            say(&crate::slash::show(arg, &state.plan.chat, &info));
-        }
-        "bye" | "exit" | "quit" => return Flow::Exit,
-        "image" => attach(arg, state, parts, rt),
-        "clear" => {
-            state.images.clear();
-            state.client.clear_history();
-            state.last = Summary::default();
-            if let Some(s) = &state.session {
-                if let Err(e) = s.append(&[Record::Clear]) {
-                    render::warn(&format!("could not record /clear in the session: {e}"));
-                }
-            }
-            say("conversation cleared");
-        }
-        "model" => match arg {
-            None => say(&format!("model: {}", state.plan.chat.model)),
-            Some(m) => {
-                // The server is asked first: a model it does not have is refused (a server
-                // that cannot be asked leaves the choice to the user).
-                if let Err(e) = rt.block_on(parts.provider.show_model(m)) {
-                    if e.kind == ollm_types::ProviderErrorKind::ModelNotFound {
-                        say(&format!(
-                            "error: {}; the model stays {}",
-                            crate::errors::headline(&e),
-                            state.plan.chat.model
-                        ));
-                        return Flow::Continue;
-                    }
-                }
-                state.plan.chat.model = m.to_owned();
-                state.client.set_model(m);
-                say(&format!("model: {m}"));
-            }
-        },
-        "think" => match arg.map(str::parse::<Think>) {
-            None => say(&format!(
-                "thinking: {}",
-                state
-                    .plan
-                    .chat
-                    .think
-                    .map_or("model default".to_owned(), |t| t.to_string())
-            )),
-            Some(Err(_)) => say("usage: /think on|off|low|medium|high"),
-            Some(Ok(t)) => {
-                state.plan.chat.think = Some(t);
-                state.client.set_config(state.plan.chat.clone());
-                say(&format!("thinking: {t}"));
-            }
-        },
-        "tools" => match arg {
-            Some("on") => {
-                state.plan.no_tools = false;
-                say("tools on");
-            }
-            Some("off") => {
-                state.plan.no_tools = true;
-                say("tools off");
-            }
-            Some("yes") => {
-                parts.approver.set_mode(Mode::Yes);
-                say("tool calls are approved without asking for the rest of this chat");
-            }
-            Some(_) => say("usage: /tools [on|off|yes]"),
-            None => {
-                // The client's tools, after any MCP `tools/list_changed`, not the start's.
-                crate::mcp::before_prompt(parts, &state.client, rt);
-                let state_word = if state.plan.no_tools { "off" } else { "on" };
-                say(&format!("tools are {state_word}:"));
-                say(&approval_text(parts));
-                for s in state.client.tools().schemas() {
-                    say(&format!("  {:<12} {}", s.name, s.description));
-                }
-            }
-        },
-        "mcp" => {
-            crate::mcp::before_prompt(parts, &state.client, rt);
-            say(&crate::mcp::describe_run(parts));
-        }
-        "status" => {
-            let window = window_text(state, settings, rt);
-            say(&status_text(state, settings, &window));
-        }
-        "compact" => compact(state, settings, rt),
-        "save" => match arg {
-            None => say("usage: /save NAME [--force]"),
-            Some(words) => match save_as(words, state, settings) {
-                Ok(path) => say(&format!("saved to {}", path.display())),
-                Err(e) => say(&format!("error: {e}")),
-            },
-        },
-        "load" => match arg {
-            None => say("usage: /load NAME"),
-            Some(name) => {
-                match Session::open(&settings.data_dir, name).and_then(|s| {
-                    if !s.path().exists() {
-                        return Err(CliError::Usage(format!(
-                            "no session named {name:?}; `ollm sessions list` shows them"
-                        )));
-                    }
-                    let msgs = run::load_session(&s)?;
-                    Ok((s, msgs))
-                }) {
-                    Ok((s, msgs)) => {
-                        say(&format!(
-                            "loaded session {name:?} ({} messages)",
-                            msgs.len()
-                        ));
-                        state.session_fresh = msgs.is_empty();
-                        let mut history = History::new();
-                        history.set_system(state.plan.chat.system.clone());
-                        history.extend(msgs);
-                        state.client.set_history(history);
-                        let shown = last_exchange(state.client.history().messages());
-                        if !shown.is_empty() {
-                            say(&shown);
-                        }
-                        state.session = Some(s);
-                        state.plan.session = Some(name.to_owned());
-                    }
-                    Err(e) => say(&format!("error: {e}")),
-                }
-            }
-        },
-        other => say(&format!("unknown command /{other}; /help lists them")),
+    if matches!(cmd, "bye" | "exit" | "quit") {
+        return Flow::Exit;
+    }
+    let mut chat = Chat {
+        state,
+        settings,
+        parts,
+        rt,
+    };
+    match COMMANDS.iter().find(|(names, _)| names.contains(&cmd)) {
+        Some((_, handle)) => handle(&mut chat, arg),
+        None => say(&format!("unknown command /{cmd}; /help lists them")),
     }
     Flow::Continue
+}
+
+/// `/set`: edits the client's config (the system prompt follows it into the history).
+fn set(c: &mut Chat<'_>, arg: Option<&str>) {
+    let mut config = c.state.client.config();
+    match crate::slash::set(arg, &mut config) {
+        Ok(done) => {
+            c.state.client.set_config(config);
+            say(&done);
+        }
+        Err(usage) => say(&usage),
+    }
+}
+
+/// `/show info|parameters|system`.
+fn show(c: &mut Chat<'_>, arg: Option<&str>) {
+    let info = info_text(c.state, c.settings, c.parts, c.rt);
+    say(&crate::slash::show(arg, &c.state.client.config(), &info));
+}
+
+/// `/clear`: forgets the conversation and the attached images, and records it.
+fn clear(c: &mut Chat<'_>, _: Option<&str>) {
+    let state = &mut *c.state;
+    state.images.clear();
+    state.client.clear_history();
+    state.last = Summary::default();
+    if let Some(s) = &state.session {
+        if let Err(e) = s.append(&[Record::Clear]) {
+            crate::ui::warn(&format!("could not record /clear in the session: {e}"));
+        }
+    }
+    say("conversation cleared");
+}
+
+/// `/model [NAME]`: shows the model, or switches to one the server has.
+fn model(c: &mut Chat<'_>, arg: Option<&str>) {
+    let state = &mut *c.state;
+    let Some(m) = arg else {
+        return say(&format!("model: {}", state.client.config().model));
+    };
+    // The server is asked first: a model it does not have is refused (a server that
+    // cannot be asked leaves the choice to the user).
+    if let Err(e) = c.rt.block_on(c.parts.provider.show_model(m)) {
+        if e.kind == ollm_types::ProviderErrorKind::ModelNotFound {
+            return say(&format!(
+                "error: {}; the model stays {}",
+                crate::errors::headline(&e),
+                state.client.config().model
+            ));
+        }
+    }
+    state.client.set_model(m);
+    say(&format!("model: {m}"));
+}
+
+/// `/think [LEVEL]`.
+fn think(c: &mut Chat<'_>, arg: Option<&str>) {
+    let mut config = c.state.client.config();
+    match arg.map(str::parse::<Think>) {
+        None => say(&format!(
+            "thinking: {}",
+            config
+                .think
+                .map_or("model default".to_owned(), |t| t.to_string())
+        )),
+        Some(Err(_)) => say("usage: /think on|off|low|medium|high"),
+        Some(Ok(t)) => {
+            config.think = Some(t);
+            c.state.client.set_config(config);
+            say(&format!("thinking: {t}"));
+        }
+    }
+}
+
+/// `/tools [on|off|yes]`.
+fn tools(c: &mut Chat<'_>, arg: Option<&str>) {
+    let state = &mut *c.state;
+    match arg {
+        Some("on") => {
+            state.plan.no_tools = false;
+            say("tools on");
+        }
+        Some("off") => {
+            state.plan.no_tools = true;
+            say("tools off");
+        }
+        Some("yes") => {
+            c.parts.approver.set_mode(Mode::Yes);
+            say("tool calls are approved without asking for the rest of this chat");
+        }
+        Some(_) => say("usage: /tools [on|off|yes]"),
+        None => {
+            // The client's tools, after any MCP `tools/list_changed`, not the start's.
+            crate::mcp::before_prompt(c.parts.mcp.as_deref(), &state.client, c.rt);
+            let state_word = if state.plan.no_tools { "off" } else { "on" };
+            say(&format!("tools are {state_word}:"));
+            say(&approval_text(c.parts));
+            for s in state.client.tools().schemas() {
+                say(&format!("  {:<12} {}", s.name, s.description));
+            }
+        }
+    }
+}
+
+/// `/mcp`: the run's servers, refreshed first.
+fn mcp(c: &mut Chat<'_>, _: Option<&str>) {
+    crate::mcp::before_prompt(c.parts.mcp.as_deref(), &c.state.client, c.rt);
+    say(&crate::mcp::describe_run(c.parts.mcp.as_deref()));
+}
+
+/// `/status`.
+fn status(c: &mut Chat<'_>, _: Option<&str>) {
+    let window = window_text(c.state, c.settings, c.rt);
+    say(&status_text(c.state, c.settings, &window));
+}
+
+/// `/save NAME [--force]`.
+fn save(c: &mut Chat<'_>, arg: Option<&str>) {
+    let Some(words) = arg else {
+        return say("usage: /save NAME [--force]");
+    };
+    match save_as(words, c.state, c.settings) {
+        Ok(path) => say(&format!("saved to {}", path.display())),
+        Err(e) => say(&format!("error: {e}")),
+    }
+}
+
+/// `/load NAME`: the session's conversation replaces the chat's, and later turns are
+/// saved to it.
+fn load(c: &mut Chat<'_>, arg: Option<&str>) {
+    let Some(name) = arg else {
+        return say("usage: /load NAME");
+    };
+    let opened = Session::open(&c.settings.data_dir, name).and_then(|s| {
+        if !s.path().exists() {
+            return Err(CliError::Usage(format!(
+                "no session named {name:?}; `ollm sessions list` shows them"
+            )));
+        }
+        let msgs = run::load_session(&s)?;
+        Ok((s, msgs))
+    });
+    let (s, msgs) = match opened {
+        Ok(loaded) => loaded,
+        Err(e) => return say(&format!("error: {e}")),
+    };
+    let state = &mut *c.state;
+    say(&format!(
+        "loaded session {name:?} ({} messages)",
+        msgs.len()
+    ));
+    state.session_fresh = msgs.is_empty();
+    let mut history = History::new();
+    history.set_system(state.client.config().system);
+    history.extend(msgs);
+    state.client.set_history(history);
+    let shown = last_exchange(state.client.history().messages());
+    if !shown.is_empty() {
+        say(&shown);
+    }
+    state.session = Some(s);
+    state.plan.session = Some(name.to_owned());
 }
 
 /// `/image PATH`: attaches an image to the next prompt, if the model may be sent one
@@ -510,7 +590,7 @@ fn attach(arg: Option<&str>, state: &mut State, parts: &Parts, rt: &tokio::runti
             n => format!("{n} image(s) attached to the next prompt"),
         });
     };
-    let model = &state.plan.chat.model;
+    let model = &state.client.config().model;
     let info = rt.block_on(parts.provider.show_model(model)).ok();
     if !ollm_core::image::accepts_images(info.as_ref()) {
         return say(&format!(
@@ -532,10 +612,10 @@ fn attach(arg: Option<&str>, state: &mut State, parts: &Parts, rt: &tokio::runti
 /// `/compact`: summarises the older turns now (the same as compaction near the window
 /// does on its own), says what it did and records it in the session.
 fn compact(state: &mut State, settings: &Settings, rt: &tokio::runtime::Runtime) {
-    let model = state.plan.chat.model.clone();
-    crate::status::set(format!("summarising the conversation with {model}…"));
+    let model = state.client.config().model;
+    crate::ui::status::set(format!("summarising the conversation with {model}…"));
     let done = rt.block_on(state.client.compact());
-    crate::status::clear();
+    crate::ui::status::clear();
     let c = match done {
         Ok(c) if c.turns_summarised == 0 => {
             return say("nothing to compact: the conversation is only its first and latest turns");
@@ -606,7 +686,7 @@ fn info_text(
     parts: &Parts,
     rt: &tokio::runtime::Runtime,
 ) -> String {
-    let model = state.plan.chat.model.clone();
+    let model = state.client.config().model;
     match rt.block_on(parts.provider.show_model(&model)) {
         Ok(info) => {
             let window = window_text(state, settings, rt).1;
@@ -657,7 +737,8 @@ fn status_text(state: &State, settings: &Settings, (window, source): &(usize, St
         Some(u) if window > 0 => format!("{u} / {window} tokens ({}%)", u * 100 / window),
         _ => format!("nothing sent yet / {window} tokens"),
     };
-    let compaction = &state.plan.chat.compaction;
+    let config = state.client.config();
+    let compaction = &config.compaction;
     let compact = if compaction.enabled {
         format!("at {}% of the window", compaction.threshold_percent)
     } else {
@@ -665,7 +746,7 @@ fn status_text(state: &State, settings: &Settings, (window, source): &(usize, St
     };
     format!(
         "model:    {}\nprovider: {} ({})\nmessages: {}\nwindow:   {source}\ncontext:  {}\ncompact:  {compact}\ntokens:   {} in, {} out this chat\nsession:  {}",
-        state.plan.chat.model,
+        config.model,
         settings.provider.name,
         settings.provider.base_url,
         state.client.history().len(),
@@ -706,7 +787,7 @@ fn save_as(
     let meta = Record::Meta {
         version: 1,
         provider: settings.provider.name.clone(),
-        model: state.plan.chat.model.clone(),
+        model: state.client.config().model,
     };
     let history = state.client.history();
     for r in std::iter::once(meta).chain(history.messages().iter().map(Record::message)) {

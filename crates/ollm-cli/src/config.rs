@@ -334,100 +334,14 @@ pub(crate) fn settle(
 ) -> Result<Settings, CliError> {
     let config_found = file.is_some();
     let file = file.unwrap_or_default();
-    let mut entries = builtin_providers();
-    for (name, entry) in &file.providers {
-        entries.insert(name.clone(), entry.clone());
-    }
-    let known_providers: Vec<String> = entries.keys().cloned().collect();
-
-    let name = global
-        .provider
-        .clone()
-        .or_else(|| env.get("OLLM_PROVIDER").map(str::to_owned))
-        .or_else(|| file.default_provider.clone())
-        .unwrap_or_else(|| "ollama".to_owned());
-    let entry = entries.get(&name).cloned().ok_or_else(|| {
-        CliError::Usage(format!(
-            "unknown provider {name:?} (known: {})",
-            known_providers.join(", ")
-        ))
-    })?;
-
-    // Address: flag, OLLM_HOST, OLLAMA_HOST (for the provider named `ollama`) or
-    // ANTHROPIC_BASE_URL (for the provider named `anthropic`), file.
-    let raw_host = global
-        .host
-        .clone()
-        .or_else(|| env.get("OLLM_HOST").map(str::to_owned))
-        .or_else(|| {
-            let var = match name.as_str() {
-                "ollama" => "OLLAMA_HOST",
-                "anthropic" => "ANTHROPIC_BASE_URL",
-                _ => return None,
-            };
-            env.get(var).map(str::to_owned)
-        })
-        .or_else(|| entry.base_url.clone())
-        .unwrap_or_else(|| match entry.kind {
-            ProviderKind::Ollama => DEFAULT_OLLAMA.to_owned(),
-            ProviderKind::Openai => DEFAULT_OPENAI.to_owned(),
-            ProviderKind::Anthropic => ollm_bridge::anthropic::DEFAULT_BASE_URL.to_owned(),
-        });
-    let address = normalise_host(&raw_host, entry.kind).ok_or_else(|| {
-        CliError::Usage(format!(
-            "not a usable server address: {:?}",
-            redact_url(&raw_host)
-        ))
-    })?;
-
-    let api_key = entry
-        .api_key_env
-        .as_deref()
-        .and_then(|var| {
-            std::env::var(var)
-                .ok()
-                .or_else(|| env.get(var).map(str::to_owned))
-        })
-        .filter(|k| !k.is_empty())
-        .map(Secret::new);
-
-    let provider = ProviderSettings {
-        name,
-        kind: entry.kind,
-        v1_address: raw_host.trim().trim_end_matches('/').ends_with("/v1"),
-        base_url: redact_url(&address),
-        address: Secret::new(address),
-        api_key_env: entry.api_key_env.clone(),
-        api_key,
-        default_model: entry.default_model.clone(),
-        context_length: entry.context_length,
-        connect_timeout: Duration::from_secs(entry.connect_timeout_secs.unwrap_or(10)),
-        idle_timeout: Duration::from_secs(entry.idle_timeout_secs.unwrap_or(300)),
-        headers: headers(&file.headers, &entry.headers),
-    };
+    let (name, entry, known_providers) = chosen_provider(global, env, &file)?;
+    let provider = provider_settings(global, env, &file, name, &entry)?;
     let model = env
         .get("OLLM_MODEL")
         .map(str::to_owned)
         .or_else(|| provider.default_model.clone());
     let data_dir = data_dir(env);
-    let tools = ToolSettings {
-        allowed_commands: file.tools.allowed_commands.clone().unwrap_or_else(|| {
-            DEFAULT_ALLOWED_COMMANDS
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect()
-        }),
-        auto_approve: file.tools.auto_approve.clone(),
-        command_timeout: Duration::from_secs(file.tools.command_timeout_secs.unwrap_or(30)),
-        output_limit: file.tools.output_limit_bytes.unwrap_or(16 * 1024),
-        audit_log: file
-            .tools
-            .audit_log
-            .clone()
-            .unwrap_or_else(|| data_dir.join("audit.log")),
-        pass_env: file.tools.pass_env.clone(),
-        sandbox: file.tools.sandbox.unwrap_or_default(),
-    };
+    let tools = tool_settings(&file, &data_dir);
     let context = context_settings(&file, provider.context_length)?;
     let defaults = Layers::new(
         file.run.clone(),
@@ -449,6 +363,123 @@ pub(crate) fn settle(
         verbose: global.verbose,
         defaults,
     })
+}
+
+/// The provider in use (flag, `OLLM_PROVIDER`, the file's `default_provider`, `ollama`):
+/// its name, its entry (built in or from the file) and every known provider's name.
+fn chosen_provider(
+    global: &GlobalArgs,
+    env: &Env,
+    file: &FileConfig,
+) -> Result<(String, ProviderEntry, Vec<String>), CliError> {
+    let mut entries = builtin_providers();
+    for (name, entry) in &file.providers {
+        entries.insert(name.clone(), entry.clone());
+    }
+    let known_providers: Vec<String> = entries.keys().cloned().collect();
+
+    let name = global
+        .provider
+        .clone()
+        .or_else(|| env.get("OLLM_PROVIDER").map(str::to_owned))
+        .or_else(|| file.default_provider.clone())
+        .unwrap_or_else(|| "ollama".to_owned());
+    let entry = entries.get(&name).cloned().ok_or_else(|| {
+        CliError::Usage(format!(
+            "unknown provider {name:?} (known: {})",
+            known_providers.join(", ")
+        ))
+    })?;
+    Ok((name, entry, known_providers))
+}
+
+/// The provider `name` settled: its address, key, timeouts and headers.
+fn provider_settings(
+    global: &GlobalArgs,
+    env: &Env,
+    file: &FileConfig,
+    name: String,
+    entry: &ProviderEntry,
+) -> Result<ProviderSettings, CliError> {
+    let raw_host = raw_host(global, env, &name, entry);
+    let address = normalise_host(&raw_host, entry.kind).ok_or_else(|| {
+        CliError::Usage(format!(
+            "not a usable server address: {:?}",
+            redact_url(&raw_host)
+        ))
+    })?;
+
+    let api_key = entry
+        .api_key_env
+        .as_deref()
+        .and_then(|var| {
+            std::env::var(var)
+                .ok()
+                .or_else(|| env.get(var).map(str::to_owned))
+        })
+        .filter(|k| !k.is_empty())
+        .map(Secret::new);
+
+    Ok(ProviderSettings {
+        name,
+        kind: entry.kind,
+        v1_address: raw_host.trim().trim_end_matches('/').ends_with("/v1"),
+        base_url: redact_url(&address),
+        address: Secret::new(address),
+        api_key_env: entry.api_key_env.clone(),
+        api_key,
+        default_model: entry.default_model.clone(),
+        context_length: entry.context_length,
+        connect_timeout: Duration::from_secs(entry.connect_timeout_secs.unwrap_or(10)),
+        idle_timeout: Duration::from_secs(entry.idle_timeout_secs.unwrap_or(300)),
+        headers: headers(&file.headers, &entry.headers),
+    })
+}
+
+/// The address as given, before it is checked: flag, `OLLM_HOST`, `OLLAMA_HOST` (for the
+/// provider named `ollama`) or `ANTHROPIC_BASE_URL` (for the provider named `anthropic`),
+/// the file, else the kind's default.
+fn raw_host(global: &GlobalArgs, env: &Env, name: &str, entry: &ProviderEntry) -> String {
+    global
+        .host
+        .clone()
+        .or_else(|| env.get("OLLM_HOST").map(str::to_owned))
+        .or_else(|| {
+            let var = match name {
+                "ollama" => "OLLAMA_HOST",
+                "anthropic" => "ANTHROPIC_BASE_URL",
+                _ => return None,
+            };
+            env.get(var).map(str::to_owned)
+        })
+        .or_else(|| entry.base_url.clone())
+        .unwrap_or_else(|| match entry.kind {
+            ProviderKind::Ollama => DEFAULT_OLLAMA.to_owned(),
+            ProviderKind::Openai => DEFAULT_OPENAI.to_owned(),
+            ProviderKind::Anthropic => ollm_bridge::anthropic::DEFAULT_BASE_URL.to_owned(),
+        })
+}
+
+/// The `[tools]` table settled, with its defaults.
+fn tool_settings(file: &FileConfig, data_dir: &Path) -> ToolSettings {
+    ToolSettings {
+        allowed_commands: file.tools.allowed_commands.clone().unwrap_or_else(|| {
+            DEFAULT_ALLOWED_COMMANDS
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect()
+        }),
+        auto_approve: file.tools.auto_approve.clone(),
+        command_timeout: Duration::from_secs(file.tools.command_timeout_secs.unwrap_or(30)),
+        output_limit: file.tools.output_limit_bytes.unwrap_or(16 * 1024),
+        audit_log: file
+            .tools
+            .audit_log
+            .clone()
+            .unwrap_or_else(|| data_dir.join("audit.log")),
+        pass_env: file.tools.pass_env.clone(),
+        sandbox: file.tools.sandbox.unwrap_or_default(),
+    }
 }
 
 /// The context settings of `file`; `provider` is the provider's own `context_length`,

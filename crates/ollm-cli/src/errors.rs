@@ -15,10 +15,7 @@
 use ollm_types::{ProviderError, ProviderErrorKind, Warning, WarningKind};
 
 use crate::config::{ProviderKind, Settings};
-
-/// The hint for a provider mix-up.
-pub(crate) const OPENAI_HINT: &str =
-    "this looks like an OpenAI-compatible server: add --provider openai";
+use crate::ui::hint::{self, OPENAI_HINT};
 
 /// One line saying what happened.
 pub(crate) fn headline(e: &ProviderError) -> String {
@@ -53,19 +50,12 @@ pub(crate) fn looks_openai(settings: &Settings) -> bool {
     settings.provider.kind == ProviderKind::Ollama && settings.provider.v1_address
 }
 
-/// Whether `e` is a 404 from a server that does not speak Ollama's `/api/*`.
-pub(crate) fn is_foreign_404(e: &ProviderError) -> bool {
-    e.kind == ProviderErrorKind::ModelNotFound
-        && e.status == Some(404)
-        && !e.message.to_ascii_lowercase().contains("model")
-}
-
 /// The one hint for `e` under `settings`.
 pub(crate) fn hint(e: &ProviderError, settings: &Settings) -> Option<String> {
-    if looks_openai(settings) || is_foreign_404(e) {
+    if looks_openai(settings) {
         return Some(OPENAI_HINT.to_owned());
     }
-    crate::render::hint_for(e)
+    hint::for_error(e)
 }
 
 #[cfg(test)]
@@ -75,7 +65,7 @@ mod tests {
     /// Checks the headline and whether the mix-up hint is given, for an error.
     fn check(e: ProviderError, headline_is: &str, foreign: bool) {
         assert_eq!(headline(&e), headline_is);
-        assert_eq!(is_foreign_404(&e), foreign, "{e:?}");
+        assert_eq!(hint::is_foreign_404(&e), foreign, "{e:?}");
     }
 
     #[test]

@@ -74,7 +74,7 @@ fn open(path: &Path) -> Result<BoxMakeWriter, CliError> {
         CliError::Usage(format!("cannot open the log file {}: {e}", path.display()))
     })?;
     for warning in &opened.warnings {
-        crate::render::warn(warning);
+        crate::ui::warn(warning);
     }
     Ok(BoxMakeWriter::new(Mutex::new(opened.file)))
 }

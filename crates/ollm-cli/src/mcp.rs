@@ -28,129 +28,19 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use ollm_core::{ChatClient, Tool, ToolError, ToolRegistry};
-use ollm_mcp::{
-    HttpConfig, McpServers, ServerConfig, ServerState, ServerStatus, StdioConfig, TransportConfig,
-    tool_name,
-};
+use ollm_mcp::{McpServers, ServerState, ServerStatus, tool_name};
 use ollm_tools::{Approver, Request};
 use ollm_types::ToolSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::exit::CliError;
 
 pub(crate) mod edit;
+mod entry;
 
-/// `ollm mcp ...`.
-#[derive(Debug, Clone, clap::Subcommand)]
-pub(crate) enum McpAction {
-    /// Start the enabled servers and list each one's state and tools.
-    List,
-    /// Add a server to the config file: `ollm mcp add NAME -- COMMAND ARGS...` or
-    /// `ollm mcp add NAME --url URL`.
-    Add(edit::AddArgs),
-    /// Remove a server from the config file.
-    Remove {
-        /// The server's name.
-        name: String,
-    },
-}
-
-/// One `[mcp_servers.NAME]` table.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub(crate) struct McpServerEntry {
-    /// The program of a stdio server.
-    pub(crate) command: Option<String>,
-    /// Its arguments.
-    pub(crate) args: Vec<String>,
-    /// Variables set for it (its environment is otherwise scrubbed).
-    pub(crate) env: BTreeMap<String, String>,
-    /// The endpoint of a streamable HTTP server.
-    pub(crate) url: Option<String>,
-    /// Headers sent to it.
-    pub(crate) headers: BTreeMap<String, String>,
-    /// The variable holding its bearer token.
-    pub(crate) bearer_token_env: Option<String>,
-    /// Whether it is used (default true).
-    pub(crate) enabled: Option<bool>,
-    /// Seconds it has to start.
-    pub(crate) startup_timeout_secs: Option<u64>,
-    /// Seconds one call may take.
-    pub(crate) tool_timeout_secs: Option<u64>,
-    /// Which of its tools run without asking.
-    pub(crate) approve: Option<Approve>,
-}
-
-/// The `approve` key.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(untagged)]
-pub(crate) enum Approve {
-    /// `"ask"` or `"always"`.
-    Mode(ApproveMode),
-    /// The tools (their names on the server) that run without asking.
-    Tools(Vec<String>),
-}
-
-/// `ask` or `always`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum ApproveMode {
-    /// Ask, like for built-in tools (headless: deny).
-    Ask,
-    /// Never ask.
-    Always,
-}
-
-/// The enabled servers' configs, in name order.
-pub(crate) fn server_configs(
-    entries: &BTreeMap<String, McpServerEntry>,
-) -> Result<Vec<ServerConfig>, CliError> {
-    entries
-        .iter()
-        .filter(|(_, e)| e.enabled != Some(false))
-        .map(|(name, entry)| server_config(name, entry))
-        .collect()
-}
-
-fn server_config(name: &str, e: &McpServerEntry) -> Result<ServerConfig, CliError> {
-    let usage = |m: &str| CliError::Usage(format!("[mcp_servers.{name}]: {m}"));
-    let transport = match (&e.command, &e.url) {
-        (Some(command), None) => {
-            if !e.headers.is_empty() || e.bearer_token_env.is_some() {
-                return Err(usage("`headers` and `bearer_token_env` need `url`"));
-            }
-            TransportConfig::Stdio(StdioConfig {
-                command: command.into(),
-                args: e.args.clone(),
-                env: e.env.clone(),
-                cwd: None,
-            })
-        }
-        (None, Some(url)) => {
-            if !e.args.is_empty() || !e.env.is_empty() {
-                return Err(usage("`args` and `env` need `command`"));
-            }
-            TransportConfig::Http(HttpConfig {
-                url: url.clone(),
-                headers: e.headers.clone(),
-                bearer_token_env: e.bearer_token_env.clone(),
-            })
-        }
-        _ => return Err(usage("set exactly one of `command` and `url`")),
-    };
-    let mut config = ServerConfig::new(name, transport);
-    if let Some(secs) = e.startup_timeout_secs {
-        config.startup_timeout = Duration::from_secs(secs);
-    }
-    if let Some(secs) = e.tool_timeout_secs {
-        config.tool_timeout = Duration::from_secs(secs);
-    }
-    Ok(config)
-}
+pub(crate) use entry::{Approve, ApproveMode, McpServerEntry, server_configs};
 
 /// `ollm mcp list`: starts the enabled servers, prints each one's state and tools, stops
 /// them. Server logs go to `<data_dir>/mcp-logs`.
@@ -245,9 +135,14 @@ pub(crate) async fn attach_or_interrupt(
     tools: &mut ToolRegistry,
     approver: &Arc<Approver>,
 ) -> Result<Option<Arc<RunServers>>, CliError> {
+    // `biased`: Ctrl-C's handler is installed when its future is first polled, so it is
+    // polled before `attach` spawns anything. Unbiased, select! sometimes polled `attach`
+    // first, and a SIGINT just after the spawn met the default action: ollm died by the
+    // signal instead of exiting 130 (seen as a flaky `ctrl_c_while_a_server_starts`).
     tokio::select! {
-        attached = attach(entries, data_dir, tools, approver) => attached,
+        biased;
         _ = tokio::signal::ctrl_c() => Err(CliError::Cancelled),
+        attached = attach(entries, data_dir, tools, approver) => attached,
     }
 }
 
@@ -283,7 +178,7 @@ impl RunServers {
     /// Prints each failure not reported yet (once per server) on stderr.
     pub(crate) fn report(&self) {
         for (_, error) in self.servers.take_reports() {
-            crate::render::warn(&format!("{error}; its tools are unavailable"));
+            crate::ui::warn(&format!("{error}; its tools are unavailable"));
         }
     }
 
@@ -299,7 +194,7 @@ impl RunServers {
                 client.set_tools(registry.clone());
                 *self.lock() = registry;
             }
-            Err(e) => crate::render::warn(&format!("MCP tools not refreshed: {e}")),
+            Err(e) => crate::ui::warn(&format!("MCP tools not refreshed: {e}")),
         }
     }
 
@@ -317,18 +212,18 @@ impl RunServers {
 
 /// Chat's hook before each prompt: reports and refreshes the run's servers, if any.
 pub(crate) fn before_prompt(
-    parts: &crate::run::Parts,
+    servers: Option<&RunServers>,
     client: &ChatClient,
     rt: &tokio::runtime::Runtime,
 ) {
-    if let Some(servers) = &parts.mcp {
+    if let Some(servers) = servers {
         rt.block_on(servers.between_turns(client));
     }
 }
 
 /// `/mcp` in chat.
-pub(crate) fn describe_run(parts: &crate::run::Parts) -> String {
-    match &parts.mcp {
+pub(crate) fn describe_run(servers: Option<&RunServers>) -> String {
+    match servers {
         Some(servers) => servers.describe().trim_end().to_owned(),
         None => "no MCP servers in this chat (none enabled in the config, or --no-tools)".into(),
     }
@@ -390,6 +285,8 @@ impl Tool for Approved {
 
 #[cfg(test)]
 mod tests {
+    use serde::Deserialize;
+
     use super::*;
 
     fn check(toml_text: &str, expected: Result<Vec<&str>, &str>) {

@@ -4,7 +4,7 @@
 //! provider and read the output back.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{self, Write};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -181,20 +181,20 @@ pub(crate) async fn version(
     writeln!(out, "ollm version {}", env!("CARGO_PKG_VERSION"))?;
     match p.server_version().await {
         Ok(v) => writeln!(out, "{} server at {base_url}: version {v}", p.name())?,
-        Err(e) => crate::render::warn(&format!(
+        Err(e) => crate::ui::warn(&format!(
             "could not get the server version from {base_url}: {e}"
         )),
     }
     Ok(())
 }
 
-/// `ollm pull MODEL`: a progress bar per layer on a terminal, plain lines otherwise.
 /// `done` of `total` as a whole percentage, rounded to the nearest (`total` > 0).
 fn percent(done: u64, total: u64) -> u64 {
     let exact = u128::from(done) * 100 + u128::from(total) / 2;
     u64::try_from(exact / u128::from(total)).unwrap_or(100)
 }
 
+/// `ollm pull MODEL`: a progress bar per layer on a terminal, plain lines otherwise.
 pub(crate) async fn pull(
     p: &dyn ProviderAdapter,
     model: &str,
@@ -202,14 +202,7 @@ pub(crate) async fn pull(
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let mut stream = p.pull_model(model);
-    let mut bars: BTreeMap<String, ProgressBar> = BTreeMap::new();
-    let mut last_status = String::new();
-    let mut last_decile: BTreeMap<String, u64> = BTreeMap::new();
-    let style = ProgressStyle::with_template(
-        "{msg} {bar:30.cyan/blue} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
-    )
-    .map_err(|e| CliError::Other(e.into()))?
-    .progress_chars("█▉ ");
+    let mut progress = Progress::new(terminal)?;
     let mut outcome = Ok(());
     while let Some(step) = stream.next().await {
         let step = match step {
@@ -221,59 +214,104 @@ pub(crate) async fn pull(
         };
         match (step.digest.as_deref(), step.total) {
             (Some(digest), Some(total)) if total > 0 => {
-                let short: String = digest
-                    .trim_start_matches("sha256:")
-                    .chars()
-                    .take(12)
-                    .collect();
-                let done = step.completed.unwrap_or(0).min(total);
-                if terminal {
-                    let bar = bars.entry(digest.to_owned()).or_insert_with(|| {
-                        let b = ProgressBar::new(total).with_style(style.clone());
-                        b.set_message(format!("pulling {short}"));
-                        b.enable_steady_tick(Duration::from_millis(200));
-                        b
-                    });
-                    bar.set_length(total);
-                    bar.set_position(done);
-                } else {
-                    // A line per tenth at most, but the figure printed is the data's
-                    // own percentage, rounded (25%, not the tenth's 20%).
-                    let decile = done * 10 / total;
-                    if last_decile.get(digest) != Some(&decile) {
-                        last_decile.insert(digest.to_owned(), decile);
-                        writeln!(
-                            out,
-                            "pulling {short}: {:>3}% ({} / {})",
-                            percent(done, total),
-                            human_bytes(done),
-                            human_bytes(total)
-                        )?;
-                    }
-                }
+                progress.layer(digest, step.completed.unwrap_or(0).min(total), total, out)?;
             }
-            _ => {
-                if step.status != last_status {
-                    for bar in bars.values() {
-                        bar.finish();
-                    }
-                    bars.clear();
-                    writeln!(out, "{}", step.status)?;
-                    last_status = step.status.clone();
-                }
-            }
+            _ => progress.status(&step.status, out)?,
         }
     }
-    for bar in bars.values() {
-        bar.finish();
-    }
+    progress.finish_bars();
     out.flush()?;
-    if outcome.is_ok() && last_status != "success" {
+    if outcome.is_ok() && progress.last_status != "success" {
         outcome = Err(CliError::Other(anyhow::anyhow!(
             "the pull of {model} ended without success"
         )));
     }
     outcome
+}
+
+/// What `ollm pull` has shown so far: a bar per layer on a terminal, else the last tenth
+/// printed per layer; and the last status line.
+struct Progress {
+    terminal: bool,
+    style: ProgressStyle,
+    bars: BTreeMap<String, ProgressBar>,
+    last_decile: BTreeMap<String, u64>,
+    last_status: String,
+}
+
+impl Progress {
+    fn new(terminal: bool) -> Result<Self, CliError> {
+        let style = ProgressStyle::with_template(
+            "{msg} {bar:30.cyan/blue} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+        )
+        .map_err(|e| CliError::Other(e.into()))?
+        .progress_chars("█▉ ");
+        Ok(Self {
+            terminal,
+            style,
+            bars: BTreeMap::new(),
+            last_decile: BTreeMap::new(),
+            last_status: String::new(),
+        })
+    }
+
+    /// A layer's progress: `done` of `total` bytes (`total` > 0).
+    fn layer(
+        &mut self,
+        digest: &str,
+        done: u64,
+        total: u64,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let short: String = digest
+            .trim_start_matches("sha256:")
+            .chars()
+            .take(12)
+            .collect();
+        if self.terminal {
+            let style = &self.style;
+            let bar = self.bars.entry(digest.to_owned()).or_insert_with(|| {
+                let b = ProgressBar::new(total).with_style(style.clone());
+                b.set_message(format!("pulling {short}"));
+                b.enable_steady_tick(Duration::from_millis(200));
+                b
+            });
+            bar.set_length(total);
+            bar.set_position(done);
+            return Ok(());
+        }
+        // A line per tenth at most, but the figure printed is the data's own percentage,
+        // rounded (25%, not the tenth's 20%).
+        let decile = done * 10 / total;
+        if self.last_decile.get(digest) != Some(&decile) {
+            self.last_decile.insert(digest.to_owned(), decile);
+            writeln!(
+                out,
+                "pulling {short}: {:>3}% ({} / {})",
+                percent(done, total),
+                human_bytes(done),
+                human_bytes(total)
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A status line (`pulling manifest`, `success`), printed once when it changes.
+    fn status(&mut self, status: &str, out: &mut dyn Write) -> io::Result<()> {
+        if status != self.last_status {
+            self.finish_bars();
+            writeln!(out, "{status}")?;
+            status.clone_into(&mut self.last_status);
+        }
+        Ok(())
+    }
+
+    fn finish_bars(&mut self) {
+        for bar in self.bars.values() {
+            bar.finish();
+        }
+        self.bars.clear();
+    }
 }
 
 #[cfg(test)]

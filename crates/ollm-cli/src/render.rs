@@ -15,9 +15,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use ollm_core::ChatEvent;
-use ollm_types::{
-    FinishReason, Message, ProviderError, ProviderErrorKind, ToolCall, Usage, Warning,
-};
+use ollm_types::{FinishReason, Message, ProviderError, ToolCall, Usage, Warning};
 use serde_json::{Value, json};
 
 use crate::args::OutputFormat;
@@ -33,12 +31,6 @@ const YELLOW: &str = "\x1b[33m";
 const RED: &str = "\x1b[31m";
 const GREEN: &str = "\x1b[32m";
 const RESET: &str = "\x1b[0m";
-
-/// Prints a warning on stderr (outside a run's renderer).
-pub(crate) fn warn(message: &str) {
-    let mut err = io::stderr().lock();
-    let _ = writeln!(err, "warning: {message}");
-}
 
 /// One tool call of a run and its result.
 #[derive(Debug, Clone, PartialEq)]
@@ -168,41 +160,13 @@ fn kind_str<T: serde::Serialize>(kind: &T) -> Value {
     serde_json::to_value(kind).unwrap_or(Value::Null)
 }
 
-/// The hint shown with `e`: the adapter's (which speaks of the server), followed by this
-/// CLI's own for the error's kind (which names `ollm` commands; adapters never do).
-pub(crate) fn hint_for(e: &ProviderError) -> Option<String> {
-    if crate::errors::is_foreign_404(e) {
-        return Some(crate::errors::OPENAI_HINT.to_owned());
-    }
-    let cli = match e.kind {
-        ProviderErrorKind::ModelNotFound => Some("`ollm list` shows the models the server has"),
-        ProviderErrorKind::Connection => {
-            Some("`ollm config show` prints the provider and base URL in use")
-        }
-        ProviderErrorKind::VisionUnsupported => {
-            Some("`ollm show MODEL` lists its capabilities; pick a model with `vision`")
-        }
-        ProviderErrorKind::ContextOverflow => Some(
-            "ollm compacts a long conversation by itself unless `--no-compact` (or \
-             `compact = false`) turns it off; in chat, `/compact` compacts it now and \
-             `/clear` starts over",
-        ),
-        _ => None,
-    };
-    match (&e.hint, cli) {
-        (Some(adapter), Some(cli)) => Some(format!("{adapter}; {cli}")),
-        (Some(adapter), None) => Some(adapter.clone()),
-        (None, cli) => cli.map(str::to_owned),
-    }
-}
-
 fn error_json(e: &ProviderError) -> Value {
     json!({
         "kind": kind_str(&e.kind),
         "message": e.message,
         "status": e.status,
         "retryable": e.retryable,
-        "hint": hint_for(e),
+        "hint": crate::ui::hint::for_error(e),
     })
 }
 
@@ -428,20 +392,6 @@ impl<'a> TextSink<'a> {
     }
 }
 
-fn one_line(text: &str, max: usize) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    let flat = flat.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > max {
-        let cut: String = flat.chars().take(max).collect();
-        format!("{cut}…")
-    } else {
-        flat
-    }
-}
-
 impl Sink for TextSink<'_> {
     fn event(&mut self, event: &ChatEvent) -> io::Result<()> {
         self.status_before(event);
@@ -451,7 +401,7 @@ impl Sink for TextSink<'_> {
     }
 
     fn end(&mut self, _summary: &Summary, _model: &str) -> io::Result<()> {
-        crate::status::clear();
+        crate::ui::status::clear();
         self.break_line(true)?;
         self.out.flush()?;
         self.err.flush()
@@ -470,7 +420,7 @@ impl TextSink<'_> {
             _ => false,
         };
         if !silent {
-            crate::status::clear();
+            crate::ui::status::clear();
         }
     }
 
@@ -478,85 +428,25 @@ impl TextSink<'_> {
     fn status_after(&self, event: &ChatEvent) {
         match event {
             ChatEvent::ToolCallStarted { call } => {
-                crate::status::set(format!("running {}…", call.name));
+                crate::ui::status::set(format!("running {}…", call.name));
             }
-            ChatEvent::ToolResult { .. } => crate::status::set("waiting for the model…"),
-            ChatEvent::Finish { .. } | ChatEvent::Error { .. } => crate::status::clear(),
+            ChatEvent::ToolResult { .. } => crate::ui::status::set("waiting for the model…"),
+            ChatEvent::Finish { .. } | ChatEvent::Error { .. } => crate::ui::status::clear(),
             _ => {}
         }
     }
 
     fn show(&mut self, event: &ChatEvent) -> io::Result<()> {
         match event {
-            ChatEvent::ThinkingDelta { text } => {
-                if self.style.hide_thinking || text.is_empty() {
-                    return Ok(());
-                }
-                if !self.thinking_open {
-                    self.break_line(false)?;
-                    self.thinking_open = true;
-                    let head = self.paint(DIM, "Thinking...");
-                    writeln!(self.err, "{head}")?;
-                    if self.style.styled {
-                        self.err.write_all(DIM.as_bytes())?;
-                    }
-                }
-                self.err.write_all(text.as_bytes())?;
-                self.err_at_line_start = text.ends_with('\n');
-                self.err.flush()
-            }
-            ChatEvent::TextDelta { text } => {
-                if text.is_empty() {
-                    return Ok(());
-                }
-                self.close_thinking()?;
-                let mut shown = if self.style.styled {
-                    self.markdown.feed(text)
-                } else {
-                    text.clone()
-                };
-                if let Some(w) = &mut self.wrap {
-                    shown = w.feed(&shown);
-                }
-                self.out.write_all(shown.as_bytes())?;
-                self.answer_written = true;
-                self.answer_ends_with_newline = text.ends_with('\n');
-                self.out.flush()
-            }
-            ChatEvent::ToolCallStarted { call } => {
-                self.pending_calls.insert(call.id.clone(), call.clone());
-                let args = one_line(&call.arguments_value().to_string(), 160);
-                let line = format!(
-                    "{} {}{}",
-                    self.paint(CYAN, "⚙"),
-                    self.paint(BOLD, &call.name),
-                    self.paint(DIM, &format!(" {args}"))
-                );
-                self.status_line(&line)?;
-                crate::tools::prompter::shown(&call.name);
-                Ok(())
-            }
+            ChatEvent::ThinkingDelta { text } => self.show_thinking(text),
+            ChatEvent::TextDelta { text } => self.show_text(text),
+            ChatEvent::ToolCallStarted { call } => self.show_call(call),
             ChatEvent::ToolResult {
                 call_id,
                 name,
                 content,
                 is_error,
-            } => {
-                self.pending_calls.remove(call_id);
-                crate::tools::prompter::finished(name);
-                let (mark, color) = if *is_error {
-                    ("✗", RED)
-                } else {
-                    ("✓", GREEN)
-                };
-                let line = format!(
-                    "  {} {} {}",
-                    self.paint(color, mark),
-                    name,
-                    self.paint(DIM, &one_line(content, 120))
-                );
-                self.status_line(&line)
-            }
+            } => self.show_result(call_id, name, content, *is_error),
             ChatEvent::Warning { warning } => {
                 let short = crate::errors::short_warning(warning);
                 let line = self.paint(YELLOW, &format!("warning: {short}"));
@@ -572,7 +462,7 @@ impl TextSink<'_> {
             ChatEvent::Error { error } => {
                 let headline = crate::errors::headline(error);
                 let mut line = self.paint(RED, &format!("error: {headline}"));
-                if let Some(hint) = hint_for(error) {
+                if let Some(hint) = crate::ui::hint::for_error(error) {
                     line.push_str(&format!("\n  hint: {hint}"));
                 }
                 self.status_line(&line)
@@ -585,22 +475,102 @@ impl TextSink<'_> {
                 self.markdown = Markdown::default();
                 self.out.flush()
             }
-            ChatEvent::Finish { reason, .. } => {
-                self.break_line(true)?;
-                match reason {
-                    FinishReason::Cancelled => self.status_line(&self.paint(DIM, "[cancelled]")),
-                    FinishReason::MaxTurns => self.status_line(
-                        &self.paint(YELLOW, "warning: stopped at the turn limit (--max-turns)"),
-                    ),
-                    FinishReason::Length => self.status_line(
-                        &self.paint(YELLOW, "warning: the answer was cut at the token limit"),
-                    ),
-                    FinishReason::Repetition => self.status_line(
-                        &self.paint(YELLOW, "warning: stopped: the model kept repeating itself"),
-                    ),
-                    _ => Ok(()),
-                }
+            ChatEvent::Finish { reason, .. } => self.show_finish(reason),
+            _ => Ok(()),
+        }
+    }
+
+    /// Reasoning on stderr, dimmed, under a "Thinking..." head (unless hidden).
+    fn show_thinking(&mut self, text: &str) -> io::Result<()> {
+        if self.style.hide_thinking || text.is_empty() {
+            return Ok(());
+        }
+        if !self.thinking_open {
+            self.break_line(false)?;
+            self.thinking_open = true;
+            let head = self.paint(DIM, "Thinking...");
+            writeln!(self.err, "{head}")?;
+            if self.style.styled {
+                self.err.write_all(DIM.as_bytes())?;
             }
+        }
+        self.err.write_all(text.as_bytes())?;
+        self.err_at_line_start = text.ends_with('\n');
+        self.err.flush()
+    }
+
+    /// Answer text on stdout, styled and wrapped on a terminal.
+    fn show_text(&mut self, text: &str) -> io::Result<()> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        self.close_thinking()?;
+        let mut shown = if self.style.styled {
+            self.markdown.feed(text)
+        } else {
+            text.to_owned()
+        };
+        if let Some(w) = &mut self.wrap {
+            shown = w.feed(&shown);
+        }
+        self.out.write_all(shown.as_bytes())?;
+        self.answer_written = true;
+        self.answer_ends_with_newline = text.ends_with('\n');
+        self.out.flush()
+    }
+
+    /// The `⚙` line of a call; an approval question waits for it (`tools/prompter.rs`).
+    fn show_call(&mut self, call: &ToolCall) -> io::Result<()> {
+        self.pending_calls.insert(call.id.clone(), call.clone());
+        let args = crate::wrap::shorten(&call.arguments_value().to_string(), 160);
+        let line = format!(
+            "{} {}{}",
+            self.paint(CYAN, "⚙"),
+            self.paint(BOLD, &call.name),
+            self.paint(DIM, &format!(" {args}"))
+        );
+        self.status_line(&line)?;
+        crate::tools::prompter::shown(&call.name);
+        Ok(())
+    }
+
+    /// A call's result: a mark and its first characters.
+    fn show_result(
+        &mut self,
+        call_id: &str,
+        name: &str,
+        content: &str,
+        is_error: bool,
+    ) -> io::Result<()> {
+        self.pending_calls.remove(call_id);
+        crate::tools::prompter::finished(name);
+        let (mark, color) = if is_error {
+            ("✗", RED)
+        } else {
+            ("✓", GREEN)
+        };
+        let line = format!(
+            "  {} {} {}",
+            self.paint(color, mark),
+            name,
+            self.paint(DIM, &crate::wrap::shorten(content, 120))
+        );
+        self.status_line(&line)
+    }
+
+    /// The end of the run, and why when it is not a plain stop.
+    fn show_finish(&mut self, reason: &FinishReason) -> io::Result<()> {
+        self.break_line(true)?;
+        match reason {
+            FinishReason::Cancelled => self.status_line(&self.paint(DIM, "[cancelled]")),
+            FinishReason::MaxTurns => self.status_line(
+                &self.paint(YELLOW, "warning: stopped at the turn limit (--max-turns)"),
+            ),
+            FinishReason::Length => self
+                .status_line(&self.paint(YELLOW, "warning: the answer was cut at the token limit")),
+            FinishReason::Repetition => self.status_line(
+                &self.paint(YELLOW, "warning: stopped: the model kept repeating itself"),
+            ),
             _ => Ok(()),
         }
     }
@@ -1030,21 +1000,21 @@ mod tests {
     #[test]
     fn model_not_found_hints_name_ollm_list() {
         let bare = ProviderError::new(ProviderErrorKind::ModelNotFound, "no model x");
-        let hint = hint_for(&bare).unwrap();
+        let hint = crate::ui::hint::for_error(&bare).unwrap();
         assert!(hint.contains("`ollm list`"), "{hint}");
         let from_bridge = bare.clone().with_hint("ollama pull x");
-        let hint = hint_for(&from_bridge).unwrap();
+        let hint = crate::ui::hint::for_error(&from_bridge).unwrap();
         assert!(hint.starts_with("ollama pull x"), "{hint}");
         assert!(hint.contains("`ollm list`"), "{hint}");
         assert_eq!(
             event_json(&ChatEvent::Error { error: bare })["error"]["hint"],
-            json!(hint_for(&ProviderError::new(
+            json!(crate::ui::hint::for_error(&ProviderError::new(
                 ProviderErrorKind::ModelNotFound,
                 "no model x"
             )))
         );
         assert_eq!(
-            hint_for(&ProviderError::new(ProviderErrorKind::Other, "x")),
+            crate::ui::hint::for_error(&ProviderError::new(ProviderErrorKind::Other, "x")),
             None
         );
     }

@@ -76,43 +76,8 @@ pub(crate) fn settle(
     term: Terminal,
     piped: Option<String>,
 ) -> Result<RunPlan, CliError> {
-    let model = args
-        .model
-        .clone()
-        .or_else(|| settings.model.clone())
-        .ok_or_else(|| {
-            CliError::Usage(
-                "no model given: `ollm run MODEL`, OLLM_MODEL, or default_model in the config"
-                    .into(),
-            )
-        })?;
-    if model.contains(char::is_whitespace) {
-        return Err(CliError::Usage(format!(
-            "{model:?} was taken as the model name (the first word after `run` is the model): \
-             `ollm run MODEL {model:?}`"
-        )));
-    }
-    let typed = args.prompt.join(" ");
-    let piped = piped.filter(|p| !p.trim().is_empty());
-    let prompt = match (typed.trim().is_empty(), piped) {
-        (true, None) => None,
-        (true, Some(p)) => Some(p),
-        (false, None) => Some(typed),
-        (false, Some(p)) => Some(format!("{typed}\n\n{p}")),
-    };
-    if prompt.is_none() {
-        if !term.stdin {
-            return Err(CliError::Usage(
-                "no prompt: give one as an argument or on stdin (an interactive chat needs a terminal)"
-                    .into(),
-            ));
-        }
-        if args.output_format != OutputFormat::Text {
-            return Err(CliError::Usage(
-                "--output-format json and stream-json need a prompt (one-shot runs only)".into(),
-            ));
-        }
-    }
+    let model = model_of(args, settings)?;
+    let prompt = prompt_of(args, piped, term)?;
     let approval = if args.yes {
         Mode::Yes
     } else if term.stdin {
@@ -150,6 +115,58 @@ pub(crate) fn settle(
         context_flag: args.context_length,
         images: Vec::new(),
     })
+}
+
+/// The model to run: the argument, else the settings' (`OLLM_MODEL`, the config file).
+fn model_of(args: &RunArgs, settings: &Settings) -> Result<String, CliError> {
+    let model = args
+        .model
+        .clone()
+        .or_else(|| settings.model.clone())
+        .ok_or_else(|| {
+            CliError::Usage(
+                "no model given: `ollm run MODEL`, OLLM_MODEL, or default_model in the config"
+                    .into(),
+            )
+        })?;
+    if model.contains(char::is_whitespace) {
+        return Err(CliError::Usage(format!(
+            "{model:?} was taken as the model name (the first word after `run` is the model): \
+             `ollm run MODEL {model:?}`"
+        )));
+    }
+    Ok(model)
+}
+
+/// The one-shot prompt: the typed words, then stdin's text; `None` for a chat, which
+/// needs a terminal and the text format.
+fn prompt_of(
+    args: &RunArgs,
+    piped: Option<String>,
+    term: Terminal,
+) -> Result<Option<String>, CliError> {
+    let typed = args.prompt.join(" ");
+    let piped = piped.filter(|p| !p.trim().is_empty());
+    let prompt = match (typed.trim().is_empty(), piped) {
+        (true, None) => None,
+        (true, Some(p)) => Some(p),
+        (false, None) => Some(typed),
+        (false, Some(p)) => Some(format!("{typed}\n\n{p}")),
+    };
+    if prompt.is_none() {
+        if !term.stdin {
+            return Err(CliError::Usage(
+                "no prompt: give one as an argument or on stdin (an interactive chat needs a terminal)"
+                    .into(),
+            ));
+        }
+        if args.output_format != OutputFormat::Text {
+            return Err(CliError::Usage(
+                "--output-format json and stream-json need a prompt (one-shot runs only)".into(),
+            ));
+        }
+    }
+    Ok(prompt)
 }
 
 /// Core's settings for `model` with the settled run defaults `d`; core's own defaults
@@ -437,7 +454,7 @@ impl Sink for Verbose {
 pub(crate) fn load_session(session: &Session) -> Result<Vec<Message>, CliError> {
     let loaded = session.load()?;
     if let Some(aside) = &loaded.moved_aside {
-        render::warn(&format!(
+        crate::ui::warn(&format!(
             "session {:?} was damaged ({} record(s) unreadable); the original was kept as {}",
             session.name(),
             loaded.dropped,
@@ -502,7 +519,7 @@ pub(crate) fn save_turn(
         }),
     }
     if let Err(e) = session.append(&records) {
-        render::warn(&format!(
+        crate::ui::warn(&format!(
             "could not save session {:?} to {}: {e}",
             session.name(),
             session.path().display()

@@ -381,7 +381,7 @@ pub(crate) fn warn_once(warnings: &[String]) {
     for w in warnings {
         if let Ok(mut shown) = SHOWN.lock() {
             if !shown.contains(w) {
-                crate::render::warn(w);
+                crate::ui::warn(w);
                 shown.push(w.clone());
             }
         }

@@ -36,18 +36,36 @@ impl Ollm {
         std::fs::write(self.config_path(), text).unwrap();
     }
 
+    /// The environment of every run, piped or in tmux: (name, value), an empty value
+    /// clearing the variable (ollm reads an empty variable as unset). One list, so the
+    /// server tests and the terminal tests isolate a run the same way.
+    fn environment(&self) -> Vec<(&'static str, String)> {
+        let cleared = [
+            "OLLAMA_HOST",
+            "OLLM_HOST",
+            "OLLM_PROVIDER",
+            "OLLM_MODEL",
+            "RUST_LOG",
+        ];
+        let mut vars = vec![
+            ("OLLM_CONFIG", self.config_path().display().to_string()),
+            ("OLLM_DATA_DIR", self.data_dir().display().to_string()),
+            ("NO_COLOR", "1".to_owned()),
+        ];
+        vars.extend(cleared.map(|name| (name, String::new())));
+        vars
+    }
+
     fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ollm"));
-        cmd.args(args)
-            .current_dir(self.dir.path())
-            .env("OLLM_CONFIG", self.config_path())
-            .env("OLLM_DATA_DIR", self.data_dir())
-            .env("NO_COLOR", "1")
-            .env_remove("OLLAMA_HOST")
-            .env_remove("OLLM_HOST")
-            .env_remove("OLLM_PROVIDER")
-            .env_remove("OLLM_MODEL")
-            .env_remove("RUST_LOG");
+        cmd.args(args).current_dir(self.dir.path());
+        for (name, value) in self.environment() {
+            if value.is_empty() {
+                cmd.env_remove(name);
+            } else {
+                cmd.env(name, value);
+            }
+        }
         cmd
     }
 
@@ -329,15 +347,19 @@ mod terminal {
             );
             let mut line = vec![env!("CARGO_BIN_EXE_ollm").to_owned()];
             line.extend(args.iter().map(|a| (*a).to_owned()));
-            let status = Command::new("tmux")
-                .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+            let mut tmux = Command::new("tmux");
+            tmux.args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
                 .args(["-x", "120", "-y", "40", "-c"])
-                .arg(o.dir.path())
-                .args(["-e", &format!("OLLM_CONFIG={}", o.config_path().display())])
-                .args(["-e", &format!("OLLM_DATA_DIR={}", o.data_dir().display())])
-                .args(["-e", "NO_COLOR=1", "-e", "OLLAMA_HOST="])
-                .args(["-e", &format!("OLLM_HOST=127.0.0.1:{}", closed_port())])
-                .args(["-e", "OLLM_PROVIDER=", "-e", "OLLM_MODEL="])
+                .arg(o.dir.path());
+            for (name, value) in o.environment() {
+                // A chat without `--host` must not find a server by chance.
+                let value = match name {
+                    "OLLM_HOST" => format!("127.0.0.1:{}", closed_port()),
+                    _ => value,
+                };
+                tmux.args(["-e", &format!("{name}={value}")]);
+            }
+            let status = tmux
                 .args(line)
                 .status()
                 .expect("tmux must be installed for the terminal tests");

@@ -27,6 +27,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 
 use crate::McpError;
 use crate::config::{BASE_ENV, HttpConfig, ServerConfig, StdioConfig, TransportConfig};
+use crate::group::kill_group;
 
 /// The client side of one connection: remembers that the server's tool list changed.
 #[derive(Debug, Clone, Default)]
@@ -118,7 +119,7 @@ struct GroupGuard(Option<u32>);
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        crate::server::kill_group(self.0);
+        kill_group(self.0);
     }
 }
 

@@ -18,6 +18,7 @@ mod config;
 mod connect;
 mod content;
 mod error;
+mod group;
 mod names;
 mod server;
 mod tool;

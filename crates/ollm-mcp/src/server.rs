@@ -30,6 +30,7 @@ use rmcp::service::Peer;
 use crate::McpError;
 use crate::config::ServerConfig;
 use crate::connect::{Handler, Service, start};
+use crate::group::kill_group;
 use crate::names::{check_server_name, tool_name};
 use crate::tool::{Endpoint, McpTool};
 
@@ -349,17 +350,4 @@ async fn start_one(config: ServerConfig, log_dir: &Path) -> Server {
             config,
         },
     }
-}
-
-/// Kills what is left of a stdio server's process group (the server led its own group).
-pub(crate) fn kill_group(pid: Option<u32>) {
-    #[cfg(unix)]
-    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-    #[cfg(not(unix))]
-    let _ = pid;
 }

@@ -297,26 +297,37 @@ async fn native_call_result_and_answer() {
 
 /// ReAct and constrained: the protocol only. At temperature 0 this model answers the
 /// port prompt in one turn without calling under both ("8080" under each: invented), so
-/// no call or fact is asserted; the eval (`docs/tool-calling.md`) measures how often they
-/// call on other tasks.
+/// nothing is asserted about calls here: a check over whatever calls were made would pass
+/// on none (issue 26). The call, its result and the answer are asserted by the pending
+/// tests below; the eval (`docs/tool-calling.md`) measures how often these modes call on
+/// other tasks.
 async fn check_protocol_only(mode: ToolMode) {
     let run = run(mode, None, PORT_PROMPT).await;
     run.assert_protocol(FinishReason::Stop);
-    assert!(
-        run.ran().iter().all(|call| *call == read_config()),
-        "{:#?}",
-        run.events
-    );
 }
 
 #[tokio::test]
-async fn react_call_result_and_answer() {
+async fn react_keeps_the_protocol() {
     check_protocol_only(ToolMode::React).await;
 }
 
 #[tokio::test]
-async fn constrained_call_result_and_answer() {
+async fn constrained_keeps_the_protocol() {
     check_protocol_only(ToolMode::Constrained).await;
+}
+
+/// Pending (`cargo xtask e2e --pending`): under ReAct and constrained this model answers
+/// without calling (see [`check_protocol_only`]); these say what the modes should do.
+#[cfg(feature = "e2e-pending")]
+#[tokio::test]
+async fn react_call_result_and_answer() {
+    check_reads_the_port(ToolMode::React).await;
+}
+
+#[cfg(feature = "e2e-pending")]
+#[tokio::test]
+async fn constrained_call_result_and_answer() {
+    check_reads_the_port(ToolMode::Constrained).await;
 }
 
 #[tokio::test]

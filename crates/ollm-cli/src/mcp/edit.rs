@@ -17,20 +17,9 @@ use std::path::Path;
 
 use toml_edit::{Array, DocumentMut, Item, Table, value};
 
+use crate::args::AddArgs;
 use crate::exit::CliError;
-
-/// `ollm mcp add NAME (--url URL | -- COMMAND ARGS...)`.
-#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
-pub(crate) struct AddArgs {
-    /// The server's name (its tools are called `NAME__tool`).
-    pub(crate) name: String,
-    /// The endpoint of a streamable HTTP server.
-    #[arg(long, conflicts_with = "command")]
-    pub(crate) url: Option<String>,
-    /// The program of a stdio server and its arguments, after `--`.
-    #[arg(last = true, required_unless_present = "url")]
-    pub(crate) command: Vec<String>,
-}
+use crate::mcp::entry::server_configs;
 
 /// Adds the server to the file at `path` (creating it if need be).
 pub(crate) fn add(path: &Path, args: &AddArgs) -> Result<(), CliError> {
@@ -114,7 +103,7 @@ fn servers_table<'d>(doc: &'d mut DocumentMut, path: &Path) -> Result<&'d mut Ta
 fn write(path: &Path, text: &str) -> Result<(), CliError> {
     let file = crate::config::parse_file(text)
         .map_err(|e| CliError::Usage(format!("the edit would break {}: {e}", path.display())))?;
-    super::server_configs(&file.mcp_servers)?;
+    server_configs(&file.mcp_servers)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => std::path::PathBuf::from("."),

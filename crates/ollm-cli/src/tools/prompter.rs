@@ -67,7 +67,7 @@ impl Prompter for TerminalPrompter {
             wait_shown(tool).await;
         }
         // No status line over the question until it is answered (or dropped).
-        let _held = crate::status::hold();
+        let _held = crate::ui::status::hold();
         {
             let mut err = std::io::stderr().lock();
             // `NO_COLOR` turns styling off here too, as it does for the rest of the output.
@@ -94,7 +94,7 @@ impl Prompter for TerminalPrompter {
     }
 
     fn warn(&self, message: &str) {
-        crate::render::warn(message);
+        crate::ui::warn(message);
     }
 }
 

@@ -398,6 +398,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+    use test_utils::split::split_text;
 
     fn config() -> ProptestConfig {
         ProptestConfig {
@@ -422,20 +423,6 @@ mod tests {
             0..4,
         )
         .prop_map(|m| m.into_iter().collect())
-    }
-
-    /// Splits `text` into pieces at arbitrary char boundaries, like a server's deltas.
-    fn split(text: &str, cuts: &[usize]) -> Vec<String> {
-        let chars: Vec<char> = text.chars().collect();
-        let mut points: Vec<usize> = cuts.iter().map(|c| c % (chars.len() + 1)).collect();
-        points.push(0);
-        points.push(chars.len());
-        points.sort_unstable();
-        points.dedup();
-        points
-            .windows(2)
-            .map(|w| chars[w[0]..w[1]].iter().collect())
-            .collect()
     }
 
     proptest! {
@@ -539,7 +526,8 @@ mod tests {
                 (t, k)
             };
             let whole = flatten(std::slice::from_ref(&text));
-            let split_up = flatten(&split(&text, &cuts));
+            let pieces: Vec<String> = split_text(&text, &cuts).into_iter().map(str::to_owned).collect();
+            let split_up = flatten(&pieces);
             prop_assert_eq!(&split_up.0.trim(), &answer.trim());
             prop_assert_eq!(whole.0.trim(), split_up.0.trim());
             prop_assert_eq!(whole.1, split_up.1);

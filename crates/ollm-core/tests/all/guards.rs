@@ -28,20 +28,18 @@ fn call_turn(id: &str, args: serde_json::Value) -> Vec<ProviderEvent> {
 proptest! {
     #![proptest_config(config())]
 
-    /// However often (1 to 6 times) and with whatever key order the model repeats one
-    /// call, the tool runs once; the third ask ends the run as `repetition`, an answer
-    /// before it ends the run as `stop`; calls and results stay 1:1.
+    /// However often (1 to 6 times) the model repeats one call, the tool runs once; the
+    /// third ask ends the run as `repetition`, an answer before it ends the run as `stop`;
+    /// calls and results stay 1:1. (Key order is not varied here: a `ToolCall`'s
+    /// arguments are a serde_json `Map`, which keeps keys sorted, so two orders would be
+    /// one value. Arguments that differ only in key order on the wire are the bridge's
+    /// test, `one_call_whatever_the_key_order_on_the_wire`.)
     #[test]
-    fn a_repeated_call_runs_once(times in 1usize..7, answer in any::<bool>()) {
+    fn a_repeated_call_runs_once(times in 1usize..7) {
         let tool = RecordingTool::new("list_dir").returns(json!({"entries": ["a.txt"]}));
         let mut builder = MockProvider::builder();
         for i in 0..times {
-            let args = if i % 2 == 0 {
-                json!({"path": ".", "depth": 1})
-            } else {
-                json!({"depth": 1, "path": "."})
-            };
-            builder = builder.turn(call_turn(&format!("c{i}"), args));
+            builder = builder.turn(call_turn(&format!("c{i}"), json!({"path": ".", "depth": 1})));
         }
         let provider = builder.turn(vec![ev::text("a.txt"), ev::finish()]).build();
         let c = client(provider.clone(), registry([tool.clone()]));
@@ -54,7 +52,6 @@ proptest! {
         prop_assert_eq!(finish_reason(&events), expected);
         prop_assert_eq!(warnings(&events, WarningKind::Repetition), usize::from(stuck));
         prop_assert_eq!(provider.request_count(), if stuck { 3 } else { times + 1 });
-        let _ = answer;
     }
 }
 

@@ -77,7 +77,8 @@ proptest! {
         prop_assert_eq!(reg.names(), expected);
     }
 
-    // Property 10: adapter compliance
+    // Property 10: adapter compliance, of the scripted adapter (the real adapters over
+    // their mock servers: ollm-bridge's tests/compliance).
     #[test]
     fn adapter_compliance(texts in prop::collection::vec(".{0,12}", 0..6), fail in any::<bool>()) {
         // A scripted adapter streams exactly what it was given, closed by one terminal

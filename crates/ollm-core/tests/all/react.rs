@@ -8,6 +8,7 @@ use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use test_utils::mock_provider::{MockProvider, ev};
 use test_utils::recording_tool::{RecordingTool, registry};
+use test_utils::split::split_text;
 
 use crate::support::{
     block_on, check_events, check_history, client_with, config, count, finish_reason, text_of,
@@ -30,18 +31,9 @@ fn arb_args() -> impl Strategy<Value = Map<String, Value>> {
     .prop_map(|m| m.into_iter().collect())
 }
 
-/// Splits `text` into chunks at arbitrary char boundaries, like a server's deltas.
+/// `text` cut at `cuts` (see [`split_text`]) into text deltas, like a server's.
 fn split(text: &str, cuts: &[usize]) -> Vec<ProviderEvent> {
-    let chars: Vec<char> = text.chars().collect();
-    let mut points: Vec<usize> = cuts.iter().map(|c| c % (chars.len() + 1)).collect();
-    points.push(0);
-    points.push(chars.len());
-    points.sort_unstable();
-    points.dedup();
-    points
-        .windows(2)
-        .map(|w| ev::text(chars[w[0]..w[1]].iter().collect::<String>()))
-        .collect()
+    split_text(text, cuts).into_iter().map(ev::text).collect()
 }
 
 fn react_client(

@@ -11,6 +11,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use test_utils::mock_provider::{MockProvider, ev};
 use test_utils::recording_tool::{RecordingTool, registry};
+use test_utils::split::split_text;
 
 use crate::support::{added_of, block_on, chat};
 
@@ -75,25 +76,11 @@ const CASES: &[Case] = &[
     },
 ];
 
-/// `text` cut at `cuts` (taken modulo its length, on character boundaries).
+/// `text` cut at `cuts` (see [`split_text`]) into text deltas, then a finish.
 fn split(text: &str, cuts: &[usize]) -> Vec<ProviderEvent> {
-    let mut cuts: Vec<usize> = cuts
-        .iter()
-        .map(|c| c % (text.len() + 1))
-        .filter(|&c| text.is_char_boundary(c))
-        .collect();
-    cuts.sort_unstable();
-    cuts.push(text.len());
-    let mut at = 0;
-    let mut out = Vec::new();
-    for cut in cuts {
-        if cut > at {
-            out.push(ev::text(&text[at..cut]));
-            at = cut;
-        }
-    }
-    out.push(ev::finish());
-    out
+    let mut events: Vec<ProviderEvent> = split_text(text, cuts).into_iter().map(ev::text).collect();
+    events.push(ev::finish());
+    events
 }
 
 fn native_client(reply: Vec<ProviderEvent>, tool: &RecordingTool) -> ChatClient {
