@@ -254,7 +254,11 @@ impl Reply {
         self.done = true;
     }
 
+    /// Ends the reply with `error`, after the text the `<think>` splitter still held back
+    /// (a trailing `<` that might have opened a tag): what arrived is delivered, even when
+    /// the reply breaks.
     fn fail(&mut self, out: &mut Vec<ProviderEvent>, error: ProviderError) {
+        self.think.finish(|side, text| piece(out, side, text));
         out.push(ProviderEvent::Error { error });
         self.done = true;
     }
@@ -405,6 +409,24 @@ mod tests {
             &(String::from("data: [DONE]\n\n") + &sse(&[content("late")])),
             &[finish(FinishReason::Stop)],
         );
+    }
+
+    #[test]
+    fn text_held_back_for_a_possible_tag_is_delivered_before_an_error() {
+        let body = format!(
+            "{}data: {{\"error\": {{\"message\": \"boom\"}}}}\n\n",
+            sse(&[content("a <")])
+        );
+        let events = decode(&[body.as_bytes()]);
+        let texts: String = events
+            .iter()
+            .filter_map(|e| match e {
+                ProviderEvent::TextDelta { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts, "a <", "{events:?}");
+        assert!(matches!(events.last(), Some(ProviderEvent::Error { .. })));
     }
 
     #[test]
