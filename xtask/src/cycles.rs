@@ -54,12 +54,6 @@ const ALLOWED_CYCLES: &[Allowed] = &[
         &["recover"],
         "issue 24's round makes the scanner a leaf with the dispatch above the formats",
     ),
-    (
-        "ollm-bridge",
-        &["ollama"],
-        "management.rs reads mod.rs's `provider_error` and mod.rs calls management; the \
-         bridge is being changed for issue 26's window item in parallel",
-    ),
 ];
 
 /// The rule over every workspace member: (problems, notes).

@@ -12,7 +12,7 @@ use ollm_types::{
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::provider_error;
+use super::errors::provider_error;
 use super::wire::{PullLine, ShowResponse, TagModel, TagsResponse, VersionResponse, WireDetails};
 use crate::retrying::{Attempts, Step};
 use crate::{BridgeError, LineSplitter, RequestSpec, Transport};

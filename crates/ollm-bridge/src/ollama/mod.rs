@@ -32,6 +32,7 @@
 //! and the chat that follows ask the server once, not twice; `pull` and `rm` forget both.
 
 pub mod decode;
+mod errors;
 pub mod host;
 mod management;
 pub mod request;
@@ -50,6 +51,7 @@ use reqwest::Method;
 use crate::lines::DEFAULT_MAX_LINE;
 use crate::shell::{self, Hints};
 use crate::{BridgeError, HttpConfig, RequestSpec, Transport};
+use errors::{provider_error, refine};
 
 pub use decode::NdjsonDecoder;
 pub use host::{DEFAULT_BASE_URL, parse_host};
@@ -147,50 +149,6 @@ impl OllamaProvider {
     pub fn calibrated_ratio(&self, model: &str) -> Option<f64> {
         self.inner.calibration.ratio(model)
     }
-}
-
-/// Maps a transport error to the neutral error with Ollama's hints (see [`refine`]); a
-/// connection failure hints `ollama serve`.
-fn provider_error(err: BridgeError, model: Option<&str>) -> ProviderError {
-    let connect = matches!(err, BridgeError::Connect { .. });
-    let mut out = refine(ProviderError::from(err), model);
-    if connect {
-        out.kind = ProviderErrorKind::Connection;
-        out.hint = Some("is Ollama running? start it with: ollama serve".to_owned());
-    }
-    out
-}
-
-/// Refines what Ollama's statuses and texts say, whether they came as an HTTP error or as
-/// an error line inside a 200 stream: a missing model is `ModelNotFound` with the `ollama
-/// pull` hint; "does not support tools/thinking" are capability errors.
-fn refine(mut error: ProviderError, model: Option<&str>) -> ProviderError {
-    let in_stream = error.status.is_none() && error.kind == ProviderErrorKind::Server;
-    let said = |text: &str| error.message.contains(text);
-    let missing = match error.status {
-        Some(404) => model.is_some() || said("not found"),
-        _ => in_stream && said("not found") && said("model"),
-    };
-    let refused = error.status == Some(400) || in_stream;
-    let kind = if missing {
-        Some(ProviderErrorKind::ModelNotFound)
-    } else if refused && said("does not support tools") {
-        Some(ProviderErrorKind::ToolsUnsupported)
-    } else if refused && said("does not support thinking") {
-        Some(ProviderErrorKind::ThinkingUnsupported)
-    } else {
-        None
-    };
-    if let Some(kind) = kind {
-        error.kind = kind;
-        error.retryable = false;
-    }
-    if missing {
-        if let Some(model) = model {
-            error.hint = Some(format!("ollama pull {model}"));
-        }
-    }
-    error
 }
 
 /// Ollama's hints for one chat with `model`.
