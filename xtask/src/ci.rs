@@ -17,7 +17,11 @@
 //! 9. `cargo xtask release --dry-run`: the next patch release rehearsed in a clone of
 //!    `HEAD`, packaging every publishable crate offline, no commit, no tag (see [`release`])
 //! 10. `cargo xtask e2e` (skipped with `--no-e2e`): on the prebuilt server where it fits
-//! 11. `cargo xtask portable` (skipped with `--no-e2e`): the source-build path still
+//! 11. `cargo xtask eval --smoke` (skipped with `--no-e2e`): 3 tasks in the plain and
+//!     auto columns, 1 repeat at temperature 0 (see [`eval`]). It reports the scores and
+//!     never fails on them; it fails only when the harness breaks (no server, no `ollm`
+//!     binary, a refused connection). About 1-3 minutes on 2 cores with a warm cache.
+//! 12. `cargo xtask portable` (skipped with `--no-e2e`): the source-build path still
 //!     builds, holds no AMX or AVX-512 code and runs on an emulated Haswell (see
 //!     [`llama::portable`]); about 8-15 minutes on 2 cores from an empty cache
 //!
@@ -30,7 +34,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{cargo, examples, llama, release, run_cmd, secs, section, tidy};
+use crate::{cargo, eval, examples, llama, release, run_cmd, secs, section, tidy};
 
 /// What `ci` runs beyond the fixed steps.
 pub(crate) struct Options {
@@ -98,6 +102,16 @@ pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
     ));
     if options.e2e {
         steps.push(("e2e".into(), Box::new(|| llama::e2e(root, false, &[]))));
+        steps.push((
+            "eval --smoke".into(),
+            Box::new(|| {
+                let smoke = eval::Options {
+                    smoke: true,
+                    ..eval::Options::default()
+                };
+                eval::run(root, &smoke)
+            }),
+        ));
         steps.push((
             "portable source build".into(),
             Box::new(llama::portable::run),
