@@ -18,8 +18,9 @@
 //!   was sent. `--temperature 0` is the second column, and `--smoke`'s default.
 //! - **Repeats**: 3 by default (1 for `--smoke`); a repeat is one pass over the tasks,
 //!   and the table reports the mean and the spread over repeats.
-//! - **Two runs at once**, one per server slot (`-np 2`). Runs go column by column, so
-//!   both slots keep the same prompt prefix in their cache.
+//! - **Two runs at once**, one per server slot (`-np 2`). Runs go repeat by repeat and,
+//!   within one, column by column (both slots then share a prompt prefix in their
+//!   cache), so a `--budget` that runs out leaves whole repeats of every column.
 //! - **A per-run timeout** ([`RUN_TIMEOUT`]): a reply that never ends costs bounded time
 //!   and fails (finish `timeout`).
 //! - **Scores never fail the command; a broken harness does**: no server, no `ollm`
@@ -253,11 +254,12 @@ fn columns(options: &Options) -> Vec<String> {
     }
 }
 
-/// Column by column, then repeat by repeat, then task by task.
+/// Repeat by repeat, then column by column, then task by task: a run cut short by
+/// `--budget` still has whole repeats of every column.
 fn jobs(tasks: &[Task], columns: &[String], repeats: usize) -> Vec<Job> {
     let mut jobs = Vec::new();
-    for column in columns {
-        for repeat in 0..repeats {
+    for repeat in 0..repeats {
+        for column in columns {
             for task in tasks {
                 jobs.push(Job {
                     task: task.clone(),
@@ -508,7 +510,7 @@ mod tests {
     }
 
     #[test]
-    fn jobs_go_column_by_column_then_repeat() {
+    fn jobs_go_repeat_by_repeat_then_column_by_column() {
         let file = tasks::load(&crate::workspace_root()).unwrap();
         let two = &file.tasks[..2];
         let order: Vec<(String, usize, String)> = jobs(two, &args(&["plain", "auto"]), 2)
@@ -517,7 +519,7 @@ mod tests {
             .collect();
         assert_eq!(order.len(), 8);
         assert_eq!(order[0], ("plain".into(), 0, two[0].id.clone()));
-        assert_eq!(order[2], ("plain".into(), 1, two[0].id.clone()));
-        assert_eq!(order[4], ("auto".into(), 0, two[0].id.clone()));
+        assert_eq!(order[2], ("auto".into(), 0, two[0].id.clone()));
+        assert_eq!(order[4], ("plain".into(), 1, two[0].id.clone()));
     }
 }

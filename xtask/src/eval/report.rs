@@ -178,6 +178,9 @@ pub(super) fn write(dir: &Path, file: &ResultFile) -> Result<PathBuf> {
 /// The table of every result file in `docs/eval/`, in name order.
 fn committed_table(root: &Path) -> Result<String> {
     let dir = root.join(RESULTS_DIR);
+    if !dir.is_dir() {
+        return Ok(header());
+    }
     let mut names: Vec<String> = fs::read_dir(&dir)
         .with_context(|| format!("listing {}", dir.display()))?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
