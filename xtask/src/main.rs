@@ -75,6 +75,7 @@ Tasks:
                        docs/eval/ (--smoke: 3 tasks, plain,auto, 1 repeat,
                        temperature 0, to target/eval/)
   eval --table         regenerate docs/tool-calling.md's table from docs/eval/
+  eval --regrade       grade the runs in docs/eval/ again with today's grader
   mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
   bench [--quick] [--only TEXT] [--instructions]
                        ollm's adapters against a bare reqwest + serde client: CPU and

@@ -12,6 +12,10 @@
 //! - **The answer is the final answer**: the text after the last call, so a call
 //!   followed by an invented result, or prose written before the result came, is not
 //!   graded as the answer. Each pattern must match it (see [`super::tasks`]).
+//! - **A call written as text is no answer.** A final answer that is nothing but a
+//!   `{"name": ..., "arguments": ...}` object (bare or fenced) is a call nobody ran; the
+//!   user sees JSON, so the run fails even when a pattern happens to match inside it
+//!   (`{"name": "say_hello", "arguments": {"message": "Bonjour"}}`).
 //! - The grade is a pure function of [`Run`], the task and the folder afterwards, the
 //!   same for ollm's columns and the plain loop's.
 
@@ -64,6 +68,9 @@ pub(super) fn grade(task: &Task, run: &Run, project: &Path) -> Vec<String> {
     if run.finish.as_deref() != Some("stop") {
         failures.push(format!("finish {:?}", run.finish));
     }
+    if is_call_text(&run.answer) {
+        failures.push("the answer is a call written as text".into());
+    }
     for pattern in &task.answer {
         if !matches(pattern, &run.answer) {
             failures.push(format!("answer does not match {pattern}"));
@@ -92,6 +99,17 @@ pub(super) fn grade(task: &Task, run: &Run, project: &Path) -> Vec<String> {
         }
     }
     failures
+}
+
+/// Whether `answer` is only a JSON object with a `name` (a call), bare or in one fence.
+fn is_call_text(answer: &str) -> bool {
+    let text = answer.trim();
+    let text = text
+        .strip_prefix("```json")
+        .or_else(|| text.strip_prefix("```"))
+        .and_then(|t| t.strip_suffix("```"))
+        .unwrap_or(text);
+    serde_json::from_str::<Value>(text.trim()).is_ok_and(|v| v.get("name").is_some())
 }
 
 /// Whether `pattern` matches `text`; a pattern that does not compile matches nothing
@@ -250,6 +268,27 @@ mod tests {
             Some("1 calls"),
         );
         check(&none_task(), &run("It is 42.", vec![]), None);
+    }
+
+    #[test]
+    fn a_call_written_as_text_is_no_answer_even_when_a_pattern_matches() {
+        let call = r#"{"name": "say_hello", "arguments": {"message": "42"}}"#;
+        check(
+            &none_task(),
+            &run(call, vec![]),
+            Some("a call written as text"),
+        );
+        let fenced = format!("```json\n{call}\n```");
+        check(
+            &none_task(),
+            &run(&fenced, vec![]),
+            Some("a call written as text"),
+        );
+        check(
+            &none_task(),
+            &run(r#"It is 42: {"name": "x"}"#, vec![]),
+            None,
+        );
     }
 
     #[test]

@@ -85,6 +85,8 @@ pub(crate) struct Options {
     pub(crate) temperature: Option<f64>,
     /// Only regenerate the docs' table from `docs/eval/`.
     pub(crate) table: bool,
+    /// Only grade the runs of `docs/eval/` again with today's grader and tasks.
+    pub(crate) regrade: bool,
 }
 
 impl Options {
@@ -100,6 +102,7 @@ impl Options {
                 "--tasks" => o.filters = list(value()?),
                 "--smoke" => o.smoke = true,
                 "--table" => o.table = true,
+                "--regrade" => o.regrade = true,
                 "--model" => o.model = Some(value()?.clone()),
                 "--repeats" => o.repeats = Some(number(arg, value()?)?),
                 "--temperature" => o.temperature = Some(number(arg, value()?)?),
@@ -154,6 +157,9 @@ struct Job {
 pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     if options.table {
         return report::regenerate(root);
+    }
+    if options.regrade {
+        return regrade(root);
     }
     let file = tasks::load(root)?;
     let tasks = tasks::select(&file, options.smoke, &options.filters)?;
@@ -425,6 +431,54 @@ fn run_one(ctx: &RunContext, job: &Job) -> Result<RunRecord> {
     let seconds = started.elapsed().as_secs_f64();
     let failures = grade::grade(&job.task, &run, &project);
     Ok(record(job, &run, failures, seconds))
+}
+
+/// `eval --regrade`: every committed run graded again from what it recorded, so a
+/// stricter grader applies to old results too. A run whose task checks a file afterwards
+/// is kept as it was (the folder is gone).
+fn regrade(root: &Path) -> Result<()> {
+    let file = tasks::load(root)?;
+    for path in report::result_files(root)? {
+        let mut result: ResultFile = serde_json::from_str(&fs::read_to_string(&path)?)
+            .with_context(|| format!("parsing {}", path.display()))?;
+        let mut changed = 0;
+        for record in &mut result.runs {
+            let Some(task) = file.tasks.iter().find(|t| t.id == record.task) else {
+                continue;
+            };
+            if task.file.is_some() {
+                continue;
+            }
+            let failures = grade::grade(task, &replay(record), Path::new("/nonexistent"));
+            changed += usize::from(failures != record.failures);
+            record.pass = failures.is_empty();
+            record.failures = failures;
+        }
+        report::rewrite(&path, &result)?;
+        println!("{}: {changed} runs graded differently", path.display());
+    }
+    Ok(())
+}
+
+/// What a recorded run did, as the grader reads it.
+fn replay(record: &RunRecord) -> Run {
+    let calls = record
+        .calls
+        .iter()
+        .map(|c| grade::Call {
+            name: c["name"].as_str().unwrap_or_default().to_owned(),
+            args: c["arguments"].clone(),
+            ran: c["ran"].as_bool().unwrap_or(false),
+        })
+        .collect();
+    Run {
+        answer: record.answer.clone(),
+        calls,
+        finish: record.finish.clone(),
+        exit_code: record.exit_code,
+        turns: record.turns,
+        ..Run::default()
+    }
 }
 
 fn record(job: &Job, run: &Run, failures: Vec<String>, seconds: f64) -> RunRecord {

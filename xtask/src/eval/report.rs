@@ -90,12 +90,18 @@ pub(super) struct Summary {
     pub(super) seconds: f64,
 }
 
-/// `column`'s summary from `runs`; `None` when it has none.
+/// `column`'s summary from `runs`, over its complete repeats only (a repeat that
+/// `--budget` cut short would skew the spread); `None` when it has none.
 pub(super) fn summarise(runs: &[RunRecord], column: &str) -> Option<Summary> {
-    let mine: Vec<&RunRecord> = runs.iter().filter(|r| r.column == column).collect();
-    if mine.is_empty() {
-        return None;
+    let mut size: BTreeMap<usize, usize> = BTreeMap::new();
+    for r in runs.iter().filter(|r| r.column == column) {
+        *size.entry(r.repeat).or_default() += 1;
     }
+    let whole = size.values().copied().max()?;
+    let mine: Vec<&RunRecord> = runs
+        .iter()
+        .filter(|r| r.column == column && size.get(&r.repeat) == Some(&whole))
+        .collect();
     let mut per_repeat: BTreeMap<usize, usize> = BTreeMap::new();
     for r in &mine {
         *per_repeat.entry(r.repeat).or_default() += usize::from(r.pass);
@@ -169,30 +175,42 @@ pub(super) fn write(dir: &Path, file: &ResultFile) -> Result<PathBuf> {
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let sampling = file.sampling.replace(' ', "-");
     let path = dir.join(format!("{}-{sampling}-{}.json", file.model, file.started));
-    let mut text = serde_json::to_string_pretty(file)?;
-    text.push('\n');
-    fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    rewrite(&path, file)?;
     Ok(path)
 }
 
-/// The table of every result file in `docs/eval/`, in name order.
-fn committed_table(root: &Path) -> Result<String> {
+/// Writes `file` to `path`.
+pub(super) fn rewrite(path: &Path, file: &ResultFile) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(file)?;
+    text.push('\n');
+    fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Every result file in `docs/eval/`, in name order.
+pub(super) fn result_files(root: &Path) -> Result<Vec<PathBuf>> {
     let dir = root.join(RESULTS_DIR);
     if !dir.is_dir() {
-        return Ok(header());
+        return Ok(Vec::new());
     }
-    let mut names: Vec<String> = fs::read_dir(&dir)
+    let mut paths: Vec<PathBuf> = fs::read_dir(&dir)
         .with_context(|| format!("listing {}", dir.display()))?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".json"))
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
-    names.sort();
+    paths.sort();
+    Ok(paths)
+}
+
+/// The table of every result file in `docs/eval/`.
+fn committed_table(root: &Path) -> Result<String> {
     let mut out = header();
-    for name in names {
-        let path = dir.join(&name);
+    for path in result_files(root)? {
         let text = fs::read_to_string(&path)?;
         let file: ResultFile =
             serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         out.push_str(&rows(&file, &format!("{RESULTS_DIR}/{name}")));
     }
     Ok(out)
@@ -306,6 +324,10 @@ mod tests {
             }
         );
         assert_eq!(summarise(&runs, "plain"), None);
+        // A third repeat cut short after one task is left out.
+        let mut cut = runs.to_vec();
+        cut.push(record("a", "tool", true, 2, false));
+        assert_eq!(summarise(&cut, "auto"), Some(s));
         assert_eq!(mean(1.5, 3), "1.5/3");
         assert_eq!(mean(2.0, 3), "2/3");
     }
