@@ -148,8 +148,13 @@ fn rows(file: &ResultFile, name: &str) -> String {
         let Some(s) = summarise(&file.runs, column) else {
             continue;
         };
+        let cut = if s.tasks < file.tasks.len() {
+            format!(" (cut at {} of {} tasks)", s.tasks, file.tasks.len())
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "| {} | {column} | {} | {} | {}-{} | {} | {} | {} | {:.0} | {} | `{name}` |\n",
+            "| {} | {column} | {} | {}{cut} | {}-{} | {} | {} | {} | {:.0} | {} | `{name}` |\n",
             file.model,
             file.sampling,
             mean(s.mean, s.tasks),
