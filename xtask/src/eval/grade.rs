@@ -12,8 +12,9 @@
 //! - **The answer is the final answer**: the text after the last call, so a call
 //!   followed by an invented result, or prose written before the result came, is not
 //!   graded as the answer. Each pattern must match it (see [`super::tasks`]).
-//! - **A call written as text is no answer.** A final answer that is nothing but a
-//!   `{"name": ..., "arguments": ...}` object (bare or fenced) is a call nobody ran; the
+//! - **A call written as text is no answer.** A final answer that opens with a
+//!   `{"name": ..., "arguments": ...}` object (bare or fenced, closed or not) is a call
+//!   nobody ran; the
 //!   user sees JSON, so the run fails even when a pattern happens to match inside it
 //!   (`{"name": "say_hello", "arguments": {"message": "Bonjour"}}`).
 //! - The grade is a pure function of [`Run`], the task and the folder afterwards, the
@@ -101,15 +102,17 @@ pub(super) fn grade(task: &Task, run: &Run, project: &Path) -> Vec<String> {
     failures
 }
 
-/// Whether `answer` is only a JSON object with a `name` (a call), bare or in one fence.
+/// Whether `answer` is a call written as text: bare or in one fence, an object that
+/// opens the answer and has `"name"` and `"arguments"` keys, parsed or not (the model
+/// often drops the last brace).
 fn is_call_text(answer: &str) -> bool {
     let text = answer.trim();
     let text = text
         .strip_prefix("```json")
         .or_else(|| text.strip_prefix("```"))
-        .and_then(|t| t.strip_suffix("```"))
-        .unwrap_or(text);
-    serde_json::from_str::<Value>(text.trim()).is_ok_and(|v| v.get("name").is_some())
+        .map_or(text, |t| t.trim_end().trim_end_matches("```"))
+        .trim();
+    text.starts_with('{') && text.contains("\"name\"") && text.contains("\"arguments\"")
 }
 
 /// Whether `pattern` matches `text`; a pattern that does not compile matches nothing
@@ -276,6 +279,12 @@ mod tests {
         check(
             &none_task(),
             &run(call, vec![]),
+            Some("a call written as text"),
+        );
+        let unclosed = r#"{"name": "say_hello", "arguments": {"text": "42"}"#;
+        check(
+            &none_task(),
+            &run(unclosed, vec![]),
             Some("a call written as text"),
         );
         let fenced = format!("```json\n{call}\n```");
