@@ -20,7 +20,8 @@
 //! 11. `cargo xtask eval --smoke` (skipped with `--no-e2e`): 3 tasks in the plain and
 //!     auto columns, 1 repeat at temperature 0 (see [`eval`]). It reports the scores and
 //!     never fails on them; it fails only when the harness breaks (no server, no `ollm`
-//!     binary, a refused connection). About 1-3 minutes on 2 cores with a warm cache.
+//!     binary, a refused connection). Measured on the shared 2-core machine: 29 s with a
+//!     warm cache, 44 s from an empty one (server 8 s, model 10 s).
 //! 12. `cargo xtask portable` (skipped with `--no-e2e`): the source-build path still
 //!     builds, holds no AMX or AVX-512 code and runs on an emulated Haswell (see
 //!     [`llama::portable`]); about 8-15 minutes on 2 cores from an empty cache
