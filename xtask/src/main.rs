@@ -66,10 +66,16 @@ Tasks:
   portable             build llama-server from source for a baseline CPU, check its
                        libraries hold no AMX or AVX-512 code, run it on an emulated
                        Haswell (qemu-user) where the prebuilt server must die of SIGILL
-  eval [--smoke] [--strategies S,..] [--tasks ID,..]
-       [--budget MIN] [--ollm PATH]
-                       the tool-calling benchmark on the real model: a table per
-                       strategy, details in target/eval/ (--smoke: 4 tasks)
+  eval [--smoke] [--model ALIAS] [--columns C,..] [--tasks ID,..] [--repeats N]
+       [--temperature T] [--budget MIN] [--ollm PATH]
+                       the tool-calling eval on the real model: each task in each
+                       column (plain, native, react, constrained, auto; default
+                       plain,native,auto), N repeats (default 3) at llama.cpp's
+                       default sampling or temperature T; the result file goes to
+                       docs/eval/ (--smoke: 3 tasks, plain,auto, 1 repeat,
+                       temperature 0, to target/eval/)
+  eval --table         regenerate docs/tool-calling.md's table from docs/eval/
+  eval --regrade       grade the runs in docs/eval/ again with today's grader
   mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
   bench [--quick] [--only TEXT] [--instructions]
                        ollm's adapters against a bare reqwest + serde client: CPU and

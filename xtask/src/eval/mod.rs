@@ -1,0 +1,579 @@
+//! `cargo xtask eval`: the tool-calling eval on the real model (issues 9 and 24).
+//!
+//! Not a test: it measures. Each task of `xtask/eval/tasks.json` runs in each column,
+//! `plain` (a bare OpenAI-client loop, [`plain`]) and ollm's tool modes (`native`,
+//! `react`, `constrained`, `auto`, [`ollm`]), against the [`crate::llama::Server`] with
+//! the chosen model, in a fresh copy of the task file's project folder, `--repeats` times.
+//! [`grade`] decides each run; [`report`] writes the result file and the docs' table.
+//!
+//! # Decisions
+//!
+//! - **Columns**: `plain,native,auto` by default, so the table shows what ollm adds over
+//!   a bare client and what auto adds over native.
+//! - **Sampling** is what a user gets unless `--temperature T` is given: llama.cpp's
+//!   default sampling. The server xtask starts pins `--temp 0` for the e2e suite and the
+//!   demo, so when its `/props` reports a default temperature other than llama.cpp's own
+//!   (0.8) the eval sends `temperature: 0.8` (the other defaults, top-k 40, top-p 0.95,
+//!   min-p 0.05, are the server's untouched) and never a seed; the result file says what
+//!   was sent. `--temperature 0` is the second column, and `--smoke`'s default.
+//! - **Repeats**: 3 by default (1 for `--smoke`); a repeat is one pass over the tasks,
+//!   and the table reports the mean and the spread over repeats.
+//! - **Two runs at once**, one per server slot (`-np 2`). Runs go repeat by repeat and,
+//!   within one, column by column (both slots then share a prompt prefix in their
+//!   cache), so a `--budget` that runs out leaves whole repeats of every column.
+//! - **A per-run timeout** ([`RUN_TIMEOUT`]): a reply that never ends costs bounded time
+//!   and fails (finish `timeout`).
+//! - **Scores never fail the command; a broken harness does**: no server, no `ollm`
+//!   binary, a refused connection. That is what CI's `eval --smoke` step checks.
+
+mod grade;
+mod ollm;
+mod plain;
+mod report;
+mod tasks;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use crate::llama::{self, QWEN_05B, install, target_dir};
+use crate::{cargo, run_cmd, section};
+use grade::Run;
+use report::{ResultFile, RunRecord};
+use tasks::{Kind, Task};
+
+/// Every column, in the order runs go.
+const COLUMNS: &[&str] = &["plain", "native", "react", "constrained", "auto"];
+/// The tool schemas the plain loop offers: ollm's built-in tools, as `ollm run` sends them.
+const TOOLS_FILE: &str = "xtask/eval/tools.json";
+/// How long one run may take before it is killed and counted as failed. On the shared
+/// 2-core machine a first request with ~800 tokens of system prompt and tool schemas
+/// took over 2 minutes of prompt processing alone under load.
+pub(super) const RUN_TIMEOUT: Duration = Duration::from_secs(300);
+/// Runs at once: one per server slot.
+const PARALLEL: usize = 2;
+/// `--max-turns`: room for a two-step task and an answer.
+const MAX_TURNS: u32 = 4;
+/// llama.cpp's own default temperature (`common_params_sampling::temp`).
+const LLAMA_DEFAULT_TEMPERATURE: f64 = 0.8;
+
+/// `cargo xtask eval`'s options.
+#[derive(Debug, Default)]
+pub(crate) struct Options {
+    /// Columns to run (the default set when empty).
+    pub(crate) columns: Vec<String>,
+    /// Only tasks whose id contains one of these (all when empty).
+    pub(crate) filters: Vec<String>,
+    /// The task file's `smoke` subset, 1 repeat, temperature 0, `plain,auto`.
+    pub(crate) smoke: bool,
+    /// A prebuilt `ollm` to measure instead of building this worktree's.
+    pub(crate) ollm: Option<PathBuf>,
+    /// Start no run after this long; the report covers the runs that finished.
+    pub(crate) budget: Option<Duration>,
+    /// The model's alias (`qwen2.5-coder-0.5b` when `None`).
+    pub(crate) model: Option<String>,
+    /// Repeats per task.
+    pub(crate) repeats: Option<usize>,
+    /// A temperature to send instead of the default sampling.
+    pub(crate) temperature: Option<f64>,
+    /// Only regenerate the docs' table from `docs/eval/`.
+    pub(crate) table: bool,
+    /// Only grade the runs of `docs/eval/` again with today's grader and tasks.
+    pub(crate) regrade: bool,
+}
+
+impl Options {
+    /// Parses the flags of `cargo xtask eval` (see `xtask/src/main.rs`'s help).
+    pub(crate) fn parse(args: &[String]) -> Result<Self> {
+        let mut o = Options::default();
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            let mut value = || args.next().with_context(|| format!("{arg} needs a value"));
+            let list = |v: &str| v.split(',').map(|s| s.trim().to_owned()).collect();
+            match arg.as_str() {
+                "--strategies" | "--columns" => o.columns = list(value()?),
+                "--tasks" => o.filters = list(value()?),
+                "--smoke" => o.smoke = true,
+                "--table" => o.table = true,
+                "--regrade" => o.regrade = true,
+                "--model" => o.model = Some(value()?.clone()),
+                "--repeats" => o.repeats = Some(number(arg, value()?)?),
+                "--temperature" => o.temperature = Some(number(arg, value()?)?),
+                "--budget" => {
+                    let minutes: u64 = number(arg, value()?)?;
+                    o.budget = Some(Duration::from_secs(minutes * 60));
+                }
+                "--ollm" => o.ollm = Some(PathBuf::from(value()?)),
+                other => bail!("`eval` does not take `{other}`"),
+            }
+        }
+        if let Some(bad) = o.columns.iter().find(|s| !COLUMNS.contains(&s.as_str())) {
+            bail!("unknown column `{bad}`; known: {}", COLUMNS.join(", "));
+        }
+        if o.repeats == Some(0) {
+            bail!("--repeats must be at least 1");
+        }
+        Ok(o)
+    }
+}
+
+fn number<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T> {
+    text.parse()
+        .ok()
+        .with_context(|| format!("{flag} {text}: not a number"))
+}
+
+/// What every run shares.
+pub(super) struct RunContext {
+    pub(super) ollm: PathBuf,
+    pub(super) base_url: String,
+    pub(super) model: &'static str,
+    pub(super) files: BTreeMap<String, String>,
+    /// The temperature sent, if any.
+    pub(super) temperature: Option<f64>,
+    pub(super) max_turns: u32,
+    /// The plain loop's `tools`.
+    pub(super) tools: Value,
+    /// After this, no new run starts.
+    deadline: Option<Instant>,
+}
+
+/// One run to make.
+#[derive(Clone)]
+struct Job {
+    task: Task,
+    column: String,
+    repeat: usize,
+}
+
+/// `cargo xtask eval`.
+pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
+    if options.table {
+        return report::regenerate(root);
+    }
+    if options.regrade {
+        return regrade(root);
+    }
+    let file = tasks::load(root)?;
+    let tasks = tasks::select(&file, options.smoke, &options.filters)?;
+    let columns = columns(options);
+    let repeats = options.repeats.unwrap_or(if options.smoke { 1 } else { 3 });
+    let model = match &options.model {
+        Some(alias) => llama::model_named(alias)?,
+        None => &QWEN_05B,
+    };
+    let ollm = ollm_binary(root, options)?;
+    let tools: Value = serde_json::from_str(&fs::read_to_string(root.join(TOOLS_FILE))?)
+        .with_context(|| format!("parsing {TOOLS_FILE}"))?;
+    let tools = tools["tools"].clone();
+    let server_note = server_note()?;
+    let server = llama::start(model)?;
+    let (temperature, sampling, sampling_note) = sampling(options, &server.base_url())?;
+    println!("eval: sampling {sampling}: {sampling_note}");
+    let jobs = jobs(&tasks, &columns, repeats);
+    section(&format!(
+        "eval: {} tasks x {} columns x {repeats} repeats = {} runs, {PARALLEL} at a time",
+        tasks.len(),
+        columns.len(),
+        jobs.len()
+    ));
+    let started = Instant::now();
+    let stamp = report::utc_stamp(SystemTime::now());
+    let ctx = RunContext {
+        deadline: options.budget.map(|b| started + b),
+        ollm: ollm.clone(),
+        base_url: server.base_url(),
+        model: model.alias,
+        files: file.files.clone(),
+        temperature,
+        max_turns: MAX_TURNS,
+        tools,
+    };
+    let planned = jobs.len();
+    let (records, harness) = run_all(&ctx, jobs);
+    drop(server);
+    let result = ResultFile {
+        model: model.alias.to_owned(),
+        server: server_note,
+        ollm: describe_ollm(root, options, &ollm),
+        sampling,
+        sampling_note,
+        repeats,
+        max_turns: MAX_TURNS,
+        tasks: tasks.iter().map(|t| t.id.clone()).collect(),
+        columns,
+        started: stamp,
+        wall_s: started.elapsed().as_secs_f64(),
+        planned,
+        runs: records,
+    };
+    finish(root, options, &result, &harness)
+}
+
+/// Writes the result file and prints the table; fails if the harness broke.
+fn finish(root: &Path, options: &Options, result: &ResultFile, harness: &[String]) -> Result<()> {
+    let dir = if options.smoke {
+        target_dir(root).join("eval")
+    } else {
+        root.join(report::RESULTS_DIR)
+    };
+    let path = report::write(&dir, result)?;
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    println!("\n{}", report::table(result, &name));
+    if result.runs.len() < result.planned {
+        println!(
+            "the budget ran out: {} of {} runs finished",
+            result.runs.len(),
+            result.planned
+        );
+    }
+    println!("total wall time {:.1} min", result.wall_s / 60.0);
+    println!("eval: wrote {}", path.display());
+    if let Some(first) = harness.first() {
+        bail!(
+            "the eval harness failed in {} runs (scores above are not valid); first: {first}",
+            harness.len()
+        );
+    }
+    Ok(())
+}
+
+fn columns(options: &Options) -> Vec<String> {
+    let default: &[&str] = if options.smoke {
+        &["plain", "auto"]
+    } else {
+        &["plain", "native", "auto"]
+    };
+    if options.columns.is_empty() {
+        default.iter().map(|s| (*s).to_owned()).collect()
+    } else {
+        options.columns.clone()
+    }
+}
+
+/// Repeat by repeat, then column by column, then task by task: a run cut short by
+/// `--budget` still has whole repeats of every column.
+fn jobs(tasks: &[Task], columns: &[String], repeats: usize) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for repeat in 0..repeats {
+        for column in columns {
+            for task in tasks {
+                jobs.push(Job {
+                    task: task.clone(),
+                    column: column.clone(),
+                    repeat,
+                });
+            }
+        }
+    }
+    jobs
+}
+
+/// The `ollm` to measure: `--ollm`, else this worktree's debug build.
+fn ollm_binary(root: &Path, options: &Options) -> Result<PathBuf> {
+    let path = match &options.ollm {
+        Some(path) => path.clone(),
+        None => {
+            section("eval: build ollm");
+            run_cmd(
+                cargo()
+                    .current_dir(root)
+                    .args(["build", "-q", "-p", "ollm-cli"]),
+            )?;
+            target_dir(root).join("debug/ollm")
+        }
+    };
+    if !path.is_file() {
+        bail!("no ollm binary at {}", path.display());
+    }
+    Ok(path)
+}
+
+/// The `ollm` measured: its path and, for this worktree's build, the commit.
+fn describe_ollm(root: &Path, options: &Options, path: &Path) -> String {
+    if options.ollm.is_some() {
+        return format!("{} (given with --ollm)", path.display());
+    }
+    let head = Command::new("git")
+        .current_dir(root)
+        .args(["describe", "--always", "--dirty", "--abbrev=12"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    format!("this worktree's debug build at {head}")
+}
+
+/// Which server path xtask takes here, and why (a fallback to the source build after a
+/// SIGILL is printed by `llama::start`, not recorded here).
+fn server_note() -> Result<String> {
+    let choice = install::choose(&install::Facts::gather()?)?;
+    Ok(format!(
+        "llama-server ({:?}: {}) --jinja -c 16384 -np 2, via xtask's llama::start",
+        choice.origin, choice.why
+    ))
+}
+
+/// The temperature to send, the sampling's name and a note saying what was sent.
+fn sampling(options: &Options, base_url: &str) -> Result<(Option<f64>, String, String)> {
+    if let Some(t) = options.temperature.or(options.smoke.then_some(0.0)) {
+        return Ok((
+            Some(t),
+            format!("temperature {t}"),
+            format!("temperature {t} sent, no seed"),
+        ));
+    }
+    let props = plain::props(base_url)?;
+    let server_default = props["default_generation_settings"]["params"]["temperature"].as_f64();
+    let stock = server_default.is_some_and(|t| (t - LLAMA_DEFAULT_TEMPERATURE).abs() < 1e-6);
+    if stock {
+        return Ok((
+            None,
+            "default".into(),
+            "nothing sent: the server's defaults".into(),
+        ));
+    }
+    Ok((
+        Some(LLAMA_DEFAULT_TEMPERATURE),
+        "default".into(),
+        format!(
+            "temperature {LLAMA_DEFAULT_TEMPERATURE} sent (llama.cpp's default), no seed: the \
+             server's own default temperature is {server_default:?}"
+        ),
+    ))
+}
+
+/// Runs `jobs` [`PARALLEL`] at a time, printing a line as each ends; keeps the job
+/// order. Returns the records and the harness failures.
+fn run_all(ctx: &RunContext, jobs: Vec<Job>) -> (Vec<RunRecord>, Vec<String>) {
+    let count = jobs.len();
+    let queue = Mutex::new(jobs.into_iter().enumerate());
+    let results = Mutex::new(Vec::with_capacity(count));
+    let harness = Mutex::new(Vec::new());
+    thread::scope(|scope| {
+        for _ in 0..PARALLEL {
+            scope.spawn(|| {
+                while ctx.deadline.is_none_or(|d| Instant::now() <= d) {
+                    let next = queue.lock().map(|mut q| q.next()).ok().flatten();
+                    let Some((index, job)) = next else {
+                        break;
+                    };
+                    match run_one(ctx, &job) {
+                        Ok(record) => {
+                            println!("[{}/{count}] {}", index + 1, progress_line(&record));
+                            if let Ok(mut r) = results.lock() {
+                                r.push((index, record));
+                            }
+                        }
+                        Err(err) => {
+                            println!("[{}/{count}] HARNESS FAILURE: {err:#}", index + 1);
+                            if let Ok(mut h) = harness.lock() {
+                                h.push(format!("{} {}: {err:#}", job.column, job.task.id));
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_default();
+    results.sort_by_key(|(index, _)| *index);
+    let records = results.into_iter().map(|(_, r)| r).collect();
+    (records, harness.into_inner().unwrap_or_default())
+}
+
+fn progress_line(r: &RunRecord) -> String {
+    format!(
+        "{:<7} #{} {:<16} {} {:>5.1}s finish {} calls {}/{} run{}",
+        r.column,
+        r.repeat + 1,
+        r.task,
+        if r.pass { "PASS" } else { "fail" },
+        r.seconds,
+        r.finish.as_deref().unwrap_or("none"),
+        r.calls_run,
+        r.calls_made,
+        if r.failures.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", r.failures.join("; "))
+        }
+    )
+}
+
+/// One run in a fresh folder, graded; `Err` only when the harness broke.
+fn run_one(ctx: &RunContext, job: &Job) -> Result<RunRecord> {
+    let scratch = tempfile::Builder::new()
+        .prefix("ollm-eval-")
+        .tempdir()
+        .context("creating the run's folder")?;
+    let project = scratch.path().join("project");
+    for (name, text) in &ctx.files {
+        let path = project.join(name);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let started = Instant::now();
+    let run = match job.column.as_str() {
+        "plain" => plain::run(ctx, &job.task.prompt, &project)?,
+        mode => ollm::run(ctx, mode, &job.task.prompt, &project)?,
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let failures = grade::grade(&job.task, &run, &project);
+    Ok(record(job, &run, failures, seconds))
+}
+
+/// `eval --regrade`: every committed run graded again from what it recorded, so a
+/// stricter grader applies to old results too. A run whose task checks a file afterwards
+/// is kept as it was (the folder is gone).
+fn regrade(root: &Path) -> Result<()> {
+    let file = tasks::load(root)?;
+    for path in report::result_files(root)? {
+        let mut result: ResultFile = serde_json::from_str(&fs::read_to_string(&path)?)
+            .with_context(|| format!("parsing {}", path.display()))?;
+        let mut changed = 0;
+        for record in &mut result.runs {
+            let Some(task) = file.tasks.iter().find(|t| t.id == record.task) else {
+                continue;
+            };
+            if task.file.is_some() {
+                continue;
+            }
+            let failures = grade::grade(task, &replay(record), Path::new("/nonexistent"));
+            changed += usize::from(failures != record.failures);
+            record.pass = failures.is_empty();
+            record.failures = failures;
+        }
+        report::rewrite(&path, &result)?;
+        println!("{}: {changed} runs graded differently", path.display());
+    }
+    Ok(())
+}
+
+/// What a recorded run did, as the grader reads it.
+fn replay(record: &RunRecord) -> Run {
+    let calls = record
+        .calls
+        .iter()
+        .map(|c| grade::Call {
+            name: c["name"].as_str().unwrap_or_default().to_owned(),
+            args: c["arguments"].clone(),
+            ran: c["ran"].as_bool().unwrap_or(false),
+        })
+        .collect();
+    Run {
+        answer: record.answer.clone(),
+        calls,
+        finish: record.finish.clone(),
+        exit_code: record.exit_code,
+        turns: record.turns,
+        ..Run::default()
+    }
+}
+
+fn record(job: &Job, run: &Run, failures: Vec<String>, seconds: f64) -> RunRecord {
+    RunRecord {
+        task: job.task.id.clone(),
+        kind: match job.task.kind {
+            Kind::Tool => "tool".into(),
+            Kind::None => "none".into(),
+        },
+        plain_words: job.task.plain_words,
+        column: job.column.clone(),
+        repeat: job.repeat,
+        pass: failures.is_empty(),
+        failures,
+        finish: run.finish.clone(),
+        exit_code: run.exit_code,
+        calls_made: run.calls.len(),
+        calls_run: run.calls_run(),
+        calls: run
+            .calls
+            .iter()
+            .map(|c| json!({"name": c.name, "arguments": c.args, "ran": c.ran}))
+            .collect(),
+        seconds,
+        turns: run.turns,
+        tokens: run.prompt_tokens + run.completion_tokens,
+        answer: run.answer.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn options_parse() {
+        let o = Options::parse(&args(&[
+            "--smoke",
+            "--columns",
+            "plain,auto",
+            "--model",
+            "m",
+            "--repeats",
+            "2",
+            "--temperature",
+            "0",
+            "--budget",
+            "30",
+        ]))
+        .unwrap();
+        assert!(o.smoke);
+        assert_eq!(o.columns, ["plain", "auto"]);
+        assert_eq!(o.model.as_deref(), Some("m"));
+        assert_eq!((o.repeats, o.temperature), (Some(2), Some(0.0)));
+        assert_eq!(o.budget, Some(Duration::from_secs(1800)));
+    }
+
+    #[test]
+    fn options_refuse_unknown_columns_flags_and_bad_numbers() {
+        for bad in [
+            &["--strategies", "magic"][..],
+            &["--tasks"],
+            &["--fast"],
+            &["--budget", "half"],
+            &["--repeats", "0"],
+            &["--temperature", "warm"],
+        ] {
+            assert!(Options::parse(&args(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn smoke_defaults_to_plain_and_auto_at_temperature_0() {
+        let smoke = Options::parse(&args(&["--smoke"])).unwrap();
+        assert_eq!(columns(&smoke), ["plain", "auto"]);
+        assert_eq!(columns(&Options::default()), ["plain", "native", "auto"]);
+        let (t, name, _) = sampling(&smoke, "http://unused").unwrap();
+        assert_eq!((t, name.as_str()), (Some(0.0), "temperature 0"));
+    }
+
+    #[test]
+    fn jobs_go_repeat_by_repeat_then_column_by_column() {
+        let file = tasks::load(&crate::workspace_root()).unwrap();
+        let two = &file.tasks[..2];
+        let order: Vec<(String, usize, String)> = jobs(two, &args(&["plain", "auto"]), 2)
+            .into_iter()
+            .map(|j| (j.column, j.repeat, j.task.id))
+            .collect();
+        assert_eq!(order.len(), 8);
+        assert_eq!(order[0], ("plain".into(), 0, two[0].id.clone()));
+        assert_eq!(order[2], ("auto".into(), 0, two[0].id.clone()));
+        assert_eq!(order[4], ("plain".into(), 1, two[0].id.clone()));
+    }
+}

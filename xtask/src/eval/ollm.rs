@@ -1,0 +1,158 @@
+//! The ollm columns: one `ollm run` as a user runs it, read back from `stream-json`.
+//!
+//! # Decisions
+//!
+//! - **The binary, as a user runs it**: `ollm run --provider openai --host URL --tool-mode
+//!   M --output-format stream-json --yes --max-turns N [--temperature T] MODEL PROMPT`.
+//!   `stream-json` rather than `json` because it keeps what happened before a timeout and
+//!   says which calls got an error result.
+//! - Output goes to a file, not a pipe, so a chatty run can never block on a full pipe
+//!   while we wait for it; the child is killed by its own handle at the timeout.
+//! - A call "ran" when its `tool_result` has `is_error: false`; unknown tools, invalid
+//!   arguments and repeats answered by the loop guard all come back as errors.
+
+use std::fs::{self, File};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+use super::grade::{Call, Run};
+use super::{RUN_TIMEOUT, RunContext};
+
+/// Runs `prompt` under `mode` in `project`; `Err` only when ollm could not be started
+/// (a broken harness), never for what the model did.
+pub(super) fn run(ctx: &RunContext, mode: &str, prompt: &str, project: &Path) -> Result<Run> {
+    let log_path = project
+        .parent()
+        .context("the project folder has a parent")?
+        .join("out.jsonl");
+    let log = File::create(&log_path)?;
+    let mut cmd = Command::new(&ctx.ollm);
+    cmd.current_dir(project)
+        .args(["run", "--provider", "openai", "--host", &ctx.base_url])
+        .args([
+            "--tool-mode",
+            mode,
+            "--output-format",
+            "stream-json",
+            "--yes",
+        ])
+        .args(["--max-turns", &ctx.max_turns.to_string()]);
+    if let Some(t) = ctx.temperature {
+        cmd.args(["--temperature", &t.to_string()]);
+    }
+    cmd.args([ctx.model, prompt])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(Stdio::null());
+    let started = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", ctx.ollm.display()))?;
+    // Polling the child's own handle: there is no portable wait with a timeout in std.
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if started.elapsed() > RUN_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        sleep(Duration::from_millis(100));
+    };
+    let mut seen = observe(&fs::read_to_string(&log_path)?);
+    match status {
+        Some(status) => seen.exit_code = status.code(),
+        None => seen.finish = Some("timeout".into()),
+    }
+    Ok(seen)
+}
+
+/// Reads a run's `stream-json` lines (see `docs/output-formats.md`).
+pub(super) fn observe(text: &str) -> Run {
+    let mut seen = Run::default();
+    let mut ids: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let str_of = |key: &str| event[key].as_str().unwrap_or_default().to_owned();
+        match event["type"].as_str().unwrap_or_default() {
+            "text_delta" => seen.answer.push_str(&str_of("text")),
+            "tool_call_started" => {
+                seen.answer.clear();
+                ids.push(str_of("id"));
+                seen.calls.push(Call {
+                    name: str_of("name"),
+                    args: event["arguments"].clone(),
+                    ran: false,
+                });
+            }
+            "tool_result" => {
+                let id = str_of("id");
+                if let Some(at) = ids.iter().position(|i| *i == id) {
+                    seen.calls[at].ran = event["is_error"] == Value::Bool(false);
+                }
+            }
+            "turn_complete" => seen.turns += 1,
+            "finish" => {
+                seen.finish = event["finish_reason"].as_str().map(str::to_owned);
+                let usage = &event["usage"];
+                seen.prompt_tokens = usage["prompt_tokens"].as_u64().unwrap_or(0);
+                seen.completion_tokens = usage["completion_tokens"].as_u64().unwrap_or(0);
+            }
+            _ => {}
+        }
+    }
+    seen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn stream_json_lines_become_what_the_run_did() {
+        let text = [
+            r#"{"type":"text_delta","text":"Let me look. "}"#,
+            r#"{"type":"tool_call_started","id":"c1","name":"read_file","arguments":{"path":"a"}}"#,
+            r#"{"type":"tool_call_started","id":"c2","name":"launch_code","arguments":{}}"#,
+            r#"{"type":"tool_result","id":"c2","name":"launch_code","content":"Error: Unknown tool","is_error":true}"#,
+            r#"{"type":"tool_result","id":"c1","name":"read_file","content":"x","is_error":false}"#,
+            r#"{"type":"turn_complete","turn":1,"usage":{}}"#,
+            r#"{"type":"text_delta","text":"It "}"#,
+            "not json",
+            r#"{"type":"text_delta","text":"says x."}"#,
+            r#"{"type":"turn_complete","turn":2,"usage":{}}"#,
+            r#"{"type":"finish","finish_reason":"stop","usage":{"prompt_tokens":30,"completion_tokens":5}}"#,
+        ]
+        .join("\n");
+        let call = |name: &str, args, ran| Call {
+            name: name.into(),
+            args,
+            ran,
+        };
+        assert_eq!(
+            observe(&text),
+            Run {
+                answer: "It says x.".into(),
+                calls: vec![
+                    call("read_file", json!({"path": "a"}), true),
+                    call("launch_code", json!({}), false),
+                ],
+                finish: Some("stop".into()),
+                exit_code: None,
+                turns: 2,
+                prompt_tokens: 30,
+                completion_tokens: 5,
+            }
+        );
+    }
+}
