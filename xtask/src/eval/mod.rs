@@ -21,18 +21,18 @@
 //! - **Two runs at once**, one per server slot (`-np 2`). Runs go repeat by repeat and,
 //!   within one, column by column (both slots then share a prompt prefix in their
 //!   cache), so a `--budget` that runs out leaves whole repeats of every column.
-//! - **A per-run timeout** ([`RUN_TIMEOUT`]): a reply that never ends costs bounded time
+//! - **A per-run timeout** ([`context::RUN_TIMEOUT`]): a reply that never ends costs bounded time
 //!   and fails (finish `timeout`).
 //! - **Scores never fail the command; a broken harness does**: no server, no `ollm`
 //!   binary, a refused connection. That is what CI's `eval --smoke` step checks.
 
+mod context;
 mod grade;
 mod ollm;
 mod plain;
 mod report;
 mod tasks;
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -45,6 +45,7 @@ use serde_json::{Value, json};
 
 use crate::llama::{self, QWEN_05B, install, target_dir};
 use crate::{cargo, run_cmd, section};
+use context::RunContext;
 use grade::Run;
 use report::{ResultFile, RunRecord};
 use tasks::{Kind, Task};
@@ -53,10 +54,6 @@ use tasks::{Kind, Task};
 const COLUMNS: &[&str] = &["plain", "native", "react", "constrained", "auto"];
 /// The tool schemas the plain loop offers: ollm's built-in tools, as `ollm run` sends them.
 const TOOLS_FILE: &str = "xtask/eval/tools.json";
-/// How long one run may take before it is killed and counted as failed. On the shared
-/// 2-core machine a first request with ~800 tokens of system prompt and tool schemas
-/// took over 2 minutes of prompt processing alone under load.
-pub(super) const RUN_TIMEOUT: Duration = Duration::from_secs(300);
 /// Runs at once: one per server slot.
 const PARALLEL: usize = 2;
 /// `--max-turns`: room for a two-step task and an answer.
@@ -128,21 +125,6 @@ fn number<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T> {
     text.parse()
         .ok()
         .with_context(|| format!("{flag} {text}: not a number"))
-}
-
-/// What every run shares.
-pub(super) struct RunContext {
-    pub(super) ollm: PathBuf,
-    pub(super) base_url: String,
-    pub(super) model: &'static str,
-    pub(super) files: BTreeMap<String, String>,
-    /// The temperature sent, if any.
-    pub(super) temperature: Option<f64>,
-    pub(super) max_turns: u32,
-    /// The plain loop's `tools`.
-    pub(super) tools: Value,
-    /// After this, no new run starts.
-    deadline: Option<Instant>,
 }
 
 /// One run to make.

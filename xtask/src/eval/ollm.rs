@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
+use super::context::{RUN_TIMEOUT, RunContext};
 use super::grade::{Call, Run};
-use super::{RUN_TIMEOUT, RunContext};
 
 /// Runs `prompt` under `mode` in `project`; `Err` only when ollm could not be started
 /// (a broken harness), never for what the model did.

@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
+use super::context::{RUN_TIMEOUT, RunContext};
 use super::grade::{Call, Run};
-use super::{RUN_TIMEOUT, RunContext};
 
 /// `max_tokens` on every request: ollm's default cap.
 const MAX_TOKENS: u32 = 4096;
