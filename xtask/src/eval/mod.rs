@@ -43,7 +43,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::llama::{self, QWEN_05B, install, target_dir};
+use crate::llama::{self, QWEN_05B, target_dir};
 use crate::{cargo, run_cmd, section};
 use context::RunContext;
 use grade::Run;
@@ -155,8 +155,8 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     let tools: Value = serde_json::from_str(&fs::read_to_string(root.join(TOOLS_FILE))?)
         .with_context(|| format!("parsing {TOOLS_FILE}"))?;
     let tools = tools["tools"].clone();
-    let server_note = server_note()?;
     let server = llama::start(model)?;
+    let server_note = server_note(&server);
     let (temperature, sampling, sampling_note) = sampling(options, &server.base_url())?;
     println!("eval: sampling {sampling}: {sampling_note}");
     let jobs = jobs(&tasks, &columns, repeats);
@@ -294,14 +294,12 @@ fn describe_ollm(root: &Path, options: &Options, path: &Path) -> String {
     format!("this worktree's debug build at {head}")
 }
 
-/// Which server path xtask takes here, and why (a fallback to the source build after a
-/// SIGILL is printed by `llama::start`, not recorded here).
-fn server_note() -> Result<String> {
-    let choice = install::choose(&install::Facts::gather()?)?;
-    Ok(format!(
-        "llama-server ({:?}: {}) --jinja -c 16384 -np 2, via xtask's llama::start",
-        choice.origin, choice.why
-    ))
+/// Which server ran: the path `llama::start` took (after any fallback), and its flags.
+fn server_note(server: &llama::Server) -> String {
+    format!(
+        "llama-server: {} --jinja -c 16384 -np 2, via xtask's llama::start",
+        server.origin
+    )
 }
 
 /// The temperature to send, the sampling's name and a note saying what was sent.

@@ -166,13 +166,14 @@ fn start_from(origin: &Origin, model: &Model, cache: &Path) -> Result<Server> {
     args.extend(["--alias", model.alias, "--jinja"].map(str::to_owned));
     args.extend(SERVER_ARGS.iter().map(|a| (*a).to_owned()));
     let logs = cache.join("logs");
-    let server = Server::launch(&Launch {
+    let mut server = Server::launch(&Launch {
         binary: &binary,
         args,
         logs: &logs,
         timeout: READY_TIMEOUT,
         wrapper: Vec::new(),
     })?;
+    server.origin = origin.label();
     print_ready(&server, origin, &binary);
     println!(
         "cold start: server install/reuse {:.1}s, model {:.1}s, load {:.1}s, first answer {:.1}s",

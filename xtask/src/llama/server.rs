@@ -203,6 +203,8 @@ pub(crate) struct Server {
     pub(crate) load_time: Duration,
     /// The readiness completion.
     pub(crate) first_answer_time: Duration,
+    /// Which server this is, for records (set by `llama::start`: the path it came from).
+    pub(crate) origin: String,
 }
 
 impl Server {
@@ -235,6 +237,7 @@ impl Server {
             log,
             load_time: Duration::ZERO,
             first_answer_time: Duration::ZERO,
+            origin: launch.binary.path.display().to_string(),
         };
         println!(
             "llama-server pid {} on port {port}, log {}",
