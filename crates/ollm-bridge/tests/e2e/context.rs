@@ -7,8 +7,10 @@
 //! started with `-c 4096 -np 2` gives 2048 and no setting is needed). Every prompt's run
 //! ends without an error (no `context_overflow`) and without a truncation warning; every
 //! request fitted (the server's prompt count stays within the window); the model read at
-//! least one file; the chat compacted at least once (12 prompts cannot fit 2048 tokens);
-//! the history keeps calls and results paired. Reported on stderr (for the closing
+//! least one file; the chat compacted before any request passed the compaction
+//! threshold (usually at least once: 12 prompts with file reads cannot fit 2048 tokens,
+//! but a run in which the model reads few files stays below it); the history keeps calls
+//! and results paired. Reported on stderr (for the closing
 //! note): the turns completed, each compaction's tokens before and after, its summary and
 //! how long it took.
 //!
@@ -105,7 +107,7 @@ async fn a_twelve_prompt_chat_with_file_reads_never_dead_ends() {
     assert_eq!(window.tokens, small as usize);
     let started = Instant::now();
     let mut completed = 0;
-    let (mut compactions, mut reads) = (0, 0);
+    let (mut compactions, mut reads, mut largest) = (0, 0, 0_usize);
     for i in 0..12 {
         let topic = TOPICS[i % TOPICS.len()];
         let prompt = format!(
@@ -145,6 +147,7 @@ async fn a_twelve_prompt_chat_with_file_reads_never_dead_ends() {
                 ChatEvent::TurnComplete { usage, .. } => {
                     if let Some(p) = usage.prompt_tokens {
                         assert!(p as usize <= window.tokens, "prompt {i}: {p} tokens read");
+                        largest = largest.max(p as usize);
                     }
                 }
                 ChatEvent::ToolResult { name, .. } if name == "read_file" => reads += 1,
@@ -155,7 +158,18 @@ async fn a_twelve_prompt_chat_with_file_reads_never_dead_ends() {
         completed += 1;
     }
     assert!(reads > 0, "the model read no file");
-    assert!(compactions > 0, "12 prompts in 2048 tokens never compacted");
+    // Compaction is due once a request would pass the threshold. How far the chat grows
+    // is the model's choice: most runs read several ~600-token files and compact (CI
+    // runs: 1-2 compactions), but one run answered most prompts without reading and
+    // never came near it. So: a request that reached the threshold must have been
+    // preceded by a compaction; a chat that stayed below it needed none.
+    let percent = ollm_core::CompactionConfig::default().threshold_percent;
+    let threshold = window.tokens * usize::from(percent) / 100;
+    eprintln!("{reads} file reads, largest request {largest} tokens, threshold {threshold}");
+    assert!(
+        compactions > 0 || largest < threshold,
+        "a request of {largest} tokens passed the {threshold}-token threshold uncompacted"
+    );
     let history = client.history();
     let calls: usize = history
         .messages()
