@@ -258,7 +258,7 @@ fn search(
         for child in children {
             let name = child.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with('.') || name == "target" || name == "node_modules" {
+            if crate::map::skipped(&name) {
                 continue;
             }
             search(ws, &child.path(), re, max, hits, more);

@@ -47,6 +47,8 @@
 //!   process group, a timeout, an output cap and an audit log.
 //! - [`approval`]: the policy deciding who says yes, and the [`Prompter`] trait through
 //!   which a front end asks the user and shows warnings.
+//! - `map`: what the model is told about the folder ([`Workspace::overview`] for the
+//!   system prompt) and, for a path that does not exist, the nearest existing ones.
 //! - [`private`]: files only their owner may read (the audit log; the CLI's sessions).
 //! - [`command::sandbox`]: Landlock confinement of every command on Linux (writes only
 //!   inside the folder but not `.git`, no TCP), falling back with one warning, or refusing
@@ -64,6 +66,7 @@
 pub mod approval;
 pub mod command;
 pub mod fs;
+mod map;
 pub mod private;
 pub mod workspace;
 

@@ -8,6 +8,8 @@
 //! - Nothing is ever written into a `.git` file or folder at any depth (compared without
 //!   case, for case-insensitive file systems): git runs hooks and programs named in its
 //!   config, so writing there is running code.
+//! - A path that does not exist is answered with the nearest existing ones
+//!   ([`Workspace::not_found`], in `map.rs`), so a model that invented a path can retry.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -39,9 +41,10 @@ impl Workspace {
     /// Resolves an existing path, refusing anything that leaves the workspace.
     pub fn resolve_existing(&self, path: &str) -> Result<PathBuf, ToolError> {
         let joined = self.join_checked(path)?;
-        let real = joined
-            .canonicalize()
-            .map_err(|e| ToolError::Failed(format!("{path}: {e}")))?;
+        let real = joined.canonicalize().map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => ToolError::Failed(self.not_found(path)),
+            _ => ToolError::Failed(format!("{path}: {e}")),
+        })?;
         self.ensure_inside(path, &real)?;
         Ok(real)
     }
