@@ -173,6 +173,9 @@ pub(crate) struct ToolsEntry {
     pub(crate) pass_env: Vec<String>,
     /// Kernel confinement of commands: `auto` (default), `required` or `off`.
     pub(crate) sandbox: Option<ollm_tools::Sandbox>,
+    /// Tell the model the working folder and its top entries when the built-in tools are
+    /// offered (default `true`).
+    pub(crate) workspace_context: Option<bool>,
 }
 
 /// The provider to talk to, settled.
@@ -224,6 +227,8 @@ pub(crate) struct ToolSettings {
     pub(crate) pass_env: Vec<String>,
     /// Kernel confinement of commands.
     pub(crate) sandbox: ollm_tools::Sandbox,
+    /// Tell the model the working folder and its top entries.
+    pub(crate) workspace_context: bool,
 }
 
 /// The context window and compaction, settled from the config (see `context.rs`).
@@ -479,6 +484,7 @@ fn tool_settings(file: &FileConfig, data_dir: &Path) -> ToolSettings {
             .unwrap_or_else(|| data_dir.join("audit.log")),
         pass_env: file.tools.pass_env.clone(),
         sandbox: file.tools.sandbox.unwrap_or_default(),
+        workspace_context: file.tools.workspace_context.unwrap_or(true),
     }
 }
 
@@ -633,12 +639,13 @@ pub(crate) fn render_settings(s: &Settings) -> String {
     out.push_str(&render_provider(p, &s.defaults.provider));
     let t = &s.tools;
     out.push_str(&format!(
-        "\n[tools]\nallowed_commands = {:?}\nauto_approve = {:?}\ncommand_timeout_secs = {}\noutput_limit_bytes = {}\naudit_log = {:?}\n",
+        "\n[tools]\nallowed_commands = {:?}\nauto_approve = {:?}\ncommand_timeout_secs = {}\noutput_limit_bytes = {}\naudit_log = {:?}\nworkspace_context = {}\n",
         t.allowed_commands,
         t.auto_approve,
         t.command_timeout.as_secs(),
         t.output_limit,
-        t.audit_log.display().to_string()
+        t.audit_log.display().to_string(),
+        t.workspace_context
     ));
     out.push_str(&render_models(c, &s.defaults.models));
     out

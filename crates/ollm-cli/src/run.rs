@@ -207,6 +207,8 @@ pub(crate) struct Parts {
     pub(crate) approver: Arc<Approver>,
     /// The run's MCP servers, once started (their tools are in `tools`).
     pub(crate) mcp: Option<Arc<crate::mcp::RunServers>>,
+    /// What the model is told about the working folder in runs with tools.
+    pub(crate) tools_context: Option<String>,
 }
 
 impl Parts {
@@ -216,12 +218,13 @@ impl Parts {
         settings: &Settings,
         approval: Mode,
     ) -> Result<Self, CliError> {
-        let (approver, tools) = tools::build(settings, approval)?;
+        let built = tools::build(settings, approval)?;
         Ok(Parts {
             provider,
-            tools,
-            approver,
+            tools: built.registry,
+            approver: built.approver,
             mcp: None,
+            tools_context: built.context,
         })
     }
 
@@ -231,12 +234,12 @@ impl Parts {
         config: &ChatConfig,
         history: &[Message],
     ) -> Result<ChatClient, CliError> {
-        Ok(ChatClient::new(
-            Arc::clone(&self.provider),
-            self.tools.clone(),
-            config.clone(),
+        let mut config = config.clone();
+        config.tools_context.clone_from(&self.tools_context);
+        Ok(
+            ChatClient::new(Arc::clone(&self.provider), self.tools.clone(), config)
+                .with_history(history.to_vec()),
         )
-        .with_history(history.to_vec()))
     }
 }
 

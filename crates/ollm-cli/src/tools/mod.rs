@@ -28,11 +28,19 @@ pub(crate) fn config(settings: &Settings) -> ToolConfig {
     }
 }
 
+/// The built-in tools for the working directory.
+pub(crate) struct Built {
+    /// The approval policy they share.
+    pub(crate) approver: Arc<Approver>,
+    /// The tools.
+    pub(crate) registry: ToolRegistry,
+    /// What the model is told about the folder (core's `tools_context`), unless the
+    /// config turned it off.
+    pub(crate) context: Option<String>,
+}
+
 /// The approval policy and the registry of the built-in tools for the working directory.
-pub(crate) fn build(
-    settings: &Settings,
-    approval: Mode,
-) -> Result<(Arc<Approver>, ToolRegistry), crate::CliError> {
+pub(crate) fn build(settings: &Settings, approval: Mode) -> Result<Built, crate::CliError> {
     let cwd = std::env::current_dir()?;
     let ws = Workspace::new(&cwd).map_err(cli_error)?;
     let approver = Arc::new(Approver::new(
@@ -41,7 +49,12 @@ pub(crate) fn build(
         Arc::new(prompter::TerminalPrompter),
     ));
     let registry = ollm_tools::builtin(&ws, &config(settings), &approver).map_err(cli_error)?;
-    Ok((approver, registry))
+    let context = settings.tools.workspace_context.then(|| ws.overview());
+    Ok(Built {
+        approver,
+        registry,
+        context,
+    })
 }
 
 fn cli_error(e: ollm_tools::ToolsError) -> crate::CliError {
@@ -56,15 +69,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_model_is_told_the_folder_unless_the_config_says_no() {
+        use crate::config::{Env, settle};
+        let mut settings = settle(&Default::default(), &Env::default(), "c".into(), None).unwrap();
+        let built = build(&settings, Mode::Headless).unwrap();
+        let cwd = std::env::current_dir().unwrap().canonicalize().unwrap();
+        let context = built.context.unwrap();
+        assert!(context.contains(&cwd.display().to_string()), "{context}");
+        settings.tools.workspace_context = false;
+        assert_eq!(build(&settings, Mode::Headless).unwrap().context, None);
+    }
+
+    #[test]
     fn the_provider_key_variable_is_never_passed() {
         use crate::config::{Env, settle};
         let settings = settle(&Default::default(), &Env::default(), "c".into(), None).unwrap();
         let mut settings = settings;
         settings.provider.api_key_env = Some("OLLM_API_KEY".into());
         assert_eq!(config(&settings).secret_env, ["OLLM_API_KEY"]);
-        let (_, registry) = build(&settings, Mode::Headless).unwrap();
+        let built = build(&settings, Mode::Headless).unwrap();
         assert_eq!(
-            registry.names(),
+            built.registry.names(),
             [
                 "read_file",
                 "list_dir",

@@ -50,6 +50,8 @@ pub(super) struct RunSettings {
     pub(super) compaction: CompactionConfig,
     /// Whether a reply that keeps repeating itself is stopped (`runaway.rs`).
     pub(super) runaway_guard: bool,
+    /// Added to the system prompt of every request of a run that offers tools.
+    pub(super) tools_context: Option<String>,
     pub(super) info: Option<ModelInfo>,
     /// The tools that may run (none with tool choice `none`).
     pub(super) tools: Arc<ToolRegistry>,
@@ -110,6 +112,7 @@ impl RunSettings {
             limits: config.context_limits.clone(),
             compaction: config.compaction.clone(),
             runaway_guard: config.runaway_guard,
+            tools_context: config.tools_context.clone().filter(|_| has_tools),
             info,
             tools,
             offered,

@@ -254,7 +254,7 @@ fn ask_again(memory: &CallMemory, reply: &Reply) -> bool {
 fn build_request(shared: &Shared, settings: &RunSettings, offer: &Offer<'_>) -> ProviderRequest {
     let history = lock(&shared.history);
     let mut request = ProviderRequest::new(&settings.model, history.messages().to_vec());
-    request.system = history.system_text();
+    request.system = with_context(history.system_text(), settings.tools_context.as_deref());
     request.options = settings.options.clone();
     request.think = settings.think;
     request.keep_alive.clone_from(&settings.keep_alive);
@@ -262,6 +262,16 @@ fn build_request(shared: &Shared, settings: &RunSettings, offer: &Offer<'_>) -> 
         .strategy
         .prepare(&mut request, offer.tools, &offer.choice);
     request
+}
+
+/// The system prompt with the run's tools context after it. The same in every turn of a
+/// run, whatever the turn offers, so the server's prompt cache keeps the prefix.
+fn with_context(system: Option<String>, context: Option<&str>) -> Option<String> {
+    match (system, context) {
+        (Some(s), Some(c)) => Some(format!("{s}\n\n{c}")),
+        (None, Some(c)) => Some(c.to_owned()),
+        (s, None) => s,
+    }
 }
 
 /// Makes the request fit the model's window before anything is sent: the window is

@@ -236,3 +236,40 @@ proptest! {
         check_history(&c.history());
     }
 }
+
+#[test]
+fn the_tools_context_follows_the_system_prompt_only_in_runs_with_tools() {
+    let turns = |p: MockProviderBuilderAlias| {
+        p.turn(vec![ev::call("c1", "read", json!({})), ev::finish()])
+            .turn(vec![ev::text("done"), ev::finish()])
+            .turn(vec![ev::text("plain"), ev::finish()])
+    };
+    for system in [None, Some("be brief")] {
+        let provider = turns(MockProvider::builder()).build();
+        let tools = registry([RecordingTool::new("read").returns(json!("x"))]);
+        let client = client_with(Arc::clone(&provider), tools, |c| {
+            c.system = system.map(str::to_owned);
+            c.tools_context = Some("You work in /w.".into());
+        });
+        block_on(chat(&client, "what is in x?"));
+        let no_tools = ChatOptions {
+            no_tools: true,
+            ..ChatOptions::default()
+        };
+        block_on(crate::support::collect(client.chat("and?", no_tools)));
+        let sent: Vec<Option<String>> = provider.requests().into_iter().map(|r| r.system).collect();
+        let with = match system {
+            Some(s) => format!("{s}\n\nYou work in /w."),
+            None => "You work in /w.".to_owned(),
+        };
+        // Both turns of the run with tools carry it (one prefix for the prompt cache); the
+        // run without tools does not; the history never records it.
+        assert_eq!(
+            sent,
+            [Some(with.clone()), Some(with), system.map(str::to_owned)]
+        );
+        assert_eq!(client.history().system_text(), system.map(str::to_owned));
+    }
+}
+
+type MockProviderBuilderAlias = test_utils::mock_provider::MockProviderBuilder;
