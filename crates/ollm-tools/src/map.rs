@@ -25,7 +25,7 @@ use std::path::Path;
 use crate::workspace::Workspace;
 
 /// The most top-level entries the overview names.
-pub const OVERVIEW_ENTRIES: usize = 40;
+pub(crate) const OVERVIEW_ENTRIES: usize = 40;
 /// The most entries the search for near paths looks at.
 const WALK_ENTRIES: usize = 5000;
 /// How deep the search for near paths goes.
