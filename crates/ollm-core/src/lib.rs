@@ -83,8 +83,8 @@ pub mod tokens;
 pub mod tool;
 
 pub use chat::{
-    ANSWER_NUDGE, ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatRun, DEFAULT_MAX_TOKENS,
-    MAX_CALLS_PER_REPLY,
+    ACT_NUDGE, ANSWER_NUDGE, ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatRun,
+    DEFAULT_MAX_TOKENS, MAX_CALLS_PER_REPLY,
 };
 pub use context::{Compaction, CompactionConfig, Compactor, ModelSummary, Window, WindowSource};
 pub use error::CoreError;

@@ -42,6 +42,12 @@
 //!   recorded, the nudge follows, once. A call it still writes as text is read and run as
 //!   usual, and a turn with a fresh call offers the tools again, so a two-step task
 //!   goes on.
+//! - An answer that shows the user how to call an offered tool instead of calling it
+//!   ("Here's how you can call it: ```json {...}```", the native strategy's
+//!   `shows_call`) is recorded and followed by the [`ACT_NUDGE`] user message, once per
+//!   run and only before the run's first call: the example itself never runs (a fenced
+//!   example amid prose is not a call), but the model is asked to act. Measured on
+//!   Qwen2.5-Coder-1.5B (docs/tool-calling.md).
 
 use std::collections::{HashMap, HashSet};
 
@@ -57,6 +63,11 @@ pub(crate) const HEAD_CHARS: usize = 200;
 /// The user message recorded instead of a turn that only repeated earlier calls.
 pub const ANSWER_NUDGE: &str = "Now answer my question in plain words, without calling any tool.";
 
+/// The user message that follows an answer telling the user how to call a tool instead
+/// of calling it (see the module docs).
+pub const ACT_NUDGE: &str = "Do not tell me how to call the tools: call the one you need \
+yourself now, then answer my question from its result.";
+
 /// The same call asked for this many times in one run ends the run.
 pub(crate) const REPEAT_LIMIT: u32 = 3;
 
@@ -68,6 +79,8 @@ pub(super) struct CallMemory {
     repeated: bool,
     /// Whether the next reply is to answer: asked with the nudge and no tools.
     answer_due: bool,
+    /// Whether the run already asked the model to act ([`ACT_NUDGE`]).
+    asked_to_act: bool,
 }
 
 /// A call made in this run: its result and how often it was asked for.
@@ -107,6 +120,14 @@ impl CallMemory {
     /// Says whether the next reply is to answer: after a turn none of whose calls ran.
     pub(super) fn set_answer_due(&mut self, due: bool) {
         self.answer_due = due;
+    }
+
+    /// Whether an answer that shows how to call a tool, instead of calling it, is
+    /// followed by [`ACT_NUDGE`]: once per run, before any call. Marks it asked.
+    pub(super) fn ask_to_act(&mut self) -> bool {
+        let ask = !self.asked_to_act && !self.any();
+        self.asked_to_act = true;
+        ask
     }
 
     /// Where each of `calls` gets its result from.

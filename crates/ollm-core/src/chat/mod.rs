@@ -124,7 +124,7 @@ use crate::strategy::{AutoRules, ToolMode};
 use crate::tokens::ContextLimits;
 
 pub use client::ChatClient;
-pub use guard::ANSWER_NUDGE;
+pub use guard::{ACT_NUDGE, ANSWER_NUDGE};
 pub use run::ChatRun;
 
 /// The result recorded for a call whose tool had not finished when the run was cancelled.

@@ -24,7 +24,7 @@ use tracing::Instrument;
 use super::calls::{answer_unfinished, execute_all};
 use super::client::{Shared, lock, model_info};
 use super::compact::{Fitted, Room, bound_results, fit};
-use super::guard::{ANSWER_NUDGE, CallMemory, REPEAT_LIMIT, Source};
+use super::guard::{ACT_NUDGE, ANSWER_NUDGE, CallMemory, REPEAT_LIMIT, Source};
 use super::run::Sink;
 use super::runaway::RepeatDetector;
 use super::settle::{Offer, RunSettings};
@@ -502,12 +502,21 @@ async fn conclude(
     let raw = reply.raw.as_str();
     let end = match outcome {
         TurnOutcome::Answer(answer) => {
+            let act = strategy.shows_call(&answer, &settings.offered) && memory.ask_to_act();
             let answer = answer.as_str();
-            sink.record(shared, strategy.record(Turn::Answer { raw, answer }));
-            TurnEnd::Finish(match reply.finish {
-                Some(FinishReason::Length) => FinishReason::Length,
-                _ => FinishReason::Stop,
-            })
+            let mut record = strategy.record(Turn::Answer { raw, answer });
+            if act {
+                // An example instead of an action: asked once to act (guard.rs).
+                record.push(Message::user(ACT_NUDGE));
+                sink.record(shared, record);
+                TurnEnd::Continue
+            } else {
+                sink.record(shared, record);
+                TurnEnd::Finish(match reply.finish {
+                    Some(FinishReason::Length) => FinishReason::Length,
+                    _ => FinishReason::Stop,
+                })
+            }
         }
         TurnOutcome::Retry {
             correction,

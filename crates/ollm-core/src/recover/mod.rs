@@ -197,6 +197,53 @@ pub(crate) fn recover(text: &str, offered: &OfferedTools) -> Recovery {
     }
 }
 
+/// Whether `text`, which makes no call, shows one instead: a fenced block, or a line of
+/// its own, holding a JSON call to an offered tool amid prose ("Here's how you can call
+/// it: ```json {...}```"). Such a reply tells the user how to use the tools instead of
+/// using them; it never runs (see the module docs), but the caller may ask the model to
+/// act.
+pub(crate) fn shows_call(text: &str, offered: &OfferedTools) -> bool {
+    let body = &text[scan::think_end(text)..];
+    let mut fence: Option<String> = None;
+    for line in body.lines() {
+        let trimmed = line.trim();
+        match &mut fence {
+            Some(inner) if scan::is_fence(trimmed) => {
+                if names_offered_call(inner, offered) {
+                    return true;
+                }
+                fence = None;
+            }
+            Some(inner) => {
+                inner.push_str(line);
+                inner.push('\n');
+            }
+            None if scan::is_fence(trimmed) => fence = Some(String::new()),
+            None if trimmed.starts_with('{') && names_offered_call(trimmed, offered) => {
+                return true;
+            }
+            None => {}
+        }
+    }
+    false
+}
+
+/// Whether `s` is JSON calls, every one to an offered tool.
+fn names_offered_call(s: &str, offered: &OfferedTools) -> bool {
+    let Ok(values) = json::values(s) else {
+        return false;
+    };
+    let calls: Vec<RawCall> = values
+        .into_iter()
+        .filter_map(|v| json::calls_in(v, Some(offered)))
+        .flatten()
+        .collect();
+    !calls.is_empty()
+        && calls
+            .iter()
+            .all(|c| matches!(c, Ok((name, _)) if offered.resolve(name).is_some()))
+}
+
 /// A pythonic list of calls that ends the reply on lines of its own after prose (Llama 4
 /// writes its reasoning first, vllm#22917); every name must be offered.
 fn trailing_list(text: &str, from: usize, offered: &OfferedTools) -> Option<Recovery> {

@@ -504,3 +504,38 @@ fn a_path_in_the_name_is_the_path_argument() {
         json!([{"unknown": "settings.json"}]),
     );
 }
+
+#[test]
+fn a_reply_that_shows_a_call_instead_of_making_it_is_told_apart() {
+    // Replies of Qwen2.5-Coder-1.5B through llama-server, asked in plain words (the eval).
+    let tools = offered(&json!(["read_file", "search_text", "list_dir"]));
+    let check = |text: &str, shows: bool| {
+        assert!(recover(text, &tools).calls.is_empty(), "no call: {text:?}");
+        assert_eq!(super::shows_call(text, &tools), shows, "{text:?}");
+    };
+    check(
+        "To find which file mentions \"Bluebird\", you can use the `search_text` function. \
+         Here's how you can call it:\n\n```json\n{\n  \"name\": \"search_text\",\n  \
+         \"arguments\": {\n    \"pattern\": \"Bluebird\"\n  }\n}\n```\n\nThe response will be:",
+        true,
+    );
+    check(
+        "1. List the contents using `list_dir`:\n{\"name\": \"list_dir\", \"arguments\": {}}\n2. Then read it.",
+        true,
+    );
+    check(
+        "<think>maybe ```json\n{\"name\": \"read_file\", \"arguments\": {}}\n```</think>The port is 8123.",
+        false,
+    );
+    // An invented tool, JSON that is no call, plain code: nothing to act on.
+    check(
+        "Here is an example:\n```json\n{\"name\": \"launch_code\", \"arguments\": {}}\n```\nDone.",
+        false,
+    );
+    check(
+        "The config is:\n```json\n{\"name\": \"tally\", \"port\": 8123}\n```\nSo 8123.",
+        false,
+    );
+    check("Run it:\n```sh\nls src\n```\nThat lists them.", false);
+    check("The capital of Japan is Tokyo.", false);
+}

@@ -262,6 +262,18 @@ impl Strategy {
         }
     }
 
+    /// Whether an answer shows the user how to call a tool instead of calling it (see
+    /// `recover::shows_call`); only the native strategy reads calls from text.
+    pub(crate) fn shows_call(self, answer: &str, tools: &[ToolSchema]) -> bool {
+        self == Strategy::Native
+            && crate::recover::shows_call(
+                answer,
+                &crate::recover::OfferedTools::new(
+                    tools.iter().map(|t| (t.name.clone(), t.parameters.clone())),
+                ),
+            )
+    }
+
     /// Reads a finished reply whatever the tool choice.
     fn read(
         self,

@@ -1,7 +1,7 @@
 //! The loop and runaway guards, the generation cap, the tool choice and the explained
 //! strategy choice, in runs against scripted providers.
 
-use ollm_core::{ANSWER_NUDGE, ChatEvent, ChatOptions, DEFAULT_MAX_TOKENS, ToolMode};
+use ollm_core::{ACT_NUDGE, ANSWER_NUDGE, ChatEvent, ChatOptions, DEFAULT_MAX_TOKENS, ToolMode};
 use ollm_types::{
     Capability, FinishReason, ProviderErrorKind, ProviderEvent, Role, ToolChoice, WarningKind,
 };
@@ -487,4 +487,48 @@ fn a_reply_of_a_thousand_calls_runs_a_bounded_few_and_the_run_goes_on() {
         .filter(|m| m.role() == Role::Tool)
         .count();
     assert_eq!(tool_messages, ollm_core::MAX_CALLS_PER_REPLY);
+}
+
+/// A reply that shows how to call a tool instead of calling it is followed by the act
+/// nudge once, before the run's first call; the example never runs.
+#[test]
+fn an_example_instead_of_a_call_is_asked_to_act_once() {
+    let example = "Here's how you can call it:\n\n```json\n{\"name\": \"list_dir\", \
+                   \"arguments\": {\"path\": \"src\"}}\n```";
+    let check = |script: Vec<Vec<ProviderEvent>>, runs: usize, finish: FinishReason| {
+        let mut builder = MockProvider::builder();
+        for turn in script {
+            builder = builder.turn(turn);
+        }
+        let provider = builder.build();
+        let tool = RecordingTool::new("list_dir").returns(json!("main.rs"));
+        let c = client(provider, registry([tool.clone()]));
+        let events = block_on(chat(&c, "which files are in src?"));
+        check_events(&events);
+        assert_eq!(tool.calls().len(), runs);
+        assert_eq!(finish_reason(&events), finish);
+        let texts: Vec<String> = c.history().messages().iter().map(|m| m.text()).collect();
+        assert_eq!(count_text(&texts, ACT_NUDGE), 1, "{texts:?}");
+        check_history(&c.history());
+    };
+    let text = |t: &str| vec![ev::text(t), ev::finish()];
+    // Asked to act, it writes the call alone: it runs, and the answer follows.
+    let fenced = "```json\n{\"name\": \"list_dir\", \"arguments\": {\"path\": \"src\"}}\n```";
+    check(
+        vec![text(example), text(fenced), text("main.rs")],
+        1,
+        FinishReason::Stop,
+    );
+    // A second example after the nudge is the answer: one nudge per run.
+    check(vec![text(example), text(example)], 0, FinishReason::Stop);
+    // After a call ran, an example is an answer: no nudge (the count above would be 0).
+    let provider = MockProvider::builder()
+        .turn(call_turn("c1", json!({})))
+        .turn(text(example))
+        .build();
+    let c = client(provider, registry([RecordingTool::new("list_dir")]));
+    let events = block_on(chat(&c, "which files?"));
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    let texts: Vec<String> = c.history().messages().iter().map(|m| m.text()).collect();
+    assert_eq!(count_text(&texts, ACT_NUDGE), 0);
 }

@@ -21,6 +21,8 @@ struct Case {
     text: &'static str,
     prose: &'static str,
     calls: &'static [(&'static str, Option<&'static str>)],
+    /// Whether it shows a call instead of making one, so the act nudge follows.
+    nudged: bool,
 }
 
 const CASES: &[Case] = &[
@@ -29,11 +31,13 @@ const CASES: &[Case] = &[
         text: "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```",
         prose: "",
         calls: &[("read_file", None)],
+        nudged: false,
     },
     Case {
         text: "I'll read it.\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n</tool_call>",
         prose: "I'll read it.\n",
         calls: &[("read_file", None)],
+        nudged: false,
     },
     Case {
         text: "{\"name\": \"launch_code\", \"arguments\": {\"file\": \"main.py\"}}",
@@ -42,6 +46,7 @@ const CASES: &[Case] = &[
             "launch_code",
             Some("Error: Unknown tool \"launch_code\"; available: read_file"),
         )],
+        nudged: false,
     },
     Case {
         text: "<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n</tool_call>\n<tool_call>\nnot json\n</tool_call>",
@@ -53,26 +58,31 @@ const CASES: &[Case] = &[
                 Some("Error: the tool call could not be read: "),
             ),
         ],
+        nudged: false,
     },
     Case {
         text: "For example:\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"x\"}}\n```\nThat is how a call looks.",
         prose: "For example:\n```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"x\"}}\n```\nThat is how a call looks.",
         calls: &[],
+        nudged: true,
     },
     Case {
         text: "Send `<tool_call>{\"name\": \"launch_code\"}</tool_call>` to call one.",
         prose: "Send `<tool_call>{\"name\": \"launch_code\"}</tool_call>` to call one.",
         calls: &[],
+        nudged: false,
     },
     Case {
         text: "{\"answer\": 42}",
         prose: "{\"answer\": 42}",
         calls: &[],
+        nudged: false,
     },
     Case {
         text: "The port is 8080.\n\n[1] notes.txt",
         prose: "The port is 8080.\n\n[1] notes.txt",
         calls: &[],
+        nudged: false,
     },
 ];
 
@@ -139,7 +149,13 @@ fn check(case: &Case, cuts: &[usize]) -> Result<(), TestCaseError> {
     prop_assert_eq!(assistant.role(), Role::Assistant);
     if case.calls.is_empty() {
         prop_assert_eq!(assistant.text(), case.text);
-        prop_assert_eq!(added.len(), 2);
+        if case.nudged {
+            // Asked once to act (guard.rs), then the scripted "done".
+            prop_assert_eq!(added.len(), 4);
+            prop_assert_eq!(added[2].text(), ollm_core::ACT_NUDGE);
+        } else {
+            prop_assert_eq!(added.len(), 2);
+        }
     } else {
         // The prose alone, the calls structured, one result each in order.
         prop_assert_eq!(assistant.text(), case.prose.trim());
