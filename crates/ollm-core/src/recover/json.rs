@@ -144,8 +144,74 @@ pub(super) fn body_calls(body: &str, what: &str) -> Vec<RawCall> {
     }
 }
 
-/// The reply as bare JSON calls (or JSON alone in fences), if it is that.
+/// The reply as bare JSON calls (or JSON alone in fences), if it is that; else, for a
+/// reply that opens with calls to offered tools and goes on with something else, those
+/// calls (see [`leading_calls`]).
 pub(super) fn whole_reply(body: &str, offered: &OfferedTools) -> Option<Vec<RawCall>> {
+    match whole(body, offered) {
+        Some(calls) if calls.iter().any(Result::is_ok) => Some(calls),
+        whole => leading_calls(body.trim(), offered).or(whole),
+    }
+}
+
+/// The calls a reply opens with, when what follows them is not a call: small models
+/// write the call and then invent its result, as JSON
+/// (`{"name": "read_file", ...}` then `{"type": "error", "message": "No such file"}`)
+/// or as prose. The calls run; what follows is dropped, so the invented part never
+/// reaches the user. Only calls to offered tools, bare at the very start or in fences
+/// that open the reply, count: JSON amid prose stays an example.
+fn leading_calls(body: &str, offered: &OfferedTools) -> Option<Vec<RawCall>> {
+    let mut calls = Vec::new();
+    let mut rest = body;
+    loop {
+        rest = rest.trim_start_matches(|c: char| c.is_whitespace() || c == ',' || c == ';');
+        let (used, found) = if rest.starts_with("```") {
+            let (body, used) = first_fence(rest)?;
+            (used, offered_calls(values(body).ok()?, offered))
+        } else if rest.starts_with('{') {
+            let Ok((used, value)) = scan::first_json(rest) else {
+                break;
+            };
+            (used, offered_calls(vec![value], offered))
+        } else {
+            break;
+        };
+        match found {
+            Some(found) => calls.extend(found),
+            None => break,
+        }
+        rest = &rest[used..];
+    }
+    (!calls.is_empty()).then_some(calls)
+}
+
+/// The body of the fence that opens `s` (an info string calls are fenced in) and the
+/// bytes up to the end of its closing line.
+fn first_fence(s: &str) -> Option<(&str, usize)> {
+    let after_open = s.strip_prefix("```")?;
+    let info_end = after_open.find('\n')?;
+    scan::call_fence(s)?.then_some(())?;
+    let body_at = 3 + info_end + 1;
+    let close = s[body_at..].find("```")?;
+    Some((&s[body_at..body_at + close], body_at + close + 3))
+}
+
+/// The calls in `values` when every value is calls to offered tools.
+fn offered_calls(values: Vec<Value>, offered: &OfferedTools) -> Option<Vec<RawCall>> {
+    let mut out = Vec::new();
+    for value in values {
+        for call in calls_in(value, Some(offered))? {
+            match &call {
+                Ok((name, _)) if offered.resolve(name).is_some() => out.push(call),
+                _ => return None,
+            }
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The reply as bare JSON calls (or JSON alone in fences), if it is all that.
+fn whole(body: &str, offered: &OfferedTools) -> Option<Vec<RawCall>> {
     let trimmed = body.trim();
     let bodies = if trimmed.starts_with("```") {
         scan::only_fences(trimmed)?
