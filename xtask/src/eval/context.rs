@@ -23,6 +23,8 @@ pub(super) struct RunContext {
     pub(super) max_turns: u32,
     /// The plain loop's `tools`.
     pub(super) tools: Value,
+    /// Where each ollm run's `stream-json` output is kept, as `TASK.COLUMN.REPEAT.jsonl`.
+    pub(super) traces: PathBuf,
     /// After this, no new run starts.
     pub(super) deadline: Option<Instant>,
 }

@@ -151,7 +151,7 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
         Some(alias) => llama::model_named(alias)?,
         None => &QWEN_05B,
     };
-    let ollm = ollm_binary(root, options)?;
+    let ollm = snapshot(root, &ollm_binary(root, options)?)?;
     let tools: Value = serde_json::from_str(&fs::read_to_string(root.join(TOOLS_FILE))?)
         .with_context(|| format!("parsing {TOOLS_FILE}"))?;
     let tools = tools["tools"].clone();
@@ -168,7 +168,16 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     ));
     let started = Instant::now();
     let stamp = report::utc_stamp(SystemTime::now());
+    let traces = target_dir(root)
+        .join("eval/traces")
+        .join(format!("{}-{stamp}", model.alias));
+    fs::create_dir_all(&traces)?;
+    println!(
+        "eval: each ollm run's stream-json is kept in {}",
+        traces.display()
+    );
     let ctx = RunContext {
+        traces,
         deadline: options.budget.map(|b| started + b),
         ollm: ollm.clone(),
         base_url: server.base_url(),
@@ -184,7 +193,7 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     let result = ResultFile {
         model: model.alias.to_owned(),
         server: server_note,
-        ollm: describe_ollm(root, options, &ollm),
+        ollm: describe_ollm(root, options, options.ollm.as_deref().unwrap_or(&ollm)),
         sampling,
         sampling_note,
         repeats,
@@ -278,6 +287,16 @@ fn ollm_binary(root: &Path, options: &Options) -> Result<PathBuf> {
         bail!("no ollm binary at {}", path.display());
     }
     Ok(path)
+}
+
+/// A copy of `binary` for this eval alone, so that building the worktree while the eval
+/// runs (tests rebuild `target/debug/ollm`) never changes what is measured midway.
+fn snapshot(root: &Path, binary: &Path) -> Result<PathBuf> {
+    let dir = target_dir(root).join("eval/bin");
+    fs::create_dir_all(&dir)?;
+    let copy = dir.join(format!("ollm-{}", std::process::id()));
+    fs::copy(binary, &copy).with_context(|| format!("copying {}", binary.display()))?;
+    Ok(copy)
 }
 
 /// The `ollm` measured: its path and, for this worktree's build, the commit.
@@ -410,6 +429,11 @@ fn run_one(ctx: &RunContext, job: &Job) -> Result<RunRecord> {
     };
     let seconds = started.elapsed().as_secs_f64();
     let failures = grade::grade(&job.task, &run, &project);
+    let out = scratch.path().join("out.jsonl");
+    if out.is_file() {
+        let name = format!("{}.{}.{}.jsonl", job.task.id, job.column, job.repeat);
+        fs::copy(&out, ctx.traces.join(name)).context("keeping the run's trace")?;
+    }
     Ok(record(job, &run, failures, seconds))
 }
 
