@@ -310,7 +310,15 @@ fn describe_ollm(root: &Path, options: &Options, path: &Path) -> String {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default();
-    format!("this worktree's debug build at {head}")
+    let config = std::env::var_os("OLLM_CONFIG").map_or_else(String::new, |path| {
+        let text = fs::read_to_string(&path).unwrap_or_default();
+        format!(
+            ", with OLLM_CONFIG={} ({})",
+            Path::new(&path).display(),
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
+        )
+    });
+    format!("this worktree's debug build at {head}{config}")
 }
 
 /// Which server ran: the path `llama::start` took (after any fallback), and its flags.
