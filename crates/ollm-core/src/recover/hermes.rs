@@ -6,7 +6,8 @@
 //! Hermes wrapper and goes to [`super::qwen_xml`]. A `<tools>...</tools>` wrapper (the
 //! tag from the system prompt, echoed) holds `<tool_call>` blocks or bare call JSON. A
 //! body may also be a Python-style call (`get_weather(city="Antwerp")`) or JSON in a
-//! fence.
+//! fence. An empty block (`<tools></tools>`, seen from Qwen2.5-Coder-1.5B asked in plain
+//! words) holds no call: it is not answered as a malformed one.
 
 use super::{RawCall, pythonic, qwen_xml};
 
@@ -23,7 +24,10 @@ pub(super) fn parse(rest: &str) -> (usize, Vec<RawCall>) {
             None => (after.len(), after.len()),
         };
         let body = &after[..body_len];
-        let calls = if body.trim_start().starts_with(OPEN) {
+        let calls = if body.trim().is_empty() {
+            // `<tools></tools>`: the model echoed the tag and wrote no call in it.
+            Vec::new()
+        } else if body.trim_start().starts_with(OPEN) {
             let mut calls = Vec::new();
             let mut at = body.len() - body.trim_start().len();
             while body[at..].trim_start().starts_with(OPEN) {
@@ -54,7 +58,9 @@ pub(super) fn parse(rest: &str) -> (usize, Vec<RawCall>) {
     } else {
         end
     };
-    let calls = if body.trim_start().starts_with("<function=") {
+    let calls = if body.trim().is_empty() {
+        Vec::new()
+    } else if body.trim_start().starts_with("<function=") {
         let inner = body.trim_start();
         qwen_xml::parse(inner).1
     } else if let Ok(calls) = pythonic::parse_calls(body.trim()) {

@@ -199,11 +199,16 @@ pub(crate) fn recover(text: &str, offered: &OfferedTools) -> Recovery {
 
 /// Whether `text`, which makes no call, shows one instead: a fenced block, or a line of
 /// its own, holding a JSON call to an offered tool amid prose ("Here's how you can call
-/// it: ```json {...}```"). Such a reply tells the user how to use the tools instead of
+/// it: ```json {...}```"), or call markup with nothing in it. Such a reply tells the user how to use the tools instead of
 /// using them; it never runs (see the module docs), but the caller may ask the model to
 /// act.
 pub(crate) fn shows_call(text: &str, offered: &OfferedTools) -> bool {
-    let body = &text[scan::think_end(text)..];
+    let body_from = scan::think_end(text);
+    if !scan::marker_blocks(text, body_from).is_empty() {
+        // Call markup with no call in it (`<tools></tools>`): meant to act, did not.
+        return true;
+    }
+    let body = &text[body_from..];
     let mut fence: Option<String> = None;
     for line in body.lines() {
         let trimmed = line.trim();

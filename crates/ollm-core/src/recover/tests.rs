@@ -538,4 +538,7 @@ fn a_reply_that_shows_a_call_instead_of_making_it_is_told_apart() {
     );
     check("Run it:\n```sh\nls src\n```\nThat lists them.", false);
     check("The capital of Japan is Tokyo.", false);
+    // Empty call markup: no call and no malformed one, but meant to act.
+    check("<tools></tools>", true);
+    check("<tool_call>\n</tool_call>", true);
 }
