@@ -331,6 +331,11 @@ fn answer(text: &str, state: &mut State, settings: &Settings, rt: &tokio::runtim
         &model,
     ));
     drop(sink);
+    crate::learned::keep(
+        &settings.data_dir,
+        &settings.provider.base_url,
+        &state.client,
+    );
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(e) => return say(&format!("error: {e}")),

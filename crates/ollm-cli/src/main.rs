@@ -22,6 +22,7 @@ mod defaults;
 mod errors;
 mod exit;
 mod images;
+mod learned;
 mod logging;
 mod mcp;
 mod models;

@@ -209,6 +209,8 @@ pub(crate) struct Parts {
     pub(crate) mcp: Option<Arc<crate::mcp::RunServers>>,
     /// What the model is told about the working folder in runs with tools.
     pub(crate) tools_context: Option<String>,
+    /// Where what `auto` learned is kept, and the server it is keyed by.
+    pub(crate) learned_at: (std::path::PathBuf, String),
 }
 
 impl Parts {
@@ -225,6 +227,10 @@ impl Parts {
             approver: built.approver,
             mcp: None,
             tools_context: built.context,
+            learned_at: (
+                settings.data_dir.clone(),
+                settings.provider.base_url.clone(),
+            ),
         })
     }
 
@@ -236,10 +242,15 @@ impl Parts {
     ) -> Result<ChatClient, CliError> {
         let mut config = config.clone();
         config.tools_context.clone_from(&self.tools_context);
-        Ok(
-            ChatClient::new(Arc::clone(&self.provider), self.tools.clone(), config)
-                .with_history(history.to_vec()),
-        )
+        let client = ChatClient::new(Arc::clone(&self.provider), self.tools.clone(), config)
+            .with_history(history.to_vec());
+        crate::learned::seed(&self.learned_at.0, &self.learned_at.1, &client);
+        Ok(client)
+    }
+
+    /// Keeps what `client`'s runs taught `auto` about its model (`learned.rs`).
+    pub(crate) fn keep_learned(&self, client: &ChatClient) {
+        crate::learned::keep(&self.learned_at.0, &self.learned_at.1, client);
     }
 }
 
@@ -387,6 +398,7 @@ pub(crate) async fn one_shot(
     let model = &plan.chat.model;
     let outcome = generate(&client, prompt, options, sink.as_mut(), model).await?;
     drop(sink);
+    parts.keep_learned(&client);
     if let Some(s) = &session {
         let history = client.history();
         let change = Change::of(&outcome, history.messages());

@@ -1098,6 +1098,14 @@ mod run_options {
         let c = Case::ollama();
         let out = c.run(&["run", "qwen3:8b", "hi"]);
         out.ok();
+        // With the tools, the model is told its working folder and what is there.
+        let system = &c.mock().requests_to("/api/chat")[0].body["messages"][0];
+        assert_eq!(system["role"], "system", "{system}");
+        let text = system["content"].as_str().unwrap();
+        assert!(
+            text.starts_with("You are working in the folder /"),
+            "{text}"
+        );
         let tools: Vec<String> = c.mock().requests_to("/api/chat")[0].body["tools"]
             .as_array()
             .unwrap()
@@ -1128,6 +1136,41 @@ mod run_options {
             body["messages"][0],
             json!({"role": "system", "content": "be brief"})
         );
+    }
+
+    #[test]
+    fn auto_remembers_between_runs_that_the_server_refused_native_tools() {
+        let c = Case::ollama();
+        // The server cannot describe the model, then refuses native tools for it.
+        c.mock()
+            .script("/api/show", Reply::error(500, "show failed"));
+        c.mock().script(
+            "/api/chat",
+            Reply::error(
+                400,
+                "registry.ollama.ai/library/qwen3:8b does not support tools",
+            ),
+        );
+        let first = c.run(&["run", "qwen3:8b", "hi"]);
+        first.ok();
+        assert!(
+            first.err.contains("refused native tool calls"),
+            "{}",
+            first.err
+        );
+        let learned = std::fs::read_to_string(c.o.data_dir().join("learned.json")).unwrap();
+        assert!(learned.contains("\"native_refused\": true"), "{learned}");
+        // The next process starts with ReAct: no native tools sent, no refusal met.
+        c.mock()
+            .script("/api/show", Reply::error(500, "show failed"));
+        let before = c.mock().requests_to("/api/chat").len();
+        let second = c.run(&["run", "qwen3:8b", "hi"]);
+        second.ok();
+        assert!(!second.err.contains("refused"), "{}", second.err);
+        let chats = c.mock().requests_to("/api/chat");
+        assert_eq!(chats.len(), before + 1);
+        let body = &chats[before].body;
+        assert!(body["tools"].as_array().is_none_or(Vec::is_empty), "{body}");
     }
 
     #[test]
