@@ -3,6 +3,9 @@
 //! # Decisions
 //! - Reads are bounded: files over [`MAX_FILE_BYTES`] are neither read whole nor searched,
 //!   listings and matches are capped, and every result is cut to the output limit.
+//! - `read_file` puts one line before the contents, the path and its line count
+//!   (`data.csv: 6 lines`): Qwen2.5-Coder models asked how many lines a file has counted
+//!   wrong from the bare text (issue 24's eval).
 //! - `search_text` walks without following symlinks and skips hidden entries and build
 //!   output, so it cannot be led out of the folder or into `.git`.
 //! - `write_file` asks with the path and a short diff (or the head of a new file), writes
@@ -69,6 +72,7 @@ impl TypedTool for ReadFile {
 
     async fn run(&self, args: ReadFileArgs) -> Result<Value, ToolError> {
         let path = self.ws.resolve_existing(&args.path)?;
+        let shown = self.ws.display(&path);
         let limit = self.limit;
         blocking(move || {
             let meta = std::fs::metadata(&path).map_err(|e| ToolError::Failed(e.to_string()))?;
@@ -84,10 +88,22 @@ impl TypedTool for ReadFile {
             let bytes = std::fs::read(&path).map_err(|e| ToolError::Failed(e.to_string()))?;
             let text = String::from_utf8(bytes)
                 .map_err(|_| ToolError::Failed("not a UTF-8 text file".into()))?;
-            Ok(Value::String(cap_output(&text, limit)))
+            Ok(Value::String(cap_output(
+                &with_header(&shown, &text),
+                limit,
+            )))
         })
         .await
     }
+}
+
+/// A file's contents under one line naming it and counting its lines
+/// (`data.csv: 6 lines`): small models asked "how many lines" count badly, and the name
+/// tells them which of several reads a result is.
+fn with_header(shown: &str, text: &str) -> String {
+    let lines = text.lines().count();
+    let unit = if lines == 1 { "line" } else { "lines" };
+    format!("{shown}: {lines} {unit}\n{text}")
 }
 
 /// Arguments of `list_dir`.

@@ -841,7 +841,7 @@ mod more_output {
         assert_eq!(events[0]["name"], "read_file");
         assert_eq!(events[0]["arguments"], json!({"path": "notes.txt"}));
         assert_eq!(events[1]["id"], events[0]["id"]);
-        assert_eq!(events[1]["content"], "alpha\n");
+        assert_eq!(events[1]["content"], "notes.txt: 1 line\nalpha\n");
         assert_eq!(events[1]["is_error"], false);
         assert_eq!(events[2]["turn"], 1);
         assert_eq!(events[4]["turn"], 2);
@@ -960,9 +960,9 @@ mod more_output {
             .collect();
         assert_eq!(tools.len(), 2, "{second:#}");
         assert_eq!(tools[0]["tool_call_id"], "call_a");
-        assert_eq!(tools[0]["content"], "alpha\n");
+        assert_eq!(tools[0]["content"], "a.txt: 1 line\nalpha\n");
         assert_eq!(tools[1]["tool_call_id"], "call_b");
-        assert_eq!(tools[1]["content"], "beta\n");
+        assert_eq!(tools[1]["content"], "b.txt: 1 line\nbeta\n");
         assert!(
             c.mock().violations().is_empty(),
             "{:?}",
@@ -1271,7 +1271,7 @@ mod openai_native {
             err.contains("⚙ read_file {\"path\":\"notes.txt\"}"),
             "{err}"
         );
-        assert!(err.contains("✓ read_file port = 8080"), "{err}");
+        assert!(err.contains("✓ read_file notes.txt: 1 line"), "{err}");
         assert!(!err.contains("```") && !err.contains("json\n"), "{err}");
         // The model reads its call back as a structured call, without the markup.
         let second = &s.mock.requests()[1]["messages"];
@@ -1356,7 +1356,7 @@ mod openai_native {
         assert_eq!(events[0]["type"], "tool_call_started");
         assert_eq!(events[0]["arguments"], json!({"path": "notes.txt"}));
         assert_eq!(events[1]["type"], "tool_result");
-        assert_eq!(events[1]["content"], "alpha\n");
+        assert_eq!(events[1]["content"], "notes.txt: 1 line\nalpha\n");
         let text: String = events
             .iter()
             .filter(|e| e["type"] == "text_delta")

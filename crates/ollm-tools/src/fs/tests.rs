@@ -33,11 +33,18 @@ async fn read_and_list() {
     let out = call(&ReadFile::new(ws.clone(), 1000), json!({"path": "a.txt"}))
         .await
         .unwrap();
-    assert_eq!(out, json!("alpha\nbeta\ngamma beta\n"));
+    assert_eq!(out, json!("a.txt: 3 lines\nalpha\nbeta\ngamma beta\n"));
+    std::fs::write(ws.root().join("one"), "x").unwrap();
+    std::fs::write(ws.root().join("none"), "").unwrap();
+    let reader = ReadFile::new(ws.clone(), 1000);
+    let out = call(&reader, json!({"path": "one"})).await.unwrap();
+    assert_eq!(out, json!("one: 1 line\nx"));
+    let out = call(&reader, json!({"path": "none"})).await.unwrap();
+    assert_eq!(out, json!("none: 0 lines\n"));
     let out = call(&ListDir::new(ws.clone(), 1000), json!({}))
         .await
         .unwrap();
-    assert_eq!(out, json!(".git/\na.txt\nsub/"));
+    assert_eq!(out, json!(".git/\na.txt\nnone\none\nsub/"));
     let err = call(&ReadFile::new(ws, 1000), json!({"path": "../a.txt"}))
         .await
         .unwrap_err();
