@@ -12,6 +12,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+/// A prompt as the user typed it: the content sent, without the working-folder line the
+/// CLI puts before the conversation's first prompt in runs with tools.
+fn typed(content: &str) -> &str {
+    match content.strip_prefix("[Working folder: ") {
+        Some(rest) => rest.split_once("]\n\n").map_or(content, |(_, typed)| typed),
+        None => content,
+    }
+}
+
 /// An isolated environment to run the binary in.
 struct Ollm {
     dir: tempfile::TempDir,
@@ -673,7 +682,7 @@ mod terminal {
             .unwrap()
             .iter()
             .filter(|m| m["role"] == "user")
-            .map(|m| m["content"].as_str().unwrap())
+            .map(|m| typed(m["content"].as_str().unwrap()))
             .collect();
         assert_eq!(users, ["keep this", "and then?"]);
         t.send(&["/bye", "Enter"]);

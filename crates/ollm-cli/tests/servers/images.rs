@@ -56,7 +56,11 @@ fn images_before_or_after_the_prompt_reach_ollama_as_base64() {
         let c = vision_case();
         c.run(args).ok();
         let sent = prompt_sent(&c);
-        assert_eq!(sent["content"], "describe", "{args:?}: {sent}");
+        assert_eq!(
+            typed(sent["content"].as_str().unwrap()),
+            "describe",
+            "{args:?}: {sent}"
+        );
         assert_eq!(sent["images"], json!(images), "{args:?}: {sent}");
         assert!(
             c.mock().violations().is_empty(),
@@ -87,7 +91,9 @@ fn images_reach_an_openai_server_as_data_urls() {
         c.mock().violations()
     );
     let body = &c.mock().requests()[0];
-    let last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    let mut last = body["messages"].as_array().unwrap().last().unwrap().clone();
+    let text = typed(last["content"][0]["text"].as_str().unwrap()).to_owned();
+    last["content"][0]["text"] = json!(text);
     assert_eq!(
         last["content"],
         json!([
@@ -210,7 +216,7 @@ fn a_session_keeps_a_note_of_the_image_not_its_bytes() {
     let sent = chat_messages(c.mock(), 1);
     let resumed = sent.iter().find(|m| m["role"] == "user").unwrap();
     assert!(resumed.get("images").is_none(), "{resumed}");
-    let content = resumed["content"].as_str().unwrap();
+    let content = typed(resumed["content"].as_str().unwrap());
     assert!(
         content.starts_with("describe\n[image: image/png"),
         "{content}"

@@ -231,7 +231,7 @@ mod ollama_one_shot {
         let msgs = chat_messages(c.mock(), 0);
         let last = msgs.last().unwrap();
         assert_eq!(last["role"], "user");
-        assert_eq!(last["content"], "hi");
+        assert_eq!(typed(last["content"].as_str().unwrap()), "hi");
         assert_eq!(
             c.mock().requests_to("/api/chat")[0].body["model"],
             "qwen3:8b"
@@ -374,7 +374,7 @@ mod tools {
     fn prompt_sent(c: &Case<Ollama>) -> String {
         let msgs = chat_messages(c.mock(), 0);
         let user = msgs.iter().rfind(|m| m["role"] == "user").unwrap();
-        user["content"].as_str().unwrap().to_owned()
+        typed(user["content"].as_str().unwrap()).to_owned()
     }
 
     /// Issue 12: a flag after the prompt is a flag (as in `ollama run`), not prompt
@@ -716,7 +716,12 @@ mod sessions_resume {
         let turns: Vec<(&str, &str)> = msgs
             .iter()
             .filter(|m| m["role"] != "system")
-            .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+            .map(|m| {
+                (
+                    m["role"].as_str().unwrap(),
+                    typed(m["content"].as_str().unwrap()),
+                )
+            })
             .collect();
         assert_eq!(
             turns,
@@ -1088,7 +1093,7 @@ mod run_options {
         let out = c.run_with(&["run", "qwen3:8b", "summarise:"], &[], Some("the notes\n"));
         out.ok();
         let msgs = chat_messages(c.mock(), 0);
-        let content = msgs.last().unwrap()["content"].as_str().unwrap();
+        let content = typed(msgs.last().unwrap()["content"].as_str().unwrap());
         assert!(content.starts_with("summarise:"), "{content}");
         assert!(content.contains("the notes"), "{content}");
     }
@@ -1099,13 +1104,12 @@ mod run_options {
         let out = c.run(&["run", "qwen3:8b", "hi"]);
         out.ok();
         // With the tools, the model is told its working folder and what is there.
-        let system = &c.mock().requests_to("/api/chat")[0].body["messages"][0];
-        assert_eq!(system["role"], "system", "{system}");
-        let text = system["content"].as_str().unwrap();
-        assert!(
-            text.starts_with("You are working in the folder /"),
-            "{text}"
-        );
+        let first = &c.mock().requests_to("/api/chat")[0].body["messages"][0];
+        assert_eq!(first["role"], "user", "{first}");
+        let text = first["content"].as_str().unwrap();
+        assert!(text.starts_with("[Working folder: /"), "{text}");
+        assert!(text.ends_with("]\n\nhi"), "{text}");
+        assert_eq!(typed(text), "hi");
         let tools: Vec<String> = c.mock().requests_to("/api/chat")[0].body["tools"]
             .as_array()
             .unwrap()
@@ -1204,7 +1208,7 @@ mod run_options {
         let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["user", "assistant", "tool", "assistant", "user"]);
         assert_eq!(msgs[1]["tool_calls"][0]["id"], msgs[2]["tool_call_id"]);
-        assert_eq!(msgs[2]["content"], "alpha\n");
+        assert_eq!(msgs[2]["content"], "notes.txt: 1 line\nalpha\n");
         assert!(
             c.mock().violations().is_empty(),
             "{:?}",

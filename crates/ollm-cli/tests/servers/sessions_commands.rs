@@ -158,7 +158,7 @@ fn continue_resumes_the_most_recently_saved_session() {
     let users: Vec<&str> = sent
         .iter()
         .filter(|m| m["role"] == "user")
-        .map(|m| m["content"].as_str().unwrap())
+        .map(|m| typed(m["content"].as_str().unwrap()))
         .collect();
     assert_eq!(users, ["apples?", "and then?"]);
     assert_eq!(

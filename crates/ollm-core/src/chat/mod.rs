@@ -227,9 +227,10 @@ pub struct ChatConfig {
     pub model: String,
     /// The system prompt.
     pub system: Option<String>,
-    /// Text added after the system prompt in the requests of a run that offers tools:
-    /// what the tools work on (the CLI puts the working folder and its top entries
-    /// here). Never recorded in the history, and left out of runs without tools.
+    /// Text put before the conversation's first user message in the requests of a run
+    /// that offers tools: what the tools work on (the CLI puts the working folder and
+    /// its top entries here). Never recorded in the history, and left out of runs
+    /// without tools.
     pub tools_context: Option<String>,
     /// The most provider round trips one `chat` call may make (default 10).
     pub max_turns: u32,

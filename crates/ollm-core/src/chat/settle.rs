@@ -50,7 +50,7 @@ pub(super) struct RunSettings {
     pub(super) compaction: CompactionConfig,
     /// Whether a reply that keeps repeating itself is stopped (`runaway.rs`).
     pub(super) runaway_guard: bool,
-    /// Added to the system prompt of every request of a run that offers tools.
+    /// Put before the first user message of every request of a run that offers tools.
     pub(super) tools_context: Option<String>,
     pub(super) info: Option<ModelInfo>,
     /// The tools that may run (none with tool choice `none`).

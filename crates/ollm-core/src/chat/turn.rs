@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use ollm_types::{
-    FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest,
-    ToolCall, ToolChoice, Usage, WarningKind,
+    ContentPart, FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent,
+    ProviderRequest, Role, ToolCall, ToolChoice, Usage, WarningKind,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -253,8 +253,12 @@ fn ask_again(memory: &CallMemory, reply: &Reply) -> bool {
 /// the tools as the strategy offers them under the turn's `offer`.
 fn build_request(shared: &Shared, settings: &RunSettings, offer: &Offer<'_>) -> ProviderRequest {
     let history = lock(&shared.history);
-    let mut request = ProviderRequest::new(&settings.model, history.messages().to_vec());
-    request.system = with_context(history.system_text(), settings.tools_context.as_deref());
+    let mut messages = history.messages().to_vec();
+    if let Some(context) = settings.tools_context.as_deref() {
+        before_first_prompt(&mut messages, context);
+    }
+    let mut request = ProviderRequest::new(&settings.model, messages);
+    request.system = history.system_text();
     request.options = settings.options.clone();
     request.think = settings.think;
     request.keep_alive.clone_from(&settings.keep_alive);
@@ -264,13 +268,28 @@ fn build_request(shared: &Shared, settings: &RunSettings, offer: &Offer<'_>) -> 
     request
 }
 
-/// The system prompt with the run's tools context after it. The same in every turn of a
-/// run, whatever the turn offers, so the server's prompt cache keeps the prefix.
-fn with_context(system: Option<String>, context: Option<&str>) -> Option<String> {
-    match (system, context) {
-        (Some(s), Some(c)) => Some(format!("{s}\n\n{c}")),
-        (None, Some(c)) => Some(c.to_owned()),
-        (s, None) => s,
+/// Puts the run's tools context before the conversation's first user message, in the
+/// request only. Measured on Qwen2.5-Coder-1.5B (docs/tool-calling.md): in the system
+/// prompt the same text lowered how often the model called a tool on the first turn
+/// (22 of 42 against 32 of 42 without it), before the first prompt it raised it (38 of
+/// 42). The first message of the conversation, in every turn and every run with tools,
+/// so the server's prompt cache keeps the prefix.
+fn before_first_prompt(messages: &mut [Message], context: &str) {
+    let Some(first) = messages.iter_mut().find(|m| m.role() == Role::User) else {
+        return;
+    };
+    let mut parts = first.parts().to_vec();
+    match parts.first_mut() {
+        Some(ContentPart::Text { text }) => *text = format!("{context}\n\n{text}"),
+        _ => parts.insert(
+            0,
+            ContentPart::Text {
+                text: format!("{context}\n\n"),
+            },
+        ),
+    }
+    if let Ok(prefixed) = Message::new(Role::User, parts, None, None) {
+        *first = prefixed;
     }
 }
 

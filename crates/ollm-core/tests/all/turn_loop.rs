@@ -238,38 +238,43 @@ proptest! {
 }
 
 #[test]
-fn the_tools_context_follows_the_system_prompt_only_in_runs_with_tools() {
-    let turns = |p: MockProviderBuilderAlias| {
-        p.turn(vec![ev::call("c1", "read", json!({})), ev::finish()])
-            .turn(vec![ev::text("done"), ev::finish()])
-            .turn(vec![ev::text("plain"), ev::finish()])
+fn the_tools_context_opens_the_first_prompt_only_in_runs_with_tools() {
+    let provider = MockProvider::builder()
+        .turn(vec![ev::call("c1", "read", json!({})), ev::finish()])
+        .turn(vec![ev::text("done"), ev::finish()])
+        .turn(vec![ev::text("plain"), ev::finish()])
+        .turn(vec![ev::text("again"), ev::finish()])
+        .build();
+    let tools = registry([RecordingTool::new("read").returns(json!("x"))]);
+    let client = client_with(Arc::clone(&provider), tools, |c| {
+        c.system = Some("be brief".into());
+        c.tools_context = Some("[Working folder: /w]".into());
+    });
+    block_on(chat(&client, "what is in x?"));
+    let no_tools = ChatOptions {
+        no_tools: true,
+        ..ChatOptions::default()
     };
-    for system in [None, Some("be brief")] {
-        let provider = turns(MockProvider::builder()).build();
-        let tools = registry([RecordingTool::new("read").returns(json!("x"))]);
-        let client = client_with(Arc::clone(&provider), tools, |c| {
-            c.system = system.map(str::to_owned);
-            c.tools_context = Some("You work in /w.".into());
-        });
-        block_on(chat(&client, "what is in x?"));
-        let no_tools = ChatOptions {
-            no_tools: true,
-            ..ChatOptions::default()
-        };
-        block_on(crate::support::collect(client.chat("and?", no_tools)));
-        let sent: Vec<Option<String>> = provider.requests().into_iter().map(|r| r.system).collect();
-        let with = match system {
-            Some(s) => format!("{s}\n\nYou work in /w."),
-            None => "You work in /w.".to_owned(),
-        };
-        // Both turns of the run with tools carry it (one prefix for the prompt cache); the
-        // run without tools does not; the history never records it.
-        assert_eq!(
-            sent,
-            [Some(with.clone()), Some(with), system.map(str::to_owned)]
-        );
-        assert_eq!(client.history().system_text(), system.map(str::to_owned));
-    }
+    block_on(crate::support::collect(client.chat("and?", no_tools)));
+    block_on(chat(&client, "and now?"));
+    let first_prompts: Vec<String> = provider
+        .requests()
+        .into_iter()
+        .map(|r| {
+            assert_eq!(r.system.as_deref(), Some("be brief"));
+            let first = r.messages.iter().find(|m| m.role() == Role::User).unwrap();
+            first.text()
+        })
+        .collect();
+    // Every turn of every run with tools carries it on the same message (one prefix for
+    // the prompt cache); the run without tools does not; the history never records it.
+    let with = "[Working folder: /w]\n\nwhat is in x?".to_owned();
+    assert_eq!(
+        first_prompts,
+        [with.clone(), with.clone(), "what is in x?".to_owned(), with]
+    );
+    let history = client.history();
+    let texts: Vec<String> = history.messages().iter().map(|m| m.text()).collect();
+    assert_eq!(texts[0], "what is in x?");
+    assert!(texts.iter().all(|t| !t.contains("Working folder")));
 }
-
-type MockProviderBuilderAlias = test_utils::mock_provider::MockProviderBuilder;
