@@ -17,7 +17,7 @@ use ollm_types::{
 use serde_json::{Map, Value};
 
 use super::truncation::{TruncationCheck, truncation_warning};
-use super::wire::{ChatLine, FinalLine, WireToolCallIn};
+use super::wire::{ChatLine, FinalLine, WireStr, WireToolCallIn};
 use crate::lines::DEFAULT_MAX_LINE;
 use crate::repair::Offered;
 use crate::shell::{Decoder, partial, push_text, push_thinking};
@@ -253,6 +253,10 @@ fn nanos(n: Option<u64>) -> Option<Duration> {
 }
 
 /// Decodes one line; errors are turned into the final `Error` event by the caller.
+///
+/// The hot path is a line of text or reasoning: an in-stream error, tool calls and the
+/// final line are out of line, so this frame stays small (issue 28: moving the parsed
+/// line through a frame sized for the final line's statistics was much of its cost).
 fn decode_line(
     line: &[u8],
     seen: &mut Seen,
@@ -266,11 +270,7 @@ fn decode_line(
     }
     let parsed: ChatLine<'_> = serde_json::from_slice(line).map_err(|e| protocol(line, e))?;
     if let Some(error) = parsed.error {
-        seen.ended = true;
-        out.push(ProviderEvent::Error {
-            error: ProviderError::new(ProviderErrorKind::Server, error.0.into_owned())
-                .with_retryable(false),
-        });
+        in_stream_error(error, seen, out);
         return Ok(());
     }
     if let Some(message) = parsed.message {
@@ -281,41 +281,80 @@ fn decode_line(
             seen.text_chars += content.0.chars().count();
             push_text(out, content.0);
         }
-        for call in message.tool_calls.unwrap_or_default() {
-            let call = tool_call(call, ids, out);
-            seen.calls += 1;
-            out.push(ProviderEvent::ToolCall { call });
+        if let Some(calls) = message.tool_calls {
+            tool_calls(calls, seen, ids, out);
         }
     }
-    if parsed.done {
-        let last: FinalLine<'_> = serde_json::from_slice(line).map_err(|e| protocol(line, e))?;
-        seen.ended = true;
-        seen.prompt_eval_count = last.prompt_eval_count;
-        out.push(ProviderEvent::Usage {
-            usage: Usage {
-                prompt_tokens: last.prompt_eval_count,
-                completion_tokens: last.eval_count,
-                total_duration: nanos(last.total_duration),
-                load_duration: nanos(last.load_duration),
-                prompt_eval_duration: nanos(last.prompt_eval_duration),
-                eval_duration: nanos(last.eval_duration),
-            },
-        });
-        if let (Some(check), Some(read)) = (check, last.prompt_eval_count) {
-            if let Some(warning) = truncation_warning(&check, read) {
-                seen.truncation_warned = true;
-                out.push(ProviderEvent::Warning { warning });
-            }
-        }
-        let reason = if seen.calls > 0 {
-            FinishReason::ToolCalls
-        } else if last.done_reason.as_ref().is_some_and(|r| r.0 == "length") {
-            FinishReason::Length
-        } else {
-            FinishReason::Stop
-        };
-        out.push(ProviderEvent::Finish { reason });
+    match parsed.done {
+        true => final_line(line, seen, check, out),
+        false => Ok(()),
     }
+}
+
+/// The server's error inside the stream: the reply's last event.
+#[cold]
+#[inline(never)]
+fn in_stream_error(error: WireStr<'_>, seen: &mut Seen, out: &mut Vec<ProviderEvent>) {
+    seen.ended = true;
+    out.push(ProviderEvent::Error {
+        error: ProviderError::new(ProviderErrorKind::Server, error.0.into_owned())
+            .with_retryable(false),
+    });
+}
+
+/// The tool calls of a line, in order.
+#[cold]
+#[inline(never)]
+fn tool_calls(
+    calls: Vec<WireToolCallIn>,
+    seen: &mut Seen,
+    ids: &mut IdMint,
+    out: &mut Vec<ProviderEvent>,
+) {
+    for call in calls {
+        let call = tool_call(call, ids, out);
+        seen.calls += 1;
+        out.push(ProviderEvent::ToolCall { call });
+    }
+}
+
+/// The final line (`done: true`): its statistics (a second parse of this one line), the
+/// truncation check, the finish reason.
+#[cold]
+#[inline(never)]
+fn final_line(
+    line: &[u8],
+    seen: &mut Seen,
+    check: Option<TruncationCheck>,
+    out: &mut Vec<ProviderEvent>,
+) -> Result<(), BridgeError> {
+    let last: FinalLine<'_> = serde_json::from_slice(line).map_err(|e| protocol(line, e))?;
+    seen.ended = true;
+    seen.prompt_eval_count = last.prompt_eval_count;
+    out.push(ProviderEvent::Usage {
+        usage: Usage {
+            prompt_tokens: last.prompt_eval_count,
+            completion_tokens: last.eval_count,
+            total_duration: nanos(last.total_duration),
+            load_duration: nanos(last.load_duration),
+            prompt_eval_duration: nanos(last.prompt_eval_duration),
+            eval_duration: nanos(last.eval_duration),
+        },
+    });
+    if let (Some(check), Some(read)) = (check, last.prompt_eval_count) {
+        if let Some(warning) = truncation_warning(&check, read) {
+            seen.truncation_warned = true;
+            out.push(ProviderEvent::Warning { warning });
+        }
+    }
+    let reason = if seen.calls > 0 {
+        FinishReason::ToolCalls
+    } else if last.done_reason.as_ref().is_some_and(|r| r.0 == "length") {
+        FinishReason::Length
+    } else {
+        FinishReason::Stop
+    };
+    out.push(ProviderEvent::Finish { reason });
     Ok(())
 }
 
