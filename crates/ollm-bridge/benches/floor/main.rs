@@ -268,14 +268,19 @@ fn row(case: &Case, floor: &[Run], ollm: &[Run], instructions: Option<f64>) -> S
         String::new()
     };
     let instructions = instructions.map_or(String::new(), |i| format!("{i:.3}"));
+    // A start-up child's user or system time alone can round to zero ticks: no ratio.
+    let part = |r: f64| match r.is_finite() {
+        true => format!("{r:.2}"),
+        false => "-".to_owned(),
+    };
     format!(
-        "{:<52} {:>8.3}x {:>5.2}-{:<5.2} {:>6.2} {:>6.2} {:>7}  {memory}",
+        "{:<52} {:>8.3}x {:>5.2}-{:<5.2} {:>6} {:>6} {:>7}  {memory}",
         case.name(),
         ratio(Run::cost),
         lo,
         hi,
-        ratio(|r| r.user),
-        ratio(|r| r.sys),
+        part(ratio(|r| r.user)),
+        part(ratio(|r| r.sys)),
         instructions,
     )
 }
