@@ -78,10 +78,11 @@ Tasks:
   eval --regrade       grade the runs in docs/eval/ again with today's grader
   mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
   bench [--quick] [--only TEXT] [--instructions]
-                       ollm's adapters against a bare reqwest + serde client: CPU and
-                       memory per stream as ratios, paired child processes
-                       (docs/performance.md); --quick: smaller cases, ~10 s;
-                       --instructions: callgrind instruction counts (deterministic)
+                       ollm's adapters against a bare reqwest + serde client: CPU
+                       (user and system apart) and memory per stream as ratios,
+                       paired child processes (docs/performance.md); --quick:
+                       smaller cases, ~10 s; --instructions: callgrind instruction
+                       counts beside the CPU ratios (deterministic)
   bench --decoders     the in-memory decoder benchmarks (benches/stream.rs, sse.rs)
   bench --real URL MODEL [--pairs N] [--max-tokens N] [--ollm PATH]
                        the release `ollm run` against curl with the same body on a

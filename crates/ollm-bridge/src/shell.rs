@@ -75,7 +75,7 @@ pub(crate) fn partial(mut error: ProviderError, delivered: &str) -> ProviderErro
 /// pieces one read of the body brings are delivered as one event.
 pub(crate) fn push_text(out: &mut Vec<ProviderEvent>, text: Cow<'_, str>) {
     match out.last_mut() {
-        Some(ProviderEvent::TextDelta { text: last }) => last.push_str(&text),
+        Some(ProviderEvent::TextDelta { text: last }) => append(last, &text),
         _ => out.push(ProviderEvent::TextDelta {
             text: text.into_owned(),
         }),
@@ -85,11 +85,27 @@ pub(crate) fn push_text(out: &mut Vec<ProviderEvent>, text: Cow<'_, str>) {
 /// Appends reasoning text to `out`, joined with the last event like [`push_text`].
 pub(crate) fn push_thinking(out: &mut Vec<ProviderEvent>, text: Cow<'_, str>) {
     match out.last_mut() {
-        Some(ProviderEvent::ThinkingDelta { text: last }) => last.push_str(&text),
+        Some(ProviderEvent::ThinkingDelta { text: last }) => append(last, &text),
         _ => out.push(ProviderEvent::ThinkingDelta {
             text: text.into_owned(),
         }),
     }
+}
+
+/// The least room a text event gets once a second piece joins it.
+const JOINED_ROOM: usize = 512;
+
+/// Joins `text` to an event's text. A read that brings two pieces usually brings
+/// hundreds (a fast stream read 64 KiB at a time): the event grows to at least
+/// [`JOINED_ROOM`] bytes and then fourfold, not by doubling from the first piece's few
+/// bytes, which cost each such read about ten reallocations (issue 28). A read of one
+/// piece, the usual case of a stream read token by token, keeps its exact allocation.
+#[inline]
+fn append(last: &mut String, text: &str) {
+    if last.capacity() - last.len() < text.len() {
+        last.reserve((last.len() * 3).max(JOINED_ROOM).max(text.len()));
+    }
+    last.push_str(text);
 }
 
 /// One chat exchange, ready to send: the request, the decoder of its reply, the adapter's
@@ -315,6 +331,46 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn joined_text_keeps_its_order_and_grows_in_few_steps_within_bounded_room() {
+        let mut out = Vec::new();
+        push_text(&mut out, Cow::Borrowed("one"));
+        let ProviderEvent::TextDelta { text } = &out[0] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(
+            text.capacity(),
+            3,
+            "a one-piece read keeps its exact allocation"
+        );
+        let mut expected = String::from("one");
+        let mut growths = 0;
+        for i in 0..400 {
+            let piece = format!(" piece {i}");
+            expected.push_str(&piece);
+            let before = match &out[0] {
+                ProviderEvent::TextDelta { text } => text.capacity(),
+                other => panic!("{other:?}"),
+            };
+            push_text(&mut out, Cow::Owned(piece));
+            let ProviderEvent::TextDelta { text } = &out[0] else {
+                panic!("{out:?}")
+            };
+            growths += usize::from(text.capacity() != before);
+            assert!(
+                text.capacity() <= 4 * text.len() + JOINED_ROOM,
+                "{}",
+                text.len()
+            );
+        }
+        assert_eq!(out, vec![ProviderEvent::TextDelta { text: expected }]);
+        // 3.8 KB from 3 bytes: doubling took 11 reallocations.
+        assert!(growths <= 4, "{growths} reallocations");
+        push_thinking(&mut out, Cow::Borrowed("hm"));
+        push_text(&mut out, Cow::Borrowed("after"));
+        assert_eq!(out.len(), 3, "text after reasoning is a new event");
+    }
 
     #[test]
     fn a_break_after_output_is_partial_but_a_timeout_stays_a_timeout() {

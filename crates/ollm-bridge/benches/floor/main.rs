@@ -18,10 +18,15 @@
 //! - Memory: each child reads its resident set before its streams start and its peak
 //!   (`VmHWM`) at the end; the difference over the streams is KiB per stream.
 //!
-//! - `--instructions` counts instructions instead: each side runs once under
-//!   `valgrind --tool=callgrind` and the ratio is of the user-space instructions the
-//!   whole child executed. Deterministic (the same binary gives the same ratio to a few
-//!   parts in a thousand), blind to the kernel, and about 50 times slower.
+//! - The CPU time is split: user and system time each get their own ratio of medians,
+//!   so a gap in the kernel (page faults, socket reads, wake-ups) shows apart from one
+//!   in user space. The 1000-stream cases run 9 pairs (issue 28: their gap was in the
+//!   kernel side or nowhere, and 5 pairs left a ±0.1 spread).
+//! - `--instructions` adds the instructions: after the CPU pairs, each side runs once
+//!   under `valgrind --tool=callgrind` and the row also gives the ratio of the
+//!   user-space instructions the whole child executed, next to its CPU ratios.
+//!   Deterministic (the same binary gives the same ratio to a few parts in a thousand),
+//!   blind to the kernel, and about 50 times slower.
 //!
 //! Run with `cargo xtask bench` (every case) or `cargo xtask bench --quick` (smaller
 //! cases, fewer pairs); `--only TEXT` keeps the cases whose name contains `TEXT`.
@@ -75,9 +80,9 @@ impl Case {
 }
 
 fn cases(quick: bool) -> Vec<Case> {
-    let (single, (streams, chunks), pairs, startup_pairs) = match quick {
-        false => (200_000, (1000, 1000), 5, 15),
-        true => (20_000, (200, 200), 3, 7),
+    let (single, (streams, chunks), pairs, many_pairs, startup_pairs) = match quick {
+        false => (200_000, (1000, 1000), 5, 9, 15),
+        true => (20_000, (200, 200), 3, 5, 7),
     };
     let mut out = Vec::new();
     for proto in [Proto::Ollama, Proto::OpenAi] {
@@ -90,7 +95,7 @@ fn cases(quick: bool) -> Vec<Case> {
         };
         out.push(case(single, 1, Writes::Large, pairs));
         out.push(case(single, 1, Writes::PerChunk, pairs));
-        out.push(case(chunks, streams, Writes::Large, pairs));
+        out.push(case(chunks, streams, Writes::Large, many_pairs));
         out.push(case(1, 1, Writes::PerChunk, startup_pairs));
     }
     out
@@ -105,30 +110,26 @@ fn main() {
         return serve_main(&args[i + 1..]);
     }
     let quick = args.iter().any(|a| a == "--quick");
-    let meter = match args.iter().any(|a| a == "--instructions") {
-        true => Meter::Instructions,
-        false => Meter::Cpu,
-    };
+    let instructions = args.iter().any(|a| a == "--instructions");
     let only = args
         .iter()
         .position(|a| a == "--only")
         .and_then(|i| args.get(i + 1));
-    let heading = match meter {
-        Meter::Cpu => "case (CPU: whole child process)",
-        Meter::Instructions => "case (instructions: whole child process)",
-    };
     println!(
-        "{heading:<52} {:>11} {:>14} {:>22}",
-        "ollm/floor", "pairs min-max", "KiB/stream floor ollm"
+        "{:<52} {:>9} {:>11} {:>6} {:>6} {:>7} {:>22}",
+        "case (whole child process; ollm/floor)",
+        "CPU",
+        "pairs",
+        "user",
+        "sys",
+        "instr",
+        "KiB/stream floor ollm"
     );
-    for mut case in cases(quick) {
+    for case in cases(quick) {
         if only.is_some_and(|o| !case.name().contains(o.as_str())) {
             continue;
         }
-        if meter == Meter::Instructions {
-            case.pairs = 1;
-        }
-        match measure(&case, meter) {
+        match measure(&case, instructions) {
             Ok(row) => println!("{row}"),
             Err(e) => {
                 eprintln!("{}: {e}", case.name());
@@ -186,30 +187,38 @@ fn content_type(proto: Proto) -> &'static str {
 /// What a run is measured by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Meter {
-    /// CPU time (user + system) from `getrusage`.
+    /// CPU time (user and system) from `getrusage`.
     Cpu,
     /// User-space instructions counted by callgrind.
     Instructions,
 }
 
-/// One side's run: its cost (CPU seconds or instructions) and KiB per stream (`NaN`
-/// under callgrind, whose memory is not the child's).
+/// One side's run: its CPU seconds (user, system) or instructions (in `user`, `sys`
+/// zero), and KiB per stream (`NaN` under callgrind, whose memory is not the child's).
 struct Run {
-    cost: f64,
+    user: f64,
+    sys: f64,
     kib_per_stream: f64,
 }
 
-fn measure(case: &Case, meter: Meter) -> Result<String, String> {
+impl Run {
+    fn cost(&self) -> f64 {
+        self.user + self.sys
+    }
+}
+
+fn measure(case: &Case, instructions: bool) -> Result<String, String> {
     let (events, text) = bodies::events(case.proto, case.chunks);
     let reply = server::encode(&events, case.writes, content_type(case.proto));
     drop(events);
     let addr = server::start(reply).map_err(|e| format!("server: {e}"))?;
+    let addr = addr.to_string();
     let expected = text * case.streams;
     let (mut floor, mut ollm) = (Vec::new(), Vec::new());
     if case.chunks == 1 {
         // Warm the page cache and the loader for both sides.
-        run_child(case, false, &addr.to_string(), expected, Meter::Cpu)?;
-        run_child(case, true, &addr.to_string(), expected, Meter::Cpu)?;
+        run_child(case, false, &addr, expected, Meter::Cpu)?;
+        run_child(case, true, &addr, expected, Meter::Cpu)?;
     }
     for pair in 0..case.pairs {
         let order = if pair % 2 == 0 {
@@ -218,7 +227,7 @@ fn measure(case: &Case, meter: Meter) -> Result<String, String> {
             [true, false]
         };
         for is_ollm in order {
-            let run = run_child(case, is_ollm, &addr.to_string(), expected, meter)?;
+            let run = run_child(case, is_ollm, &addr, expected, Meter::Cpu)?;
             if is_ollm {
                 ollm.push(run)
             } else {
@@ -226,22 +235,29 @@ fn measure(case: &Case, meter: Meter) -> Result<String, String> {
             }
         }
     }
-    Ok(row(case, &floor, &ollm))
+    let instructions = match instructions {
+        true => {
+            let count = |is_ollm| run_child(case, is_ollm, &addr, expected, Meter::Instructions);
+            Some(count(true)?.user / count(false)?.user)
+        }
+        false => None,
+    };
+    Ok(row(case, &floor, &ollm, instructions))
 }
 
-fn row(case: &Case, floor: &[Run], ollm: &[Run]) -> String {
-    let cost = |runs: &[Run]| median(runs.iter().map(|r| r.cost).collect());
-    let ratio = cost(ollm) / cost(floor);
+fn row(case: &Case, floor: &[Run], ollm: &[Run], instructions: Option<f64>) -> String {
+    let med = |runs: &[Run], f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
+    let ratio = |f: fn(&Run) -> f64| med(ollm, f) / med(floor, f);
     let pairs: Vec<f64> = floor
         .iter()
         .zip(ollm)
-        .map(|(f, o)| o.cost / f.cost)
+        .map(|(f, o)| o.cost() / f.cost())
         .collect();
     let (lo, hi) = pairs
         .iter()
         .fold((f64::MAX, f64::MIN), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
-    let memory = if case.streams > 1 && floor.iter().all(|r| r.kib_per_stream.is_finite()) {
-        let kib = |runs: &[Run]| median(runs.iter().map(|r| r.kib_per_stream).collect());
+    let memory = if case.streams > 1 {
+        let kib = |runs: &[Run]| med(runs, |r| r.kib_per_stream);
         format!(
             "{:>9.1} {:>5.1} ({:.2}x)",
             kib(floor),
@@ -251,12 +267,21 @@ fn row(case: &Case, floor: &[Run], ollm: &[Run]) -> String {
     } else {
         String::new()
     };
+    let instructions = instructions.map_or(String::new(), |i| format!("{i:.3}"));
+    // A start-up child's user or system time alone can round to zero ticks: no ratio.
+    let part = |r: f64| match r.is_finite() {
+        true => format!("{r:.2}"),
+        false => "-".to_owned(),
+    };
     format!(
-        "{:<52} {:>10.3}x {:>6.2}-{:<6.2}  {memory}",
+        "{:<52} {:>8.3}x {:>5.2}-{:<5.2} {:>6} {:>6} {:>7}  {memory}",
         case.name(),
-        ratio,
+        ratio(Run::cost),
         lo,
-        hi
+        hi,
+        part(ratio(|r| r.user)),
+        part(ratio(|r| r.sys)),
+        instructions,
     )
 }
 
@@ -270,14 +295,14 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-/// CPU time (user + system) of every child waited for so far.
-fn children_cpu() -> Duration {
+/// CPU time (user, system) of every child waited for so far.
+fn children_cpu() -> (Duration, Duration) {
     let usage = getrusage(UsageWho::RUSAGE_CHILDREN).unwrap_or_else(|e| panic!("getrusage: {e}"));
     let time = |t: nix::sys::time::TimeVal| {
         Duration::from_secs(t.tv_sec().unsigned_abs())
             + Duration::from_micros(t.tv_usec().unsigned_abs())
     };
-    time(usage.user_time()) + time(usage.system_time())
+    (time(usage.user_time()), time(usage.system_time()))
 }
 
 fn run_child(
@@ -312,7 +337,11 @@ fn run_child(
             Meter::Instructions => format!("valgrind: {e} (install valgrind for --instructions)"),
             Meter::Cpu => e.to_string(),
         })?;
-    let cpu = (children_cpu() - before).as_secs_f64();
+    let after = children_cpu();
+    let (user, sys) = (
+        (after.0 - before.0).as_secs_f64(),
+        (after.1 - before.1).as_secs_f64(),
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     if !output.status.success() {
@@ -331,11 +360,13 @@ fn run_child(
     let kib_per_stream = peak_kib.saturating_sub(before_kib) as f64 / case.streams as f64;
     Ok(match meter {
         Meter::Cpu => Run {
-            cost: cpu,
+            user,
+            sys,
             kib_per_stream,
         },
         Meter::Instructions => Run {
-            cost: collected(&stderr).ok_or_else(|| format!("no callgrind count in {stderr}"))?,
+            user: collected(&stderr).ok_or_else(|| format!("no callgrind count in {stderr}"))?,
+            sys: 0.0,
             kib_per_stream: f64::NAN,
         },
     })

@@ -17,7 +17,7 @@ use ollm_types::{
 use serde_json::{Map, Value};
 
 use super::truncation::{TruncationCheck, truncation_warning};
-use super::wire::{ChatLine, FinalLine, WireToolCallIn};
+use super::wire::{ChatLine, FinalLine, WireStr, WireToolCallIn};
 use crate::lines::DEFAULT_MAX_LINE;
 use crate::repair::Offered;
 use crate::shell::{Decoder, partial, push_text, push_thinking};
@@ -41,6 +41,53 @@ impl IdMint {
         self.next += 1;
         format!("{}{}", self.prefix, self.next)
     }
+}
+
+/// Where a push started in the events: how many there were and, when the last was
+/// answer text (which the push may extend), its length.
+///
+/// The characters of text delivered (for the "partial reply" message) are counted once
+/// per push over the text it added, not per line: counting a token's few bytes cost a
+/// fast stream's line about a fifth of the decoder's own work (issue 28).
+struct TextMark {
+    events: usize,
+    last_text: Option<usize>,
+}
+
+impl TextMark {
+    fn of(out: &[ProviderEvent]) -> Self {
+        let last_text = match out.last() {
+            Some(ProviderEvent::TextDelta { text }) => Some(text.len()),
+            _ => None,
+        };
+        TextMark {
+            events: out.len(),
+            last_text,
+        }
+    }
+
+    /// The characters of answer text added to `out` since the mark.
+    fn chars_since(&self, out: &[ProviderEvent]) -> usize {
+        let extended = match (self.last_text, self.events.checked_sub(1)) {
+            (Some(len), Some(last)) => match out.get(last) {
+                Some(ProviderEvent::TextDelta { text }) => text.get(len..).map_or(0, count),
+                _ => 0,
+            },
+            _ => 0,
+        };
+        let added = out.get(self.events..).unwrap_or_default().iter();
+        let added: usize = added
+            .map(|event| match event {
+                ProviderEvent::TextDelta { text } => count(text),
+                _ => 0,
+            })
+            .sum();
+        extended + added
+    }
+}
+
+fn count(text: &str) -> usize {
+    text.chars().count()
 }
 
 /// What the decoder has seen so far.
@@ -116,19 +163,9 @@ impl NdjsonDecoder {
     }
 }
 
-impl Decoder for NdjsonDecoder {
-    fn is_ended(&self) -> bool {
-        self.seen.ended
-    }
-
-    /// Decodes a chunk, appending events to `out`. Ignored once the stream has ended.
-    ///
-    /// Complete lines are decoded straight from `chunk`; only a line cut by the chunk's end
-    /// goes through the [`LineSplitter`]'s buffer, so the body is not copied.
-    fn push(&mut self, chunk: &[u8], out: &mut Vec<ProviderEvent>) {
-        if self.seen.ended {
-            return;
-        }
+impl NdjsonDecoder {
+    /// [`Decoder::push`]'s lines (the text they add is counted once, by the caller).
+    fn push_lines(&mut self, chunk: &[u8], out: &mut Vec<ProviderEvent>) {
         let mut rest = chunk;
         if self.lines.pending() > 0 {
             // Finish the line the previous chunk cut.
@@ -174,6 +211,25 @@ impl Decoder for NdjsonDecoder {
             }
         }
     }
+}
+
+impl Decoder for NdjsonDecoder {
+    fn is_ended(&self) -> bool {
+        self.seen.ended
+    }
+
+    /// Decodes a chunk, appending events to `out`. Ignored once the stream has ended.
+    ///
+    /// Complete lines are decoded straight from `chunk`; only a line cut by the chunk's end
+    /// goes through the [`LineSplitter`]'s buffer, so the body is not copied.
+    fn push(&mut self, chunk: &[u8], out: &mut Vec<ProviderEvent>) {
+        if self.seen.ended {
+            return;
+        }
+        let mark = TextMark::of(out);
+        self.push_lines(chunk, out);
+        self.seen.text_chars += mark.chars_since(out);
+    }
 
     /// The body ended: decodes a last line without newline, then, if no final line came,
     /// ends the stream with an `IncompleteStream` error.
@@ -183,7 +239,10 @@ impl Decoder for NdjsonDecoder {
         }
         if let Some(line) = self.lines.finish() {
             let cut = cut_mid_json(line);
-            if let Err(e) = decode_line(line, &mut self.seen, &mut self.ids, self.check, out) {
+            let mark = TextMark::of(out);
+            let decoded = decode_line(line, &mut self.seen, &mut self.ids, self.check, out);
+            self.seen.text_chars += mark.chars_since(out);
+            if let Err(e) = decoded {
                 // A last line that is the start of a JSON value was cut by the end of the
                 // body: the reply is incomplete, not malformed.
                 let error = if cut {
@@ -253,6 +312,10 @@ fn nanos(n: Option<u64>) -> Option<Duration> {
 }
 
 /// Decodes one line; errors are turned into the final `Error` event by the caller.
+///
+/// The hot path is a line of text or reasoning: an in-stream error, tool calls and the
+/// final line are out of line, so this frame stays small (issue 28: moving the parsed
+/// line through a frame sized for the final line's statistics was much of its cost).
 fn decode_line(
     line: &[u8],
     seen: &mut Seen,
@@ -266,11 +329,7 @@ fn decode_line(
     }
     let parsed: ChatLine<'_> = serde_json::from_slice(line).map_err(|e| protocol(line, e))?;
     if let Some(error) = parsed.error {
-        seen.ended = true;
-        out.push(ProviderEvent::Error {
-            error: ProviderError::new(ProviderErrorKind::Server, error.0.into_owned())
-                .with_retryable(false),
-        });
+        in_stream_error(error, seen, out);
         return Ok(());
     }
     if let Some(message) = parsed.message {
@@ -278,44 +337,82 @@ fn decode_line(
             push_thinking(out, thinking.0);
         }
         if let Some(content) = message.content.filter(|t| !t.0.is_empty()) {
-            seen.text_chars += content.0.chars().count();
             push_text(out, content.0);
         }
-        for call in message.tool_calls.unwrap_or_default() {
-            let call = tool_call(call, ids, out);
-            seen.calls += 1;
-            out.push(ProviderEvent::ToolCall { call });
+        if let Some(calls) = message.tool_calls {
+            tool_calls(calls, seen, ids, out);
         }
     }
-    if parsed.done {
-        let last: FinalLine<'_> = serde_json::from_slice(line).map_err(|e| protocol(line, e))?;
-        seen.ended = true;
-        seen.prompt_eval_count = last.prompt_eval_count;
-        out.push(ProviderEvent::Usage {
-            usage: Usage {
-                prompt_tokens: last.prompt_eval_count,
-                completion_tokens: last.eval_count,
-                total_duration: nanos(last.total_duration),
-                load_duration: nanos(last.load_duration),
-                prompt_eval_duration: nanos(last.prompt_eval_duration),
-                eval_duration: nanos(last.eval_duration),
-            },
-        });
-        if let (Some(check), Some(read)) = (check, last.prompt_eval_count) {
-            if let Some(warning) = truncation_warning(&check, read) {
-                seen.truncation_warned = true;
-                out.push(ProviderEvent::Warning { warning });
-            }
-        }
-        let reason = if seen.calls > 0 {
-            FinishReason::ToolCalls
-        } else if last.done_reason.as_ref().is_some_and(|r| r.0 == "length") {
-            FinishReason::Length
-        } else {
-            FinishReason::Stop
-        };
-        out.push(ProviderEvent::Finish { reason });
+    match parsed.done {
+        true => final_line(line, seen, check, out),
+        false => Ok(()),
     }
+}
+
+/// The server's error inside the stream: the reply's last event.
+#[cold]
+#[inline(never)]
+fn in_stream_error(error: WireStr<'_>, seen: &mut Seen, out: &mut Vec<ProviderEvent>) {
+    seen.ended = true;
+    out.push(ProviderEvent::Error {
+        error: ProviderError::new(ProviderErrorKind::Server, error.0.into_owned())
+            .with_retryable(false),
+    });
+}
+
+/// The tool calls of a line, in order.
+#[cold]
+#[inline(never)]
+fn tool_calls(
+    calls: Vec<WireToolCallIn>,
+    seen: &mut Seen,
+    ids: &mut IdMint,
+    out: &mut Vec<ProviderEvent>,
+) {
+    for call in calls {
+        let call = tool_call(call, ids, out);
+        seen.calls += 1;
+        out.push(ProviderEvent::ToolCall { call });
+    }
+}
+
+/// The final line (`done: true`): its statistics (a second parse of this one line), the
+/// truncation check, the finish reason.
+#[cold]
+#[inline(never)]
+fn final_line(
+    line: &[u8],
+    seen: &mut Seen,
+    check: Option<TruncationCheck>,
+    out: &mut Vec<ProviderEvent>,
+) -> Result<(), BridgeError> {
+    let last: FinalLine<'_> = serde_json::from_slice(line).map_err(|e| protocol(line, e))?;
+    seen.ended = true;
+    seen.prompt_eval_count = last.prompt_eval_count;
+    out.push(ProviderEvent::Usage {
+        usage: Usage {
+            prompt_tokens: last.prompt_eval_count,
+            completion_tokens: last.eval_count,
+            total_duration: nanos(last.total_duration),
+            load_duration: nanos(last.load_duration),
+            prompt_eval_duration: nanos(last.prompt_eval_duration),
+            eval_duration: nanos(last.eval_duration),
+        },
+    });
+    if let (Some(check), Some(read)) = (check, last.prompt_eval_count) {
+        if let Some(warning) = truncation_warning(&check, read) {
+            seen.truncation_warned = true;
+            out.push(ProviderEvent::Warning { warning });
+        }
+    }
+    let reason = if seen.calls > 0 {
+        FinishReason::ToolCalls
+    } else if last.done_reason.as_ref().is_some_and(|r| r.0 == "length") {
+        FinishReason::Length
+    } else {
+        FinishReason::Stop
+    };
+    out.push(ProviderEvent::Finish { reason });
     Ok(())
 }
 
@@ -418,6 +515,65 @@ mod tests {
     }
 
     const DONE: &str = r#"{"message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":10,"eval_count":2}"#;
+
+    #[test]
+    fn the_partial_message_counts_the_characters_delivered_however_the_body_is_cut() {
+        // Text (multi-byte too) around reasoning, and no final line: the message counts
+        // characters, whether a push extends the text event of the one before (the
+        // events not yet handed out) or starts anew, and for a last line without newline.
+        let lines = concat!(
+            r#"{"message":{"content":"héllo "},"done":false}"#,
+            "\n",
+            r#"{"message":{"thinking":"hm"},"done":false}"#,
+            "\n",
+            r#"{"message":{"content":"wörld "},"done":false}"#,
+            "\n",
+            r#"{"message":{"content":"✓"},"done":false}"#,
+        );
+        let want = "the 13 characters of text";
+        for body in [lines.to_owned(), format!("{lines}\n")] {
+            let body = body.as_bytes();
+            for cut in 0..=body.len() {
+                for handed_out in [false, true] {
+                    let mut d = NdjsonDecoder::new(None);
+                    let mut out = Vec::new();
+                    d.push(&body[..cut], &mut out);
+                    if handed_out {
+                        out.clear();
+                    }
+                    d.push(&body[cut..], &mut out);
+                    d.finish(&mut out);
+                    let Some(ProviderEvent::Error { error }) = out.last() else {
+                        panic!("{out:?}")
+                    };
+                    assert!(
+                        error.message.contains(want),
+                        "cut {cut}, handed out {handed_out}: {}",
+                        error.message
+                    );
+                }
+            }
+        }
+        let mut d = NdjsonDecoder::new(None);
+        let mut out = Vec::new();
+        d.push(lines.as_bytes(), &mut out);
+        d.fail(
+            BridgeError::Body {
+                message: "reset".into(),
+            }
+            .into(),
+            &mut out,
+        );
+        let Some(ProviderEvent::Error { error }) = out.last() else {
+            panic!("{out:?}")
+        };
+        // The last line has no newline yet: only the first three were delivered.
+        assert!(
+            error.message.contains("the 12 characters of text"),
+            "{}",
+            error.message
+        );
+    }
 
     #[test]
     fn text_thinking_and_finish() {
