@@ -348,14 +348,22 @@ impl ToolRegistry {
         ))
     }
 
-    /// Runs one call: looks the tool up, validates the arguments, runs it and normalises
-    /// its result. Never fails; see [`ToolOutcome`]. A panicking tool is not caught here
+    /// Runs one call: looks the tool up, types the string values its schema types
+    /// otherwise (`"regex": "true"` as `true`, as Qwen2.5-Coder-1.5B writes them; see
+    /// `recover::typed_strings`), validates the arguments, runs it and normalises its
+    /// result. Never fails; see [`ToolOutcome`]. A panicking tool is not caught here
     /// (the chat loop runs tools in tasks and reports panics as error results).
     pub async fn execute(&self, call: &ToolCall) -> ToolOutcome {
         if !self.contains(&call.name) {
             tracing::warn!(tool = %call.name, "the model called an unknown tool");
         }
-        if let Err(content) = self.validate(&call.name, &call.arguments) {
+        let arguments = match self.index.get(&call.name) {
+            Some(&i) => {
+                crate::recover::typed_strings(&call.arguments, &self.entries[i].schema.parameters)
+            }
+            None => call.arguments.clone(),
+        };
+        if let Err(content) = self.validate(&call.name, &arguments) {
             return ToolOutcome {
                 content,
                 is_error: true,
@@ -367,7 +375,7 @@ impl ToolRegistry {
                 is_error: true,
             };
         };
-        match tool.execute(call.arguments.clone()).await {
+        match tool.execute(arguments).await {
             Ok(value) => ToolOutcome::ok(normalize_result(value)),
             Err(e) => ToolOutcome::error(e),
         }
@@ -386,6 +394,45 @@ mod tests {
         assert_eq!(normalize_result(json!({"a": 1})), r#"{"a":1}"#);
         assert_eq!(normalize_result(json!([1, 2])), "[1,2]");
         assert_eq!(normalize_result(json!(null)), "null");
+    }
+
+    #[tokio::test]
+    async fn quoted_booleans_and_numbers_are_typed_by_the_schema_before_validation() {
+        struct Search;
+        #[async_trait::async_trait]
+        impl Tool for Search {
+            fn schema(&self) -> ToolSchema {
+                ToolSchema::new(
+                    "search",
+                    "",
+                    json!({"type": "object", "properties": {
+                        "pattern": {"type": "string"},
+                        "regex": {"type": ["boolean", "null"]},
+                        "max": {"type": ["integer", "null"]}},
+                        "required": ["pattern"], "additionalProperties": false}),
+                )
+            }
+            async fn execute(&self, args: Map<String, Value>) -> Result<Value, ToolError> {
+                Ok(Value::Object(args))
+            }
+        }
+        let mut registry = ToolRegistry::new();
+        registry.register(std::sync::Arc::new(Search)).unwrap();
+        let run = |args: Value| {
+            let call = ToolCall::new("1", "search", args).unwrap();
+            let registry = &registry;
+            async move { registry.execute(&call).await }
+        };
+        let out = run(json!({"pattern": "50", "regex": "true", "max": "50"})).await;
+        assert!(!out.is_error, "{}", out.content);
+        assert_eq!(out.content, r#"{"max":50,"pattern":"50","regex":true}"#);
+        // What does not read as the type is still refused, with the reason.
+        let out = run(json!({"pattern": "p", "regex": "yes"})).await;
+        assert!(
+            out.is_error && out.content.contains("/regex"),
+            "{}",
+            out.content
+        );
     }
 
     #[tokio::test]

@@ -57,6 +57,7 @@ mod tests;
 
 use serde_json::{Map, Value};
 
+pub(crate) use qwen_xml::typed_strings;
 pub(crate) use stream::HoldBack;
 
 /// The format family a recovered item was written in.

@@ -129,6 +129,30 @@ pub(super) fn typed(pairs: Vec<(String, String)>, schema: Option<&Value>) -> Map
         .collect()
 }
 
+/// `arguments` with each string value whose property the schema types otherwise (a
+/// boolean, integer, number, array or object, and never a string) converted when the
+/// string reads exactly as that type (`"true"`, `"50"`): small models quote such values in
+/// JSON calls too. Everything else is kept as it is, so validation still reports it.
+pub(crate) fn typed_strings(arguments: &Map<String, Value>, schema: &Value) -> Map<String, Value> {
+    arguments
+        .iter()
+        .map(|(key, value)| {
+            let value = match value {
+                Value::String(raw) => {
+                    let types = schema
+                        .get("properties")
+                        .and_then(|p| p.get(key))
+                        .map(declared_types)
+                        .unwrap_or_default();
+                    convert(raw, &types)
+                }
+                other => other.clone(),
+            };
+            (key.clone(), value)
+        })
+        .collect()
+}
+
 fn declared_types(property: &Value) -> Vec<String> {
     match property.get("type") {
         Some(Value::String(t)) => vec![t.clone()],
