@@ -22,12 +22,50 @@ pub(super) fn values(s: &str) -> Result<Vec<Value>, String> {
         Ok(values) => Ok(values),
         Err(e) => match s.strip_prefix('{') {
             Some(inner) if inner.trim_start().starts_with('{') => {
-                sequence(inner.trim_end().strip_suffix('}').unwrap_or(inner)).map_err(|_| e)
+                let inner = inner.trim_start_matches(|c: char| c == '{' || c.is_whitespace());
+                let inner = format!("{{{inner}");
+                sequence(inner.trim_end().strip_suffix('}').unwrap_or(&inner))
+                    .or_else(|_| sequence(&closed(&inner)))
+                    .map_err(|_| e)
             }
-            _ => Err(e),
+            _ => sequence(&closed(s)).map_err(|_| e),
         },
     }
 }
+
+/// `s` with the brackets it leaves open closed at its end, in order (strings and their
+/// escapes skipped): `{"name": "f", "arguments": {"a": 1}` gains its last `}`. A call
+/// cut one brace short is a Qwen2.5 slip, as are doubled opening braces (above). Text
+/// that closes more than it opens is returned as it is.
+fn closed(s: &str) -> String {
+    let mut open = Vec::new();
+    let (mut in_string, mut escaped) = (false, false);
+    for c in s.chars() {
+        match (in_string, c) {
+            (true, _) if escaped => escaped = false,
+            (true, '\\') => escaped = true,
+            (true, '"') | (false, '"') => in_string = !in_string,
+            (false, '{') => open.push('}'),
+            (false, '[') => open.push(']'),
+            (false, '}' | ']') => {
+                if open.pop() != Some(c) {
+                    return s.to_owned();
+                }
+            }
+            _ => {}
+        }
+    }
+    if in_string || open.len() > MAX_CLOSED {
+        return s.to_owned();
+    }
+    let mut out = s.trim_end().to_owned();
+    out.extend(open.iter().rev());
+    out
+}
+
+/// The most brackets [`closed`] adds: a slip leaves one open; more is a reply cut short,
+/// whose arguments may be incomplete, and stays malformed.
+const MAX_CLOSED: usize = 1;
 
 /// The body of a fence wrapped around JSON inside call markup, or `s` itself.
 fn unfence(s: &str) -> &str {
