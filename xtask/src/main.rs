@@ -79,9 +79,9 @@ Tasks:
   eval --bfcl [--model ALIAS] [--limit N] [--columns C,..] [--budget MIN]
                        BFCL's simple, multiple, parallel and irrelevance questions
                        (N per category, default 15; 0: all) in plain, native, auto at
-                       temperature 0, AST-checked; writes docs/eval/bfcl-*.json and
+                       temperature 0, AST-checked; writes docs/eval/bfcl/*.json and
                        the BFCL section of docs/tool-calling.md
-  eval --bfcl --table  regenerate that section from docs/eval/bfcl-*.json
+  eval --bfcl --table  regenerate that section from docs/eval/bfcl/
   mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
   bench [--quick] [--only TEXT] [--instructions]
                        ollm's adapters against a bare reqwest + serde client: CPU and

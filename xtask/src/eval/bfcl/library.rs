@@ -127,6 +127,7 @@ fn note(out: &mut Outcome, event: ChatEvent) {
             name: call.name,
             args: Value::Object(call.arguments),
         }),
+        ChatEvent::ToolResult { is_error, .. } => out.refused += usize::from(is_error),
         ChatEvent::StrategyChosen { strategy, .. } => {
             out.strategy = strategy.map(|s| s.as_str().to_owned());
         }

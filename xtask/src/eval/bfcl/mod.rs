@@ -5,7 +5,7 @@
 //! each question of the subset runs once per column against the [`crate::llama::Server`]
 //! with the chosen model: `plain` (a bare request, [`plain`]), `native` and `auto` (the
 //! library, [`library`]). [`checker`] judges the calls; [`report`] writes
-//! `docs/eval/bfcl-<model>-<stamp>.json` and the section of `docs/tool-calling.md`.
+//! `docs/eval/bfcl/bfcl-<model>-<stamp>.json` and the section of `docs/tool-calling.md`.
 //!
 //! # Decisions
 //!
@@ -23,6 +23,10 @@
 //!   the second of each, ...), all columns of a question before the next, so a `--budget`
 //!   that runs out leaves every column with the same questions and every category
 //!   represented. Two at a time, one per server slot.
+//! - **Temperature 0 is not bit-for-bit repeatable here**: two requests share the server
+//!   at once (`-np 2`), and which requests are batched together changes the arithmetic,
+//!   so a question near a tie can go either way between runs. The subset's figures carry
+//!   that noise besides their sampling error.
 //! - **A per-question timeout** ([`TIMEOUT`]): a reply that never ends fails (`timeout`).
 //! - **Scores never fail the command; a broken harness does**, as in the eval.
 
@@ -321,12 +325,13 @@ fn run_all(ctx: &Ctx, jobs: Vec<Job>) -> (Vec<RunRecord>, Vec<String>) {
 
 fn progress_line(r: &RunRecord) -> String {
     format!(
-        "{:<6} {:<22} {} {:>5.1}s {} calls, finish {}{}",
+        "{:<6} {:<22} {} {:>5.1}s {} calls ({} refused), finish {}{}",
         r.column,
         r.id,
         if r.pass { "PASS" } else { "fail" },
         r.seconds,
         r.calls.len(),
+        r.refused.unwrap_or(0),
         r.finish,
         if r.why.is_empty() {
             String::new()
@@ -385,6 +390,7 @@ fn run_one(ctx: &Ctx, runtime: &tokio::runtime::Runtime, job: &Job) -> Result<Ru
             .iter()
             .map(|c| json!({"name": c.name, "arguments": c.args}))
             .collect(),
+        refused: (job.column != "plain").then_some(outcome.refused),
         text: outcome.text.chars().take(400).collect(),
         seconds,
     })

@@ -60,6 +60,6 @@ pub(crate) fn ask(
             .as_str()
             .unwrap_or("none")
             .to_owned(),
-        strategy: None,
+        ..Outcome::default()
     })
 }

@@ -1,8 +1,10 @@
-//! BFCL's result files (`docs/eval/bfcl-<model>-<stamp>.json`) and the section of
+//! BFCL's result files (`docs/eval/bfcl/bfcl-<model>-<stamp>.json`) and the section of
 //! `docs/tool-calling.md` made from them, between [`BEGIN`] and [`END`] at the file's end.
 //!
 //! # Decisions
 //!
+//! - **A folder of their own** under `docs/eval/`: the eval's table and `--regrade` read
+//!   every `.json` directly in `docs/eval/` as one of its own result files.
 //! - **The section is made only from committed result files**: the newest file per model
 //!   gives that model's rows, so a re-run replaces its figures and a model not re-run
 //!   keeps its own.
@@ -24,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Where result files go, beside the eval's.
-pub(crate) const RESULTS_DIR: &str = "docs/eval";
+pub(crate) const RESULTS_DIR: &str = "docs/eval/bfcl";
 const DOC: &str = "docs/tool-calling.md";
 /// The section's markers; the section is the end of the doc.
 pub(crate) const BEGIN: &str = "<!-- bfcl:begin -->";
@@ -83,6 +85,10 @@ pub(crate) struct RunRecord {
     pub(crate) strategy: Option<String>,
     /// The calls made: `{name, arguments}`.
     pub(crate) calls: Vec<Value>,
+    /// How many of them the library answered with an error (ollm columns; `None` in
+    /// files written before it was recorded).
+    #[serde(default)]
+    pub(crate) refused: Option<usize>,
     /// The reply's text, cut to 400 characters.
     pub(crate) text: String,
     pub(crate) seconds: f64,
@@ -114,7 +120,7 @@ fn rows(file: &ResultFile, name: &str) -> String {
         for category in CATEGORIES {
             let _ = write!(line, " {} |", cell(score(file, column, category)));
         }
-        let _ = writeln!(line, " [{name}](eval/{name}) |");
+        let _ = writeln!(line, " [{name}](eval/bfcl/{name}) |");
         out.push_str(&line);
     }
     if let Some((_, theirs, simple, irrelevance)) =
@@ -155,10 +161,11 @@ pub(crate) fn section(files: &[(String, ResultFile)]) -> String {
     for (name, file) in newest.values() {
         let _ = writeln!(
             out,
-            "- `{name}`: {}; {}; {}.",
+            "- `{name}`: {}; {}; {}. Questions answered with at least one call: {}.",
             subset_note(file),
             file.sampling,
-            file.ollm
+            file.ollm,
+            calling(file)
         );
     }
     out.push_str(DIFFERENCES);
@@ -180,6 +187,23 @@ file), not every question; a few points either way are within its noise.\n\
 - **The data**: BFCL v4's files at gorilla commit `6ea57973c7a6` (the `bfcl-eval` \
 2026.3.23 release); the paper's figures are from an earlier release of the same \
 categories.\n";
+
+/// Per column, how many questions got a call at all (a column that never calls passes
+/// every irrelevance question, so this reads beside that score).
+fn calling(file: &ResultFile) -> String {
+    let per: Vec<String> = file
+        .columns
+        .iter()
+        .map(|column| {
+            let runs = file.runs.iter().filter(|r| &r.column == column);
+            let (with, of) = runs.fold((0, 0), |(w, n), r| {
+                (w + usize::from(!r.calls.is_empty()), n + 1)
+            });
+            format!("{column} {with}/{of}")
+        })
+        .collect();
+    per.join(", ")
+}
 
 fn subset_note(file: &ResultFile) -> String {
     let counts: Vec<String> = CATEGORIES
@@ -211,6 +235,9 @@ pub(crate) fn write(dir: &Path, file: &ResultFile) -> Result<PathBuf> {
 fn committed(root: &Path) -> Result<Vec<(String, ResultFile)>> {
     let mut out = Vec::new();
     let dir = root.join(RESULTS_DIR);
+    if !dir.is_dir() {
+        return Ok(out);
+    }
     for entry in fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();
         let name = path
@@ -259,6 +286,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[test]
+    fn the_docs_section_is_what_the_committed_files_give() {
+        let root = crate::workspace_root();
+        let doc = fs::read_to_string(root.join(DOC)).unwrap();
+        let fresh = splice(&doc, &section(&committed(&root).unwrap())).unwrap();
+        assert!(
+            fresh == doc,
+            "{DOC}'s BFCL section is stale: run `cargo xtask eval --bfcl --table`"
+        );
+    }
+
     fn record(column: &str, category: &str, pass: bool) -> RunRecord {
         RunRecord {
             id: format!("{category}_0"),
@@ -269,6 +307,7 @@ mod tests {
             finish: "stop".into(),
             strategy: None,
             calls: Vec::new(),
+            refused: None,
             text: String::new(),
             seconds: 1.0,
         }

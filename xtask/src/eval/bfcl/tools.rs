@@ -26,6 +26,9 @@ pub(crate) struct Outcome {
     pub(crate) finish: String,
     /// The strategy the library chose (ollm columns).
     pub(crate) strategy: Option<String>,
+    /// How many of the calls the library answered with an error (an unknown tool,
+    /// arguments its schema refuses): calls a user's tools would never have seen.
+    pub(crate) refused: usize,
 }
 
 /// BFCL's function `function` as an OpenAI `tools` entry.
