@@ -150,7 +150,13 @@ pub(crate) fn section(files: &[(String, ResultFile)]) -> String {
          The Berkeley Function-Calling Leaderboard's simple, multiple, parallel and irrelevance \
          questions, run with `cargo xtask eval --bfcl` (one model turn, the functions declared \
          as tools that record calls and never run, scored with an AST checker written from \
-         BFCL's rules). Generated from the result files by `cargo xtask eval --bfcl --table`.\n\n\
+         BFCL's rules), on this project's llama-server and models. Scores are passes over \
+         questions run. Generated from the result files by `cargo xtask eval --bfcl --table`; \
+         to measure again:\n\n\
+         ```sh\n\
+         cargo xtask eval --bfcl                                        # the 0.5B, 15 per category\n\
+         cargo xtask eval --bfcl --model qwen2.5-coder-1.5b --limit 8   # the 1.5B, 8 per category\n\
+         ```\n\n\
          | model | column | simple | multiple | parallel | irrelevance | data |\n\
          |---|---|---|---|---|---|---|\n",
     );
