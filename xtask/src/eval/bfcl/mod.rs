@@ -161,15 +161,12 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
         jobs.len()
     ));
     let started = Instant::now();
-    let stamp = utc_stamp(SystemTime::now());
     let ctx = Ctx {
         base_url: server.base_url(),
         model: model.alias,
         deadline: options.budget.map(|b| started + b),
     };
-    let planned = jobs.len();
-    let (runs, harness) = run_all(&ctx, jobs);
-    let result = ResultFile {
+    let mut result = ResultFile {
         benchmark: "BFCL (simple, multiple, parallel, irrelevance)".into(),
         model: model.alias.to_owned(),
         server: format!(
@@ -184,11 +181,27 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
         ),
         subset: subset_json(&chosen, limit),
         columns,
-        started: stamp,
-        wall_s: started.elapsed().as_secs_f64(),
-        planned,
-        runs,
+        started: utc_stamp(SystemTime::now()),
+        wall_s: 0.0,
+        planned: jobs.len(),
+        runs: Vec::new(),
     };
+    // The file is written again after every run, so a run stopped from outside still
+    // leaves what it measured.
+    let results_dir = root.join(report::RESULTS_DIR);
+    let partial = Mutex::new(result.clone());
+    let save = |record: &RunRecord| {
+        if let Ok(mut file) = partial.lock() {
+            file.runs.push(record.clone());
+            file.wall_s = started.elapsed().as_secs_f64();
+            if let Err(err) = report::write(&results_dir, &file) {
+                println!("bfcl: could not save the partial results: {err:#}");
+            }
+        }
+    };
+    let (runs, harness) = run_all(&ctx, jobs, &save);
+    result.runs = runs;
+    result.wall_s = started.elapsed().as_secs_f64();
     drop(server);
     finish(root, &result, &harness)
 }
@@ -272,9 +285,13 @@ fn describe_ollm(root: &Path) -> String {
     )
 }
 
-/// Runs `jobs` [`PARALLEL`] at a time, keeping their order; the records and the harness
-/// failures.
-fn run_all(ctx: &Ctx, jobs: Vec<Job>) -> (Vec<RunRecord>, Vec<String>) {
+/// Runs `jobs` [`PARALLEL`] at a time, handing each record to `save` as it ends; the
+/// records in job order and the harness failures.
+fn run_all(
+    ctx: &Ctx,
+    jobs: Vec<Job>,
+    save: &(dyn Fn(&RunRecord) + Sync),
+) -> (Vec<RunRecord>, Vec<String>) {
     let count = jobs.len();
     let queue = Mutex::new(jobs.into_iter().enumerate());
     let results = Mutex::new(Vec::with_capacity(count));
@@ -302,6 +319,7 @@ fn run_all(ctx: &Ctx, jobs: Vec<Job>) -> (Vec<RunRecord>, Vec<String>) {
                     match run_one(ctx, &runtime, &job) {
                         Ok(record) => {
                             println!("[{}/{count}] {}", index + 1, progress_line(&record));
+                            save(&record);
                             if let Ok(mut r) = results.lock() {
                                 r.push((index, record));
                             }
