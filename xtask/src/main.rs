@@ -82,6 +82,8 @@ Tasks:
                        temperature 0, AST-checked; writes docs/eval/bfcl/*.json and
                        the BFCL section of docs/tool-calling.md
   eval --bfcl --table  regenerate that section from docs/eval/bfcl/
+  eval --bfcl --regrade
+                       check the committed BFCL runs again with today's checker
   mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
   bench [--quick] [--only TEXT] [--instructions]
                        ollm's adapters against a bare reqwest + serde client: CPU and

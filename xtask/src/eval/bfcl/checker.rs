@@ -11,6 +11,9 @@
 //! - **parallel**: as many calls as answers; each answer, in its order, takes the first
 //!   call not yet taken that matches it, so calls may come in any order.
 //! - **irrelevance**: passes when the model made no call.
+//! - **Calls BFCL could not decode count as none** ([`decodable`]): ollm's marker for a
+//!   malformed text call, and arguments that are not a JSON object. BFCL scores an output
+//!   it cannot decode as no call (a pass on irrelevance, a failure elsewhere).
 //! - **One call against one answer**: the name matches (the declared name with `.` as `_`,
 //!   as the tools were offered); every required parameter is present; no parameter the
 //!   function does not declare or the answer does not list; each value has the declared
@@ -57,15 +60,35 @@ pub(crate) fn wire_name(name: &str) -> String {
     name.replace('.', "_")
 }
 
+/// The name ollm-core records a malformed text call under (`strategy/native.rs`): a block
+/// that was clearly meant as a call but could not be read as one.
+pub(crate) const MALFORMED_CALL: &str = "invalid_tool_call";
+
+/// Whether a call is one BFCL could decode: not ollm's marker for a malformed block, and
+/// with arguments that are a JSON object (not the raw text an adapter hands on under
+/// [`ollm_types::INVALID_ARGUMENTS_KEY`], nor a string that did not parse).
+pub(crate) fn decodable(call: &Call) -> bool {
+    call.name != MALFORMED_CALL
+        && call
+            .args
+            .as_object()
+            .is_some_and(|args| !args.contains_key(ollm_types::INVALID_ARGUMENTS_KEY))
+}
+
 /// Whether `calls` answer a question of `category` whose functions are `functions` and
 /// whose possible answers are `answers` (BFCL's `ground_truth`: a list of
 /// `{function: {param: [possible values]}}`). `Err` says why not.
+///
+/// Calls BFCL could not decode ([`decodable`]) are left out first: BFCL counts an output
+/// it cannot decode as no call, which passes an irrelevance question and fails the others.
 pub(crate) fn check(
     category: Category,
     functions: &[Value],
     calls: &[Call],
     answers: &[Value],
 ) -> Result<(), String> {
+    let decoded: Vec<Call> = calls.iter().filter(|c| decodable(c)).cloned().collect();
+    let calls = decoded.as_slice();
     if category == Category::Irrelevance {
         return match calls.len() {
             0 => Ok(()),
@@ -580,7 +603,38 @@ mod tests {
     }
 
     #[test]
+    fn calls_bfcl_could_not_decode_count_as_none() {
+        let undecodable = [
+            (MALFORMED_CALL, json!({"error": "not JSON"})),
+            ("other", json!({ollm_types::INVALID_ARGUMENTS_KEY: "{x: 1"})),
+            ("other", json!("x=1")),
+        ];
+        let answer = json!([{"other": {"x": [1]}}]);
+        for call in undecodable {
+            let calls = [call.clone()];
+            assert!(
+                check_case(Category::Irrelevance, &calls, json!([])).is_ok(),
+                "{call:?}"
+            );
+            assert!(
+                check_case(Category::Simple, &calls, answer.clone()).is_err(),
+                "{call:?}"
+            );
+        }
+        let with_marker = [("other", json!({"x": 1})), (MALFORMED_CALL, json!({}))];
+        assert!(check_case(Category::Simple, &with_marker, answer).is_ok());
+    }
+
+    #[test]
     fn irrelevance_passes_only_without_calls() {
+        assert!(
+            check_case(
+                Category::Irrelevance,
+                &[("undeclared", json!({}))],
+                json!([])
+            )
+            .is_err()
+        );
         assert!(check_case(Category::Irrelevance, &[], json!([])).is_ok());
         assert!(
             check_case(

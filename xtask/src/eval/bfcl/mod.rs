@@ -79,6 +79,8 @@ pub(crate) struct Options {
     pub(crate) budget: Option<Duration>,
     /// Only regenerate the docs' section.
     pub(crate) table: bool,
+    /// Only check the committed runs again with today's checker.
+    pub(crate) regrade: bool,
 }
 
 impl Options {
@@ -91,6 +93,7 @@ impl Options {
             match arg.as_str() {
                 "--bfcl" => {}
                 "--table" => o.table = true,
+                "--regrade" => o.regrade = true,
                 "--model" => o.model = Some(value()?.clone()),
                 "--limit" => o.limit = Some(number(arg, value()?)?),
                 "--columns" => {
@@ -132,6 +135,9 @@ struct Ctx {
 pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     if options.table {
         return report::regenerate(root);
+    }
+    if options.regrade {
+        return regrade(root);
     }
     let model = match &options.model {
         Some(alias) => llama::model_named(alias)?,
@@ -204,6 +210,42 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     result.wall_s = started.elapsed().as_secs_f64();
     drop(server);
     finish(root, &result, &harness)
+}
+
+/// `eval --bfcl --regrade`: every committed run checked again from the calls it recorded,
+/// so a corrected checker applies to old results too; then the section is regenerated.
+fn regrade(root: &Path) -> Result<()> {
+    let dir = data::ensure(&llama::cache_dir()?)?;
+    let mut items = std::collections::HashMap::new();
+    for category in data::CATEGORIES {
+        for item in data::load(&dir, category)? {
+            items.insert(item.id.clone(), item);
+        }
+    }
+    for (name, mut file) in report::committed(root)? {
+        let mut changed = 0;
+        for run in &mut file.runs {
+            let item = items
+                .get(&run.id)
+                .with_context(|| format!("{name}: no question {}", run.id))?;
+            let calls: Vec<checker::Call> = run
+                .calls
+                .iter()
+                .map(|c| checker::Call {
+                    name: c["name"].as_str().unwrap_or_default().to_owned(),
+                    args: c["arguments"].clone(),
+                })
+                .collect();
+            let verdict = checker::check(item.category, &item.functions, &calls, &item.answers);
+            let why = verdict.err().unwrap_or_default();
+            changed += usize::from(why != run.why);
+            run.pass = why.is_empty();
+            run.why = why;
+        }
+        report::write(&root.join(report::RESULTS_DIR), &file)?;
+        println!("{name}: {changed} runs checked differently");
+    }
+    report::regenerate(root)
 }
 
 /// Writes the result file, regenerates the docs' section and prints the scores.

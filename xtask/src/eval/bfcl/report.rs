@@ -189,7 +189,11 @@ BFCL's function documents (dotted names, BFCL's types); ours go through the serv
 OpenAI endpoint and its Jinja template, with the types mapped to JSON Schema and `.` in \
 names as `_` (as BFCL's OpenAI-style handlers send them).\n\
 - **A subset**: an evenly spread, fixed subset of each category (named in each result \
-file), not every question; a few points either way are within its noise.\n\
+file), not every question. With 15 questions a category one question is 7 points, and \
+sampling error alone is about ±25 points (95%): read these scores as coarse, and compare \
+columns question by question in the result files.\n\
+- **Irrelevance** passes when no call is made, so a column that never calls scores 100% \
+there: read it beside the line on how many questions got a call at all.\n\
 - **The data**: BFCL v4's files at gorilla commit `6ea57973c7a6` (the `bfcl-eval` \
 2026.3.23 release); the paper's figures are from an earlier release of the same \
 categories.\n";
@@ -238,7 +242,7 @@ pub(crate) fn write(dir: &Path, file: &ResultFile) -> Result<PathBuf> {
 }
 
 /// The committed result files, by name.
-fn committed(root: &Path) -> Result<Vec<(String, ResultFile)>> {
+pub(crate) fn committed(root: &Path) -> Result<Vec<(String, ResultFile)>> {
     let mut out = Vec::new();
     let dir = root.join(RESULTS_DIR);
     if !dir.is_dir() {
