@@ -140,3 +140,67 @@ fn note(out: &mut Outcome, event: ChatEvent) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ollm_types::{FinishReason, ToolCall, Usage};
+    use serde_json::json;
+
+    #[test]
+    fn events_record_calls_refusals_text_strategy_and_finish() {
+        let mut out = Outcome::default();
+        let call = ToolCall::new("c1", "geo_area", json!({"base": 10})).unwrap();
+        let events = [
+            ChatEvent::StrategyChosen {
+                strategy: Some(ToolMode::Native),
+                reason: "r".into(),
+            },
+            ChatEvent::TextDelta { text: "a".into() },
+            ChatEvent::TextDelta { text: "b".into() },
+            ChatEvent::ToolCallStarted { call },
+            ChatEvent::ToolResult {
+                call_id: "c1".into(),
+                name: "geo_area".into(),
+                content: "Error: unknown tool".into(),
+                is_error: true,
+            },
+            ChatEvent::Finish {
+                reason: FinishReason::MaxTurns,
+                usage: Usage::default(),
+                added: Vec::new(),
+            },
+        ];
+        for event in events {
+            note(&mut out, event);
+        }
+        assert_eq!(out.text, "ab");
+        assert_eq!(out.calls.len(), 1);
+        assert_eq!(
+            (out.calls[0].name.as_str(), &out.calls[0].args),
+            ("geo_area", &json!({"base": 10}))
+        );
+        assert_eq!(out.refused, 1);
+        assert_eq!(out.strategy.as_deref(), Some("native"));
+        assert_eq!(out.finish, "max_turns");
+    }
+
+    #[test]
+    fn the_registry_takes_converted_bfcl_schemas() {
+        let function = json!({"name": "math.hypot", "description": "d", "parameters": {
+            "type": "dict", "properties": {"x": {"type": "float"}, "o": {"type": "dict",
+            "properties": {"k": {"type": "tuple", "items": {"type": "integer"}}}}},
+            "required": ["x"]}});
+        let registry = registry(&[super::super::tools::tool(&function)]).unwrap();
+        assert!(
+            registry
+                .validate("math_hypot", json!({"x": 1.5}).as_object().unwrap())
+                .is_ok()
+        );
+        assert!(
+            registry
+                .validate("math_hypot", json!({"x": "one"}).as_object().unwrap())
+                .is_err()
+        );
+    }
+}
