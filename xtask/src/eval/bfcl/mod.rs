@@ -143,21 +143,11 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
         Some(alias) => llama::model_named(alias)?,
         None => &QWEN_05B,
     };
-    let columns: Vec<String> = if options.columns.is_empty() {
-        COLUMNS.iter().map(|c| (*c).to_owned()).collect()
-    } else {
-        options.columns.clone()
-    };
-    let dir = data::ensure(&llama::cache_dir()?)?;
-    let limit = match options.limit {
-        Some(0) => None,
-        Some(n) => Some(n),
-        None => Some(DEFAULT_LIMIT),
-    };
-    let mut chosen = Vec::new();
-    for category in data::CATEGORIES {
-        chosen.push(data::subset(data::load(&dir, category)?, limit));
-    }
+    let Plan {
+        columns,
+        limit,
+        chosen,
+    } = choose(options)?;
     let jobs = jobs(&chosen, &columns);
     let server = llama::start(model)?;
     section(&format!(
@@ -210,6 +200,37 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     result.wall_s = started.elapsed().as_secs_f64();
     drop(server);
     finish(root, &result, &harness)
+}
+
+/// What a run measures: the columns, the per-category limit (`None`: all) and the
+/// questions chosen for each category.
+struct Plan {
+    columns: Vec<String>,
+    limit: Option<usize>,
+    chosen: Vec<Vec<Item>>,
+}
+
+fn choose(options: &Options) -> Result<Plan> {
+    let columns: Vec<String> = if options.columns.is_empty() {
+        COLUMNS.iter().map(|c| (*c).to_owned()).collect()
+    } else {
+        options.columns.clone()
+    };
+    let dir = data::ensure(&llama::cache_dir()?)?;
+    let limit = match options.limit {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => Some(DEFAULT_LIMIT),
+    };
+    let mut chosen = Vec::new();
+    for category in data::CATEGORIES {
+        chosen.push(data::subset(data::load(&dir, category)?, limit));
+    }
+    Ok(Plan {
+        columns,
+        limit,
+        chosen,
+    })
 }
 
 /// `eval --bfcl --regrade`: every committed run checked again from the calls it recorded,
