@@ -76,6 +76,14 @@ Tasks:
                        temperature 0, to target/eval/)
   eval --table         regenerate docs/tool-calling.md's table from docs/eval/
   eval --regrade       grade the runs in docs/eval/ again with today's grader
+  eval --bfcl [--model ALIAS] [--limit N] [--columns C,..] [--budget MIN]
+                       BFCL's simple, multiple, parallel and irrelevance questions
+                       (N per category, default 15; 0: all) in plain, native, auto at
+                       temperature 0, AST-checked; writes docs/eval/bfcl/*.json and
+                       the BFCL section of docs/tool-calling.md
+  eval --bfcl --table  regenerate that section from docs/eval/bfcl/
+  eval --bfcl --regrade
+                       check the committed BFCL runs again with today's checker
   mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
   bench [--quick] [--only TEXT] [--instructions]
                        ollm's adapters against a bare reqwest + serde client: CPU
@@ -159,6 +167,9 @@ fn run() -> Result<()> {
                 _ => bail!("`demo` takes at most one argument, the prompt (quote it)\n\n{HELP}"),
             };
             llama::demo(&root, prompt)
+        }
+        "eval" if rest.iter().any(|a| a == "--bfcl") => {
+            eval::bfcl::run(&root, &eval::bfcl::Options::parse(&rest)?)
         }
         "eval" => eval::run(&root, &eval::Options::parse(&rest)?),
         "server" => match rest.as_slice() {

@@ -26,6 +26,7 @@
 //! - **Scores never fail the command; a broken harness does**: no server, no `ollm`
 //!   binary, a refused connection. That is what CI's `eval --smoke` step checks.
 
+pub(crate) mod bfcl;
 mod context;
 mod grade;
 mod ollm;

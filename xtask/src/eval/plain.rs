@@ -266,7 +266,12 @@ fn run_command(project: &Path, args: &Value) -> Result<String, String> {
 }
 
 /// One POST to `base_url` + `path` (`http://HOST:PORT/PREFIX`): the status and body.
-fn post(base_url: &str, path: &str, body: &str, timeout: Duration) -> Result<(u16, String)> {
+pub(super) fn post(
+    base_url: &str,
+    path: &str,
+    body: &str,
+    timeout: Duration,
+) -> Result<(u16, String)> {
     let (host, prefix) = split_url(base_url)?;
     request(host, "POST", &format!("/{prefix}{path}"), body, timeout)
 }
