@@ -62,7 +62,8 @@ fn entries(dir: &Path) -> Vec<String> {
 
 impl Workspace {
     /// A short description of the folder for the model, one line: where the tools work
-    /// and the top entries there (`[Working folder: /p. Top entries: README.md, src/]`).
+    /// and the top entries there (`[Working folder: /p` newline `Top entries: README.md,
+    /// src/]`).
     pub fn overview(&self) -> String {
         let mut top = entries(self.root());
         let more = top.len().saturating_sub(OVERVIEW_ENTRIES);
@@ -74,8 +75,10 @@ impl Workspace {
         } else {
             top.join(", ")
         };
+        // No punctuation right after the path: Qwen2.5-Coder-0.5B called
+        // `list_dir "/tmp/.../project."` from "Working folder: /tmp/.../project. Top ...".
         format!(
-            "[Working folder: {}. Top entries: {listing}]",
+            "[Working folder: {}\nTop entries: {listing}]",
             self.root().display()
         )
     }
@@ -102,6 +105,15 @@ impl Workspace {
 
     /// Existing paths (relative, directories with `/`) nearest to `asked`, best first.
     pub fn nearest(&self, asked: &str) -> Vec<String> {
+        // Trailing punctuation copied from a sentence, and the folder's own absolute path
+        // in front of a relative one, are what a model meant least.
+        let asked = asked.trim().trim_end_matches(['.', ',', ';', ':']);
+        let root = self.root().to_string_lossy();
+        let asked = match asked.strip_prefix(root.as_ref()) {
+            Some("") => return vec![".".to_owned()],
+            Some(rest) if rest.starts_with('/') => rest,
+            _ => asked,
+        };
         let wanted = Wanted::new(asked);
         let mut scored: Vec<(u32, String)> = self
             .walk()
@@ -259,10 +271,21 @@ mod tests {
         let (_dir, ws) = project();
         assert_eq!(ws.nearest(".env"), Vec::<String>::new());
         assert_eq!(ws.nearest("config"), ["config/"]);
-        let overview = ws.overview();
-        assert!(
-            overview.contains("README.md, config/, notes.txt, src/"),
-            "{overview}"
+        let root = ws.root().display();
+        let want =
+            format!("[Working folder: {root}\nTop entries: README.md, config/, notes.txt, src/]");
+        assert_eq!(ws.overview(), want);
+    }
+
+    #[test]
+    fn the_folder_s_own_path_copied_with_punctuation_is_the_folder() {
+        let (_dir, ws) = project();
+        let root = ws.root().display().to_string();
+        assert_eq!(ws.nearest(&format!("{root}.")), ["."]);
+        assert_eq!(ws.nearest(&format!("{root}/notes.txt")), ["notes.txt"]);
+        assert_eq!(
+            ws.nearest(&format!("{root}/config/app.toml,")),
+            ["config/app.toml"]
         );
     }
 
