@@ -186,6 +186,8 @@ struct Shared {
     /// How a request with `tools` is refused, when the server is started without tools.
     refuse_tools: Mutex<Option<ToolsOff>>,
     body_ended: Notify,
+    /// llama.cpp's `GET /health` answers 503 "Loading model" while this is set.
+    loading: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -226,6 +228,7 @@ impl MockOpenAi {
             .route("/v1/models", get(models))
             .route("/tokenize", post(tokenize))
             .route("/props", get(props))
+            .route("/health", get(health))
             .with_state(Arc::clone(&shared));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -260,6 +263,14 @@ impl MockOpenAi {
     /// other requests are answered from the script as usual.
     pub fn refuse_tools(&self, how: ToolsOff) {
         *lock(&self.shared.refuse_tools) = Some(how);
+    }
+
+    /// Makes `GET /health` answer as llama.cpp does while its model loads (503) or once
+    /// it is ready (200 `{"status": "ok"}`, the default).
+    pub fn set_loading(&self, loading: bool) {
+        self.shared
+            .loading
+            .store(loading, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Chooses the tokenizer dialect.
@@ -550,6 +561,14 @@ async fn models(State(shared): State<Arc<Shared>>) -> Response {
         .map(|id| json!({"id": id, "object": "model", "owned_by": "mock", "max_model_len": 4096}))
         .collect();
     axum::Json(json!({"object": "list", "data": data})).into_response()
+}
+
+async fn health(State(shared): State<Arc<Shared>>) -> Response {
+    if shared.loading.load(std::sync::atomic::Ordering::Relaxed) {
+        let body = json!({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}});
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    }
+    axum::Json(json!({"status": "ok"})).into_response()
 }
 
 async fn props(State(shared): State<Arc<Shared>>) -> Response {
