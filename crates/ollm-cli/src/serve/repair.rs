@@ -1,0 +1,200 @@
+//! The two paths a request takes through `ollm serve`: straight through the pool, or
+//! through ollm's turn loop for one turn, so that everything the runtime repairs is
+//! repaired on the way.
+//!
+//! # Decisions
+//! - **Repair reuses the runtime, not a copy of it.** A request with tools runs as one
+//!   turn of an [`ollm_core::ChatClient`] whose tools are the client's schemas, each a
+//!   [`Deferred`] stand-in. The turn loop then does what it does for `ollm run`: calls
+//!   written as text are recovered (every format of `recover`), names normalised,
+//!   `<think>` text moved to reasoning, and a model without native tools gets the ReAct
+//!   strategy; every call comes out as a `ToolCallStarted` event, which is what the
+//!   client receives. The stand-ins never run anything: `serve` never executes a tool,
+//!   and the run stops after its one turn (`max_turns` 1).
+//! - The turn loop always adds the run's prompt as a user message; the client's
+//!   conversation can end with tool results. So the prompt is a sentinel, and
+//!   [`Through`], the adapter the client talks to, removes it from the end of each
+//!   request before the pool sees it: the upstream gets the client's messages as sent.
+//! - The loop's own limits are set to the client's: its token cap is the client's
+//!   `max_tokens` (none: the server's), compaction is off (a proxy does not rewrite a
+//!   conversation it does not own).
+//! - What the server says about a model (`show_model`) is cached for a minute across
+//!   requests, so the turn loop's capability check does not cost a round trip each.
+//! - **Requests without tools, or with repair off, pass straight through** the pool:
+//!   the adapter's events become chunks without the turn loop.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use ollm_bridge::ProviderPool;
+use ollm_core::{
+    ChatClient, ChatConfig, ChatEvent, ChatOptions, CompactionConfig, ProviderAdapter,
+    ProviderStream, Tool, ToolError, ToolRegistry,
+};
+use ollm_types::{
+    FinishReason, ModelInfo, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest,
+    Role, ToolSchema,
+};
+use serde_json::{Map, Value};
+
+use super::wire_out::Piece;
+
+/// The run's prompt, removed before the request leaves (see the module docs).
+const SENTINEL: &str = "\u{0}ollm-serve: continue the conversation above\u{0}";
+
+/// How long a model's description is reused.
+const INFO_TTL: Duration = Duration::from_secs(60);
+
+/// What the server said about each model, and when.
+#[derive(Debug, Default)]
+pub(crate) struct InfoCache {
+    entries: Mutex<HashMap<String, (Instant, ModelInfo)>>,
+}
+
+/// The pieces of the reply to `request`.
+pub(crate) fn reply(
+    pool: &ProviderPool,
+    cache: &Arc<InfoCache>,
+    request: ProviderRequest,
+    session: Option<String>,
+    repair: bool,
+) -> BoxStream<'static, Piece> {
+    if !repair || request.tools.is_empty() {
+        let events = pool.chat_in_session(request, session.as_deref());
+        return events
+            .filter_map(|e| std::future::ready(from_event(e)))
+            .boxed();
+    }
+    repaired(pool, cache, request, session)
+}
+
+fn from_event(event: ProviderEvent) -> Option<Piece> {
+    Some(match event {
+        ProviderEvent::TextDelta { text } => Piece::Text(text),
+        ProviderEvent::ThinkingDelta { text } => Piece::Reasoning(text),
+        ProviderEvent::ToolCall { call } => Piece::Call(call),
+        ProviderEvent::Usage { usage } => Piece::Usage(usage),
+        ProviderEvent::Finish { reason } => Piece::Finish(reason),
+        ProviderEvent::Error { error } => Piece::Error(error),
+        _ => return None,
+    })
+}
+
+/// One turn of the runtime's loop over the client's conversation.
+fn repaired(
+    pool: &ProviderPool,
+    cache: &Arc<InfoCache>,
+    request: ProviderRequest,
+    session: Option<String>,
+) -> BoxStream<'static, Piece> {
+    let mut tools = ToolRegistry::new();
+    for schema in &request.tools {
+        if let Err(e) = tools.register(Arc::new(Deferred(schema.clone()))) {
+            let error = ProviderError::new(ProviderErrorKind::BadRequest, e.to_string());
+            return futures::stream::once(std::future::ready(Piece::Error(error))).boxed();
+        }
+    }
+    let config = ChatConfig {
+        model: request.model.clone(),
+        system: request.system.clone(),
+        max_turns: 1,
+        tool_choice: request.tool_choice.clone(),
+        max_tokens: request.options.max_tokens,
+        options: request.options.clone(),
+        think: request.think,
+        compaction: CompactionConfig {
+            enabled: false,
+            ..CompactionConfig::default()
+        },
+        ..ChatConfig::default()
+    };
+    let through = Through {
+        pool: pool.clone(),
+        session,
+        cache: Arc::clone(cache),
+    };
+    let client = ChatClient::new(Arc::new(through), tools, config).with_history(request.messages);
+    let run = client.chat(SENTINEL, ChatOptions::default());
+    // The client lives as long as the run's stream.
+    run.filter_map(move |event| {
+        let _client = &client;
+        std::future::ready(from_chat(event))
+    })
+    .boxed()
+}
+
+fn from_chat(event: ChatEvent) -> Option<Piece> {
+    Some(match event {
+        ChatEvent::TextDelta { text } => Piece::Text(text),
+        ChatEvent::ThinkingDelta { text } => Piece::Reasoning(text),
+        ChatEvent::ToolCallStarted { call } => Piece::Call(call),
+        ChatEvent::TurnComplete { usage, .. } => Piece::Usage(usage),
+        ChatEvent::Error { error } => Piece::Error(error),
+        ChatEvent::Finish { reason, .. } if reason != FinishReason::Error => Piece::Finish(reason),
+        _ => return None,
+    })
+}
+
+/// A client's tool as the turn loop sees it: its schema, and nothing to run.
+struct Deferred(ToolSchema);
+
+#[async_trait]
+impl Tool for Deferred {
+    fn schema(&self) -> ToolSchema {
+        self.0.clone()
+    }
+
+    async fn execute(&self, _arguments: Map<String, Value>) -> Result<Value, ToolError> {
+        Ok(Value::String(
+            "(returned to the client; ollm serve runs no tools)".into(),
+        ))
+    }
+}
+
+/// The pool as the turn loop's provider: the sentinel prompt removed, the session kept,
+/// model descriptions cached.
+struct Through {
+    pool: ProviderPool,
+    session: Option<String>,
+    cache: Arc<InfoCache>,
+}
+
+#[async_trait]
+impl ProviderAdapter for Through {
+    fn name(&self) -> &str {
+        "serve"
+    }
+
+    fn chat(&self, mut request: ProviderRequest) -> ProviderStream {
+        let last = request.messages.last();
+        if last.is_some_and(|m| m.role() == Role::User && m.text() == SENTINEL) {
+            request.messages.pop();
+        }
+        self.pool.chat_in_session(request, self.session.as_deref())
+    }
+
+    async fn count_tokens(&self, model: &str, text: &str) -> Result<Option<usize>, ProviderError> {
+        self.pool.count_tokens(model, text).await
+    }
+
+    async fn show_model(&self, model: &str) -> Result<ModelInfo, ProviderError> {
+        let cached = lock(&self.cache.entries)
+            .get(model)
+            .filter(|(at, _)| at.elapsed() < INFO_TTL)
+            .map(|(_, info)| info.clone());
+        if let Some(info) = cached {
+            return Ok(info);
+        }
+        let info = self.pool.show_model(model).await?;
+        lock(&self.cache.entries).insert(model.to_owned(), (Instant::now(), info.clone()));
+        Ok(info)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
