@@ -47,6 +47,9 @@
 //! `response_format`). The test binary is built before the server starts, so the server
 //! only runs while tests do.
 //!
+//! Then, against the same server, the official `openai` Python package runs a tool loop
+//! directly and through `ollm serve` (`openai_client.rs`, `xtask/e2e/openai_tool_loop.py`).
+//!
 //! # What the server and model do (checked with curl, temperature 0, seed 42)
 //!
 //! - `/props`: `chat_template_caps.supports_tools` and `supports_tool_calls` true,
@@ -71,6 +74,7 @@
 mod cpu;
 pub(crate) mod install;
 mod model;
+mod openai_client;
 mod portable;
 mod server;
 mod venv;
@@ -222,6 +226,12 @@ pub(crate) fn e2e(root: &Path, pending: bool, passthrough: &[String]) -> Result<
         section("e2e: build the end-to-end tests");
         run_cmd(test_cmd().arg("--no-run"))?;
     }
+    section("e2e: build ollm (for ollm serve)");
+    run_cmd(
+        cargo()
+            .current_dir(root)
+            .args(["build", "-q", "-p", "ollm-cli"]),
+    )?;
     let server = start(&QWEN_05B)?;
     if has_tests {
         section("e2e: run the end-to-end tests");
@@ -240,6 +250,8 @@ pub(crate) fn e2e(root: &Path, pending: bool, passthrough: &[String]) -> Result<
         println!("e2e: {E2E_TEST_FILE} does not exist yet: SKIPPING the end-to-end tests");
         println!("e2e: (the server was installed, started and found healthy)");
     }
+    let ollm = target_dir(root).join("debug/ollm");
+    openai_client::run(root, &ollm, &server.base_url(), MODEL_ALIAS)?;
     drop(server);
     Ok(())
 }

@@ -20,6 +20,10 @@
 //!   conversation it does not own).
 //! - What the server says about a model (`show_model`) is cached for a minute across
 //!   requests, so the turn loop's capability check does not cost a round trip each.
+//! - **The loop guard of `ollm run` holds across requests** ([`guarded`]): small models
+//!   repeat a call whose result they already have until the client's turn limit. A
+//!   reply made only of such repeats is replaced by the answer to the runtime's nudge,
+//!   asked without tools; the client sees an answer where it would have looped.
 //! - **Requests without tools, or with repair off, pass straight through** the pool:
 //!   the adapter's events become chunks without the turn loop.
 
@@ -32,12 +36,12 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use ollm_bridge::ProviderPool;
 use ollm_core::{
-    ChatClient, ChatConfig, ChatEvent, ChatOptions, CompactionConfig, ProviderAdapter,
-    ProviderStream, Tool, ToolError, ToolRegistry,
+    ANSWER_NUDGE, ChatClient, ChatConfig, ChatEvent, ChatOptions, CompactionConfig,
+    ProviderAdapter, ProviderStream, Tool, ToolError, ToolRegistry,
 };
 use ollm_types::{
-    FinishReason, ModelInfo, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest,
-    Role, ToolSchema,
+    ContentPart, FinishReason, Message, ModelInfo, ProviderError, ProviderErrorKind, ProviderEvent,
+    ProviderRequest, Role, ToolCall, ToolSchema,
 };
 use serde_json::{Map, Value};
 
@@ -114,17 +118,79 @@ fn repaired(
     };
     let through = Through {
         pool: pool.clone(),
-        session,
+        session: session.clone(),
         cache: Arc::clone(cache),
     };
-    let client = ChatClient::new(Arc::new(through), tools, config).with_history(request.messages);
+    let client =
+        ChatClient::new(Arc::new(through), tools, config).with_history(request.messages.clone());
     let run = client.chat(SENTINEL, ChatOptions::default());
     // The client lives as long as the run's stream.
-    run.filter_map(move |event| {
-        let _client = &client;
-        std::future::ready(from_chat(event))
+    let pieces = run
+        .filter_map(move |event| {
+            let _client = &client;
+            std::future::ready(from_chat(event))
+        })
+        .boxed();
+    guarded(pool.clone(), request, session, pieces)
+}
+
+/// The loop guard of `ollm run` across requests: a reply whose calls all repeat calls the
+/// conversation already has results for is not sent; the model is asked once more,
+/// without tools, with the runtime's [`ANSWER_NUDGE`] (see `chat/guard.rs` in ollm-core
+/// for the measurements behind it). Calls come at the end of a turn, so holding them
+/// back until the reply ends delays nothing.
+fn guarded(
+    pool: ProviderPool,
+    request: ProviderRequest,
+    session: Option<String>,
+    mut pieces: BoxStream<'static, Piece>,
+) -> BoxStream<'static, Piece> {
+    Box::pin(async_stream::stream! {
+        let mut calls = Vec::new();
+        while let Some(piece) = pieces.next().await {
+            match piece {
+                Piece::Call(call) => calls.push(call),
+                Piece::Finish(reason) => {
+                    if !calls.is_empty() && calls.iter().all(|c| answered(&request, c)) {
+                        tracing::info!(calls = calls.len(), "serve: repeated calls; asking for the answer");
+                        let mut nudged = request.clone();
+                        nudged.tools.clear();
+                        nudged.messages.push(Message::user(ANSWER_NUDGE));
+                        let mut answer = pool.chat_in_session(nudged, session.as_deref());
+                        while let Some(event) = answer.next().await {
+                            if let Some(piece) = from_event(event) {
+                                yield piece;
+                            }
+                        }
+                        return;
+                    }
+                    for call in calls.drain(..) {
+                        yield Piece::Call(call);
+                    }
+                    yield Piece::Finish(reason);
+                }
+                other => yield other,
+            }
+        }
     })
-    .boxed()
+}
+
+/// Whether the conversation already holds `call` (same tool, same arguments) with a
+/// result.
+fn answered(request: &ProviderRequest, call: &ToolCall) -> bool {
+    let messages = &request.messages;
+    messages.iter().enumerate().any(|(i, m)| {
+        m.parts().iter().any(|p| match p {
+            ContentPart::ToolCall(earlier) => {
+                earlier.name == call.name
+                    && earlier.arguments == call.arguments
+                    && messages[i + 1..]
+                        .iter()
+                        .any(|r| r.tool_call_id() == Some(earlier.id.as_str()))
+            }
+            _ => false,
+        })
+    })
 }
 
 fn from_chat(event: ChatEvent) -> Option<Piece> {

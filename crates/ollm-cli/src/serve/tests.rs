@@ -329,3 +329,55 @@ async fn metrics_count_requests_calls_and_replicas() {
     );
     assert!(text.contains("ollm_serve_in_flight 0"), "{text}");
 }
+
+#[tokio::test]
+async fn a_reply_that_only_repeats_an_answered_call_becomes_the_answer() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(FENCED_CALL));
+    mock.push_reply(answer("It says hello."));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let mut turn = body(true, true);
+    turn["messages"] = json!([
+        {"role": "user", "content": "What is in notes.txt?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "read_file", "arguments": "{\"path\":\"notes.txt\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "hello"},
+    ]);
+    let (status, text) = post(&base, &turn).await;
+    assert_eq!(status, 200, "{text}");
+    let events = events(&text);
+    let (content, calls) = reassemble(&events);
+    assert!(calls.is_empty(), "the repeat went to the client: {text}");
+    assert_eq!(content, "It says hello.");
+    let asked = mock.requests();
+    assert_eq!(asked.len(), 2);
+    assert!(asked[1].get("tools").is_none(), "{}", asked[1]);
+    let last = &asked[1]["messages"]
+        .as_array()
+        .and_then(|m| m.last().cloned())
+        .unwrap_or_default();
+    assert_eq!(last["content"], ollm_core::ANSWER_NUDGE);
+}
+
+#[tokio::test]
+async fn a_new_call_after_a_result_still_reaches_the_client() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let other = FENCED_CALL.replace("notes.txt", "todo.txt");
+    mock.push_reply(answer(&other));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let mut turn = body(false, true);
+    turn["messages"] = json!([
+        {"role": "user", "content": "What is in notes.txt and todo.txt?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "read_file", "arguments": "{\"path\":\"notes.txt\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "hello"},
+    ]);
+    let (_, text) = post(&base, &turn).await;
+    let reply: Value = serde_json::from_str(&text).expect("json");
+    let call = &reply["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(
+        call["function"]["arguments"], "{\"path\":\"todo.txt\"}",
+        "{reply}"
+    );
+    assert_eq!(mock.requests().len(), 1);
+}
