@@ -48,7 +48,9 @@
 //! only runs while tests do.
 //!
 //! Then, against the same server, the official `openai` Python package runs a tool loop
-//! directly and through `ollm serve` (`openai_client.rs`, `xtask/e2e/openai_tool_loop.py`).
+//! directly and through `ollm serve` (`openai_client.rs`, `xtask/e2e/openai_tool_loop.py`),
+//! and a second server joins the first in one `ollm serve` pool, killed during 20
+//! requests (`xtask/e2e/two_replicas.py`).
 //!
 //! # What the server and model do (checked with curl, temperature 0, seed 42)
 //!
@@ -252,6 +254,11 @@ pub(crate) fn e2e(root: &Path, pending: bool, passthrough: &[String]) -> Result<
     }
     let ollm = target_dir(root).join("debug/ollm");
     openai_client::run(root, &ollm, &server.base_url(), MODEL_ALIAS)?;
+    let second = start(&QWEN_05B)?;
+    let upstreams = [server.base_url(), second.base_url()];
+    let upstreams = [upstreams[0].as_str(), upstreams[1].as_str()];
+    openai_client::two_replicas(root, &ollm, upstreams, second.pid(), MODEL_ALIAS)?;
+    drop(second);
     drop(server);
     Ok(())
 }

@@ -36,12 +36,38 @@ impl Drop for Served {
     }
 }
 
+/// Two replicas in one pool, the one at `victim` (its process id) killed during 20
+/// requests (`xtask/e2e/two_replicas.py` says what must hold).
+pub(crate) fn two_replicas(
+    root: &Path,
+    ollm: &Path,
+    upstreams: [&str; 2],
+    victim: u32,
+    model: &str,
+) -> Result<()> {
+    section("e2e: two replicas in one pool, one killed during 20 requests");
+    let python = venv_python(root)?;
+    let served = start_serve(ollm, &upstreams)?;
+    println!(
+        "ollm serve at {} in front of {upstreams:?}",
+        served.base_url
+    );
+    let result = run_cmd(
+        Command::new(&python)
+            .arg(root.join("xtask/e2e/two_replicas.py"))
+            .args([served.base_url.as_str(), model, &victim.to_string()])
+            .stdin(Stdio::null()),
+    );
+    drop(served);
+    result
+}
+
 /// Runs the tool loop with the `openai` package directly against `upstream` (the real
 /// server's `/v1` URL) and through `ollm serve` (the binary `ollm`) in front of it.
 pub(crate) fn run(root: &Path, ollm: &Path, upstream: &str, model: &str) -> Result<()> {
     section("e2e: the official openai client, directly and through ollm serve");
     let python = venv_python(root)?;
-    let served = start_serve(ollm, upstream)?;
+    let served = start_serve(ollm, &[upstream])?;
     println!("ollm serve at {} in front of {upstream}", served.base_url);
     let script = root.join("xtask/e2e/openai_tool_loop.py");
     let result = run_cmd(
@@ -92,11 +118,15 @@ fn venv_python(root: &Path) -> Result<PathBuf> {
     Ok(python)
 }
 
-/// Starts `ollm serve` on a free loopback port in front of `upstream`.
-fn start_serve(ollm: &Path, upstream: &str) -> Result<Served> {
-    let mut child = Command::new(ollm)
-        .args(["--provider", "openai", "serve", "--listen", "127.0.0.1:0"])
-        .args(["--upstream", upstream, "--health", "llama"])
+/// Starts `ollm serve` on a free loopback port in front of `upstreams`.
+fn start_serve(ollm: &Path, upstreams: &[&str]) -> Result<Served> {
+    let mut command = Command::new(ollm);
+    command.args(["--provider", "openai", "serve", "--listen", "127.0.0.1:0"]);
+    for upstream in upstreams {
+        command.args(["--upstream", upstream]);
+    }
+    let mut child = command
+        .args(["--health", "llama", "--health-interval", "1"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
