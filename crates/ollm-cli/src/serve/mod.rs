@@ -12,6 +12,8 @@
 //! - The address it listens on is printed on stdout (`listening on http://...`) once the
 //!   socket is bound, so scripts and tests can start it on port 0 and read the port.
 
+#[cfg(test)]
+mod fidelity;
 mod http;
 mod metrics;
 mod repair;
