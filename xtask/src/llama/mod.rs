@@ -253,11 +253,12 @@ pub(crate) fn e2e(root: &Path, pending: bool, passthrough: &[String]) -> Result<
         println!("e2e: (the server was installed, started and found healthy)");
     }
     let ollm = target_dir(root).join("debug/ollm");
-    openai_client::run(root, &ollm, &server.base_url(), MODEL_ALIAS)?;
+    let cache = cache_dir()?;
+    openai_client::run(root, &cache, &ollm, &server.base_url(), MODEL_ALIAS)?;
     let second = start(&QWEN_05B)?;
     let upstreams = [server.base_url(), second.base_url()];
     let upstreams = [upstreams[0].as_str(), upstreams[1].as_str()];
-    openai_client::two_replicas(root, &ollm, upstreams, second.pid(), MODEL_ALIAS)?;
+    openai_client::two_replicas(root, &cache, &ollm, upstreams, second.pid(), MODEL_ALIAS)?;
     drop(second);
     drop(server);
     Ok(())

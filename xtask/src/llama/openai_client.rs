@@ -40,13 +40,14 @@ impl Drop for Served {
 /// requests (`xtask/e2e/two_replicas.py` says what must hold).
 pub(crate) fn two_replicas(
     root: &Path,
+    cache: &Path,
     ollm: &Path,
     upstreams: [&str; 2],
     victim: u32,
     model: &str,
 ) -> Result<()> {
     section("e2e: two replicas in one pool, one killed during 20 requests");
-    let python = venv_python(root)?;
+    let python = venv_python(root, cache)?;
     let served = start_serve(ollm, &upstreams)?;
     println!(
         "ollm serve at {} in front of {upstreams:?}",
@@ -64,9 +65,15 @@ pub(crate) fn two_replicas(
 
 /// Runs the tool loop with the `openai` package directly against `upstream` (the real
 /// server's `/v1` URL) and through `ollm serve` (the binary `ollm`) in front of it.
-pub(crate) fn run(root: &Path, ollm: &Path, upstream: &str, model: &str) -> Result<()> {
+pub(crate) fn run(
+    root: &Path,
+    cache: &Path,
+    ollm: &Path,
+    upstream: &str,
+    model: &str,
+) -> Result<()> {
     section("e2e: the official openai client, directly and through ollm serve");
-    let python = venv_python(root)?;
+    let python = venv_python(root, cache)?;
     let served = start_serve(ollm, &[upstream])?;
     println!("ollm serve at {} in front of {upstream}", served.base_url);
     let script = root.join("xtask/e2e/openai_tool_loop.py");
@@ -80,9 +87,10 @@ pub(crate) fn run(root: &Path, ollm: &Path, upstream: &str, model: &str) -> Resu
     result
 }
 
-/// The venv's Python with the pinned `openai`, installed on first use.
-fn venv_python(root: &Path) -> Result<PathBuf> {
-    let venv = super::cache_dir()?.join("openai-venv");
+/// The Python of the venv `openai-venv` in `cache`, with the pinned `openai`, installed
+/// on first use.
+fn venv_python(root: &Path, cache: &Path) -> Result<PathBuf> {
+    let venv = cache.join("openai-venv");
     let python = venv.join("bin/python");
     let probe = format!("import openai, sys; sys.exit(openai.__version__ != {OPENAI_VERSION:?})");
     let ready = Command::new(&python)

@@ -19,7 +19,11 @@
 //!   `max_tokens` (none: the server's), compaction is off (a proxy does not rewrite a
 //!   conversation it does not own).
 //! - What the server says about a model (`show_model`) is cached for a minute across
-//!   requests, so the turn loop's capability check does not cost a round trip each.
+//!   requests, so the turn loop's capability check does not cost a round trip each. A
+//!   server that refused native tools for a model (vLLM without
+//!   `--enable-auto-tool-choice`, llama-server without `--jinja`) is remembered for the
+//!   server's life: later requests for that model go straight to the ReAct fallback.
+//!   Nothing else the loop learns is kept: each request decides afresh.
 //! - **The loop guard of `ollm run` holds across requests** ([`guarded`]): small models
 //!   repeat a call whose result they already have until the client's turn limit. A
 //!   reply made only of such repeats is replaced by the answer to the runtime's nudge,
@@ -27,7 +31,7 @@
 //! - **Requests without tools, or with repair off, pass straight through** the pool:
 //!   the adapter's events become chunks without the turn loop.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,7 +40,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use ollm_bridge::ProviderPool;
 use ollm_core::{
-    ANSWER_NUDGE, ChatClient, ChatConfig, ChatEvent, ChatOptions, CompactionConfig,
+    ANSWER_NUDGE, ChatClient, ChatConfig, ChatEvent, ChatOptions, CompactionConfig, Learned,
     ProviderAdapter, ProviderStream, Tool, ToolError, ToolRegistry,
 };
 use ollm_types::{
@@ -53,10 +57,12 @@ const SENTINEL: &str = "\u{0}ollm-serve: continue the conversation above\u{0}";
 /// How long a model's description is reused.
 const INFO_TTL: Duration = Duration::from_secs(60);
 
-/// What the server said about each model, and when.
+/// What the server said about each model, and when; and the models whose server refused
+/// native tools (so later requests go straight to the fallback).
 #[derive(Debug, Default)]
 pub(crate) struct InfoCache {
     entries: Mutex<HashMap<String, (Instant, ModelInfo)>>,
+    native_refused: Mutex<HashSet<String>>,
 }
 
 /// The pieces of the reply to `request`.
@@ -123,11 +129,22 @@ fn repaired(
     };
     let client =
         ChatClient::new(Arc::new(through), tools, config).with_history(request.messages.clone());
+    let model = request.model.clone();
+    if lock(&cache.native_refused).contains(&model) {
+        let learned = Learned {
+            native_refused: true,
+            ..Learned::default()
+        };
+        client.remember(model.clone(), learned);
+    }
     let run = client.chat(SENTINEL, ChatOptions::default());
-    // The client lives as long as the run's stream.
+    let cache = Arc::clone(cache);
+    // The client lives as long as the run's stream; at its end, a refusal is remembered.
     let pieces = run
         .filter_map(move |event| {
-            let _client = &client;
+            if matches!(event, ChatEvent::Finish { .. }) && client.learned(&model).native_refused {
+                lock(&cache.native_refused).insert(model.clone());
+            }
             std::future::ready(from_chat(event))
         })
         .boxed();

@@ -381,3 +381,37 @@ async fn a_new_call_after_a_result_still_reaches_the_client() {
     );
     assert_eq!(mock.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn behind_vllm_without_auto_tool_choice_calls_still_arrive_through_react() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.behave_as_vllm(test_utils::mock_vllm::VllmFlags::default());
+    let react =
+        "Thought: I need the file.\nAction: read_file\nAction Input: {\"path\": \"notes.txt\"}";
+    mock.push_reply(answer(react));
+    mock.push_reply(answer(react));
+    let base = serve(&[mock.base_url()], true, None).await;
+    for round in 0..2 {
+        let (status, text) = post(&base, &body(false, true)).await;
+        assert_eq!(status, 200, "round {round}: {text}");
+        let reply: Value = serde_json::from_str(&text).expect("json");
+        let call = &reply["choices"][0]["message"]["tool_calls"][0];
+        assert_eq!(
+            call["function"]["name"], "read_file",
+            "round {round}: {reply}"
+        );
+        assert_eq!(call["function"]["arguments"], "{\"path\":\"notes.txt\"}");
+    }
+    // The refusal cost one request, once: the second round went straight to ReAct.
+    let with_tools = mock
+        .requests()
+        .iter()
+        .filter(|r| r.get("tools").is_some())
+        .count();
+    assert_eq!(
+        (mock.requests().len(), with_tools),
+        (3, 1),
+        "{:?}",
+        mock.requests()
+    );
+}
