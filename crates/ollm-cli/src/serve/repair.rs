@@ -61,7 +61,7 @@ const INFO_TTL: Duration = Duration::from_secs(60);
 /// native tools (so later requests go straight to the fallback).
 #[derive(Debug, Default)]
 pub(crate) struct InfoCache {
-    entries: Mutex<HashMap<String, (Instant, ModelInfo)>>,
+    entries: Mutex<HashMap<String, (Instant, Result<ModelInfo, ProviderError>)>>,
     native_refused: Mutex<HashSet<String>>,
 }
 
@@ -270,11 +270,18 @@ impl ProviderAdapter for Through {
             .filter(|(at, _)| at.elapsed() < INFO_TTL)
             .map(|(_, info)| info.clone());
         if let Some(info) = cached {
-            return Ok(info);
+            return info;
         }
-        let info = self.pool.show_model(model).await?;
-        lock(&self.cache.entries).insert(model.to_owned(), (Instant::now(), info.clone()));
-        Ok(info)
+        let info = self.pool.show_model(model).await;
+        // A server that cannot say is remembered as such; a passing failure is not.
+        let lasting = match &info {
+            Ok(_) => true,
+            Err(e) => e.kind == ProviderErrorKind::Unsupported,
+        };
+        if lasting {
+            lock(&self.cache.entries).insert(model.to_owned(), (Instant::now(), info.clone()));
+        }
+        info
     }
 }
 
