@@ -57,11 +57,14 @@ const SENTINEL: &str = "\u{0}ollm-serve: continue the conversation above\u{0}";
 /// How long a model's description is reused.
 const INFO_TTL: Duration = Duration::from_secs(60);
 
+/// What the server said about one model.
+type Described = Result<ModelInfo, ProviderError>;
+
 /// What the server said about each model, and when; and the models whose server refused
 /// native tools (so later requests go straight to the fallback).
 #[derive(Debug, Default)]
 pub(crate) struct InfoCache {
-    entries: Mutex<HashMap<String, (Instant, Result<ModelInfo, ProviderError>)>>,
+    entries: Mutex<HashMap<String, (Instant, Described)>>,
     native_refused: Mutex<HashSet<String>>,
 }
 
