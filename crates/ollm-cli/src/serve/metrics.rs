@@ -80,40 +80,44 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
             );
         }
-        let status = pool.status();
-        let series: [Series; 4] = [
-            (
-                "ollm_pool_replica_healthy",
-                "gauge",
-                "1 when the replica passed its last check.",
-                |s| u64::from(s.healthy),
-            ),
-            (
-                "ollm_pool_replica_in_flight",
-                "gauge",
-                "Requests in flight on the replica.",
-                |s| s.in_flight as u64,
-            ),
-            (
-                "ollm_pool_replica_served_total",
-                "counter",
-                "Replies the replica started.",
-                |s| s.served as u64,
-            ),
-            (
-                "ollm_pool_replica_failovers_total",
-                "counter",
-                "Requests failed over away from the replica.",
-                |s| s.failovers as u64,
-            ),
-        ];
-        for (name, kind, help, value) in series {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for s in &status {
-                let replica = s.name.replace('\\', "\\\\").replace('"', "\\\"");
-                let _ = writeln!(out, "{name}{{replica=\"{replica}\"}} {}", value(s));
-            }
-        }
+        render_replicas(&pool.status(), &mut out);
         out
+    }
+}
+
+/// The per-replica series.
+fn render_replicas(status: &[ReplicaStatus], out: &mut String) {
+    let series: [Series; 4] = [
+        (
+            "ollm_pool_replica_healthy",
+            "gauge",
+            "1 when the replica passed its last check.",
+            |s| u64::from(s.healthy),
+        ),
+        (
+            "ollm_pool_replica_in_flight",
+            "gauge",
+            "Requests in flight on the replica.",
+            |s| s.in_flight as u64,
+        ),
+        (
+            "ollm_pool_replica_served_total",
+            "counter",
+            "Replies the replica started.",
+            |s| s.served as u64,
+        ),
+        (
+            "ollm_pool_replica_failovers_total",
+            "counter",
+            "Requests failed over away from the replica.",
+            |s| s.failovers as u64,
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for s in status {
+            let replica = s.name.replace('\\', "\\\\").replace('"', "\\\"");
+            let _ = writeln!(out, "{name}{{replica=\"{replica}\"}} {}", value(s));
+        }
     }
 }
