@@ -14,7 +14,10 @@
 //!   streamed requests, per token delivered, next to this process's CPU (client and mock)
 //!   per token on the direct run.
 //! - **Throughput at `--streams` concurrent streams** (default 1,000): that many client
-//!   threads released at once, one streamed request each; tokens per second of wall time.
+//!   threads released at once, one streamed request each on a connection opened
+//!   beforehand; tokens per second of wall time. Twice: against a mock that sends all
+//!   its tokens at once (serve's own ceiling on this machine), and against one that
+//!   paces them [`PACE`] apart, as a server generating does.
 //!
 //! Every reply is checked to carry all the tokens, so a faster wrong answer cannot pass.
 
@@ -69,6 +72,10 @@ impl Options {
     }
 }
 
+/// The paced mock's time between tokens: 100 tokens/s per stream, faster than a small
+/// model on a CPU; 1,000 streams of it ask for 100,000 tokens/s.
+const PACE: Duration = Duration::from_millis(10);
+
 /// The canned token the mock streams.
 const TOKEN: &str = "tok ";
 
@@ -88,7 +95,10 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
             crate::llama::target_dir(root).join("release/ollm")
         }
     };
-    let mock = start_mock(options.tokens)?;
+    // Serve may keep a connection per stream open to the mock while the direct
+    // clients open as many again.
+    let workers = 2 * options.streams + 64;
+    let mock = start_mock(options.tokens, workers, Duration::ZERO)?;
     let serve = Serve::start(&ollm, mock)?;
     section(&format!(
         "bench --serve: mock upstream {mock}, ollm serve {}",
@@ -97,7 +107,12 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     latency(mock, serve.addr, options, false)?;
     latency(mock, serve.addr, options, true)?;
     cpu(mock, &serve, options)?;
-    throughput(mock, serve.addr, options)?;
+    throughput(mock, serve.addr, options, "an unpaced mock (all at once)")?;
+    drop(serve);
+    let paced = start_mock(options.tokens, workers, PACE)?;
+    let serve = Serve::start(&ollm, paced)?;
+    let label = format!("a mock pacing tokens {} ms apart", PACE.as_millis());
+    throughput(paced, serve.addr, options, &label)?;
     Ok(())
 }
 
@@ -166,19 +181,25 @@ impl Drop for Serve {
     }
 }
 
-/// The mock upstream on a free port; one thread per connection, keep-alive.
-fn start_mock(tokens: usize) -> Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
+/// The mock upstream on a free port: `workers` threads started up front, each accepting
+/// and answering one keep-alive connection at a time, so neither path pays for a thread
+/// spawn per connection (serve keeps its upstream connections; the direct clients do
+/// not).
+fn start_mock(tokens: usize, workers: usize, interval: Duration) -> Result<SocketAddr> {
+    let listener = Arc::new(TcpListener::bind("127.0.0.1:0")?);
     let addr = listener.local_addr()?;
     let sse: Arc<str> = canned_stream(tokens).into();
-    thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let sse = Arc::clone(&sse);
-            let _ = thread::Builder::new()
-                .stack_size(128 * 1024)
-                .spawn(move || answer_connection(stream, &sse));
-        }
-    });
+    for _ in 0..workers {
+        let (listener, sse) = (Arc::clone(&listener), Arc::clone(&sse));
+        thread::Builder::new()
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                while let Ok((stream, _)) = listener.accept() {
+                    answer_connection(stream, &sse, interval);
+                }
+            })
+            .context("starting a mock worker")?;
+    }
     Ok(addr)
 }
 
@@ -197,8 +218,9 @@ fn canned_stream(tokens: usize) -> String {
     sse
 }
 
-/// Answers the requests of one connection until it closes or asks to.
-fn answer_connection(stream: TcpStream, sse: &str) {
+/// Answers the requests of one connection until it closes or asks to; a chat reply's
+/// events are `interval` apart (none: all at once).
+fn answer_connection(stream: TcpStream, sse: &str, interval: Duration) {
     let _ = stream.set_nodelay(true);
     let Ok(write_half) = stream.try_clone() else {
         return;
@@ -226,12 +248,18 @@ fn answer_connection(stream: TcpStream, sse: &str) {
             "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\r\n",
             payload.len()
         );
-        if writer
-            .write_all(head.as_bytes())
-            .and_then(|()| writer.write_all(payload.as_bytes()))
-            .is_err()
-            || close
-        {
+        let paced = !interval.is_zero() && kind == "text/event-stream";
+        let sent = writer.write_all(head.as_bytes()).and_then(|()| {
+            if !paced {
+                return writer.write_all(payload.as_bytes());
+            }
+            for event in payload.split_inclusive("\n\n") {
+                writer.write_all(event.as_bytes())?;
+                thread::sleep(interval);
+            }
+            Ok(())
+        });
+        if sent.is_err() || close {
             return;
         }
     }
@@ -264,7 +292,14 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<(String, bool)> {
 /// arrived.
 fn request(addr: SocketAddr, body: &str, tokens: usize) -> Result<Duration> {
     let start = Instant::now();
-    let mut stream = TcpStream::connect(addr)?;
+    let stream = TcpStream::connect(addr)?;
+    send(stream, body, tokens)?;
+    Ok(start.elapsed())
+}
+
+/// Sends one streamed request on `stream` and reads the reply to its end; fails unless
+/// every token arrived.
+fn send(mut stream: TcpStream, body: &str, tokens: usize) -> Result<()> {
     stream.set_nodelay(true)?;
     let head = format!(
         "POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -274,7 +309,6 @@ fn request(addr: SocketAddr, body: &str, tokens: usize) -> Result<Duration> {
     stream.write_all(body.as_bytes())?;
     let mut reply = Vec::new();
     stream.read_to_end(&mut reply)?;
-    let elapsed = start.elapsed();
     let text = String::from_utf8_lossy(&reply);
     let got = text.matches(TOKEN.trim_end()).count();
     if !text.starts_with("HTTP/1.1 200") || got != tokens {
@@ -283,7 +317,7 @@ fn request(addr: SocketAddr, body: &str, tokens: usize) -> Result<Duration> {
             text.chars().take(300).collect::<String>()
         );
     }
-    Ok(elapsed)
+    Ok(())
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -344,7 +378,7 @@ fn cpu_seconds(pid: &str) -> Result<f64> {
 /// CPU per streamed token: serve's, next to client and mock's on the direct path.
 fn cpu(mock: SocketAddr, serve: &Serve, options: &Options) -> Result<()> {
     let body = body(false);
-    let runs = options.requests.max(200);
+    let runs = (options.requests * 5).max(1000);
     let tokens = (runs * options.tokens) as f64;
     let own = cpu_seconds("self")?;
     for _ in 0..runs {
@@ -373,41 +407,46 @@ fn cpu(mock: SocketAddr, serve: &Serve, options: &Options) -> Result<()> {
     Ok(())
 }
 
-/// Tokens per second with `streams` requests released at once.
+/// Tokens per second with `streams` requests sent at once, each on a connection opened
+/// beforehand (so the measure is of streams, not of a burst of connects).
 fn burst(addr: SocketAddr, streams: usize, tokens: usize) -> Result<f64> {
     let barrier = Arc::new(Barrier::new(streams + 1));
     let body: Arc<str> = body(false).into();
-    let workers: Vec<_> = (0..streams)
-        .map(|_| {
-            let (barrier, body) = (Arc::clone(&barrier), Arc::clone(&body));
+    let mut workers = Vec::with_capacity(streams);
+    for _ in 0..streams {
+        let stream = TcpStream::connect(addr).context("opening a connection")?;
+        let (barrier, body) = (Arc::clone(&barrier), Arc::clone(&body));
+        workers.push(
             thread::Builder::new()
                 .stack_size(128 * 1024)
                 .spawn(move || {
                     barrier.wait();
-                    request(addr, &body, tokens)
-                })
-        })
-        .collect::<Result<_, _>>()?;
+                    send(stream, &body, tokens)
+                })?,
+        );
+    }
     barrier.wait();
     let start = Instant::now();
     for worker in workers {
         worker
             .join()
-            .map_err(|_| anyhow::anyhow!("a client thread panicked"))??;
+            .map_err(|_| anyhow::anyhow!("a client thread panicked"))?
+            .with_context(|| format!("a stream to {addr}"))?;
     }
     Ok((streams * tokens) as f64 / start.elapsed().as_secs_f64())
 }
 
-/// Throughput at `--streams` concurrent streams, each way, best of three rounds.
-fn throughput(mock: SocketAddr, serve: SocketAddr, options: &Options) -> Result<()> {
+/// Throughput at `--streams` concurrent streams, each way, best of three rounds
+/// (alternating, so both see the same machine).
+fn throughput(mock: SocketAddr, serve: SocketAddr, options: &Options, label: &str) -> Result<()> {
     let (mut direct, mut served) = (0.0f64, 0.0f64);
     for _ in 0..3 {
         direct = direct.max(burst(mock, options.streams, options.tokens)?);
         served = served.max(burst(serve, options.streams, options.tokens)?);
     }
     println!(
-        "throughput, {} concurrent streams of {} tokens (best of 3): direct {:.0} tokens/s, \
-         through serve {:.0} tokens/s, ratio {:.2}",
+        "throughput, {} concurrent streams of {} tokens from {label} (best of 3): direct {:.0} \
+         tokens/s, through serve {:.0} tokens/s, ratio {:.2}",
         options.streams,
         options.tokens,
         direct,
