@@ -195,10 +195,16 @@ fn guarded(
     })
 }
 
-/// Whether the conversation already holds `call` (same tool, same arguments) with a
-/// result.
+/// Whether the conversation, since the user's last message, already holds `call` (same
+/// tool, same arguments) with a result. Like `ollm run`'s memory, which lasts one prompt:
+/// a new question may well need a fresh result.
 fn answered(request: &ProviderRequest, call: &ToolCall) -> bool {
-    let messages = &request.messages;
+    let since = request
+        .messages
+        .iter()
+        .rposition(|m| m.role() == Role::User)
+        .map_or(0, |i| i + 1);
+    let messages = &request.messages[since..];
     messages.iter().enumerate().any(|(i, m)| {
         m.parts().iter().any(|p| match p {
             ContentPart::ToolCall(earlier) => {

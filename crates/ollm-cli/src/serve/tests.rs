@@ -415,3 +415,26 @@ async fn behind_vllm_without_auto_tool_choice_calls_still_arrive_through_react()
         mock.requests()
     );
 }
+
+#[tokio::test]
+async fn a_call_answered_before_the_users_last_message_may_run_again() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(FENCED_CALL));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let mut turn = body(false, true);
+    turn["messages"] = json!([
+        {"role": "user", "content": "What is in notes.txt?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "read_file", "arguments": "{\"path\":\"notes.txt\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "hello"},
+        {"role": "assistant", "content": "It says hello."},
+        {"role": "user", "content": "I changed it. What is in notes.txt now?"},
+    ]);
+    let (_, text) = post(&base, &turn).await;
+    let reply: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(
+        reply["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "read_file",
+        "{reply}"
+    );
+    assert_eq!(mock.requests().len(), 1);
+}
