@@ -54,6 +54,8 @@ impl Meta {
 #[derive(Debug)]
 pub(crate) struct Chunker {
     meta: Meta,
+    /// `data: {"id":...,"choices":[{"index":0,"delta":`, the start every text chunk shares.
+    head: String,
     calls: usize,
     usage: Usage,
     include_usage: bool,
@@ -64,8 +66,15 @@ impl Chunker {
     /// A stream for `meta`; the first chunk says the role.
     pub(crate) fn new(meta: Meta, include_usage: bool) -> (Self, String) {
         let first = meta.chunk(json!({"role": "assistant", "content": ""}), None);
+        let head = format!(
+            r#"data: {{"id":{},"object":"chat.completion.chunk","created":{},"model":{},"choices":[{{"index":0,"delta":"#,
+            Value::from(meta.id.as_str()),
+            meta.created,
+            Value::from(meta.model.as_str()),
+        );
         let chunker = Chunker {
             meta,
+            head,
             calls: 0,
             usage: Usage::default(),
             include_usage,
@@ -77,9 +86,7 @@ impl Chunker {
     /// The SSE events for `piece`, appended to `out`.
     pub(crate) fn push(&mut self, piece: Piece, out: &mut String) {
         match piece {
-            Piece::Text(text) if !text.is_empty() => {
-                out.push_str(&sse(&self.meta.chunk(json!({"content": text}), None)));
-            }
+            Piece::Text(text) if !text.is_empty() => self.text_chunk(&text, out),
             Piece::Reasoning(text) if !text.is_empty() => {
                 let delta = json!({"reasoning_content": text});
                 out.push_str(&sse(&self.meta.chunk(delta, None)));
@@ -107,6 +114,15 @@ impl Chunker {
             Piece::Error(error) => out.push_str(&sse(&error_body(&error))),
             Piece::Text(_) | Piece::Reasoning(_) => {}
         }
+    }
+
+    /// A content chunk, written without building a JSON value: this runs once per piece
+    /// of streamed text.
+    fn text_chunk(&self, text: &str, out: &mut String) {
+        out.push_str(&self.head);
+        out.push_str(r#"{"content":"#);
+        out.push_str(&Value::from(text).to_string());
+        out.push_str("},\"finish_reason\":null}]}\n\n");
     }
 
     fn finish_reason(&self) -> &'static str {
@@ -290,5 +306,29 @@ mod tests {
         chunker.push(Piece::Error(error), &mut out);
         assert!(out.contains(r#"data: {"error":"#), "{out}");
         assert!(!out.contains("[DONE]"), "{out}");
+    }
+}
+
+#[cfg(test)]
+mod text_chunks {
+    use super::*;
+
+    #[test]
+    fn a_text_chunk_written_by_hand_is_the_chunk_serde_writes() {
+        let meta = Meta {
+            id: "chatcmpl-\"x\"".into(),
+            created: 7,
+            model: "m\\1".into(),
+        };
+        let (mut chunker, _) = Chunker::new(meta.clone(), false);
+        for text in ["plain", "quote \" and \\ and \n and ü and \u{1}", "</s>"] {
+            let mut out = String::new();
+            chunker.push(Piece::Text(text.into()), &mut out);
+            let data = out
+                .strip_prefix("data: ")
+                .and_then(|d| d.strip_suffix("\n\n"));
+            let got: Value = serde_json::from_str(data.unwrap_or("")).expect("json");
+            assert_eq!(got, meta.chunk(json!({"content": text}), None), "{out}");
+        }
     }
 }
