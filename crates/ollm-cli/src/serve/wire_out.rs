@@ -7,6 +7,9 @@
 //!   [`ARGUMENT_FRAGMENT`] bytes (cut on character boundaries), each in its own chunk with
 //!   only the `index`. Clients that reassemble by index (the `openai` package, LangChain)
 //!   get exactly the call; a call is never shown as `content`.
+//! - Text chunks, the hot path of a stream, are written by hand around the JSON-escaped
+//!   text (a test checks they parse to exactly what serde writes); the rest of the
+//!   chunks are built as JSON values.
 //! - Reasoning goes out as `reasoning_content`, the field llama-server, vLLM and DeepSeek
 //!   use.
 //! - The finish reason is `tool_calls` when the reply made calls, `length` when the cap
