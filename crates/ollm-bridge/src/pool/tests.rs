@@ -211,7 +211,8 @@ async fn a_session_or_a_conversation_stays_on_its_replica() {
         MockOpenAi::start().await.expect("mock"),
     ];
     for mock in &mocks {
-        for _ in 0..4 {
+        // Enough for both runs of three, should they land on the same replica.
+        for _ in 0..6 {
             mock.push_reply(answer("ok"));
         }
     }
