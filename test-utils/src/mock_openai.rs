@@ -186,6 +186,10 @@ struct Shared {
     /// How a request with `tools` is refused, when the server is started without tools.
     refuse_tools: Mutex<Option<ToolsOff>>,
     body_ended: Notify,
+    /// llama.cpp's `GET /health` answers 503 "Loading model" while this is set.
+    loading: std::sync::atomic::AtomicBool,
+    /// vLLM's own rules, applied before the script ([`MockOpenAi::behave_as_vllm`]).
+    vllm: Mutex<Option<crate::mock_vllm::VllmFlags>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -226,6 +230,7 @@ impl MockOpenAi {
             .route("/v1/models", get(models))
             .route("/tokenize", post(tokenize))
             .route("/props", get(props))
+            .route("/health", get(health))
             .with_state(Arc::clone(&shared));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -260,6 +265,22 @@ impl MockOpenAi {
     /// other requests are answered from the script as usual.
     pub fn refuse_tools(&self, how: ToolsOff) {
         *lock(&self.shared.refuse_tools) = Some(how);
+    }
+
+    /// Makes `GET /health` answer as llama.cpp does while its model loads (503) or once
+    /// it is ready (200 `{"status": "ok"}`, the default).
+    pub fn set_loading(&self, loading: bool) {
+        self.shared
+            .loading
+            .store(loading, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Refuses what a vLLM server started with `flags` refuses, in its words and error
+    /// shape (see [`crate::mock_vllm`]); other requests get the script as usual. Also
+    /// switches the tokenizer to vLLM's and lists models with `flags.max_model_len`.
+    pub fn behave_as_vllm(&self, flags: crate::mock_vllm::VllmFlags) {
+        *lock(&self.shared.tokenizer) = Tokenizer::Vllm;
+        *lock(&self.shared.vllm) = Some(flags);
     }
 
     /// Chooses the tokenizer dialect.
@@ -427,6 +448,15 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     if let (true, Some(how)) = (has_tools, *lock(&shared.refuse_tools)) {
         return tools_refusal(how);
     }
+    let vllm = lock(&shared.vllm).clone();
+    if let Some(flags) = vllm {
+        let models = lock(&shared.models).clone();
+        let last = lock(&shared.requests).last().cloned().unwrap_or_default();
+        if let Some((status, body)) = crate::mock_vllm::refusal(&flags, &models, &last) {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+            return (status, axum::Json(body)).into_response();
+        }
+    }
     let Some(reply) = lock(&shared.replies).pop_front() else {
         return error_response(StatusCode::INTERNAL_SERVER_ERROR, "no scripted reply left");
     };
@@ -545,11 +575,22 @@ fn async_stream_body<G: Send + 'static>(
 }
 
 async fn models(State(shared): State<Arc<Shared>>) -> Response {
+    let max_model_len = lock(&shared.vllm)
+        .as_ref()
+        .map_or(4096, |f| f.max_model_len);
     let data: Vec<Value> = lock(&shared.models)
         .iter()
-        .map(|id| json!({"id": id, "object": "model", "owned_by": "mock", "max_model_len": 4096}))
+        .map(|id| json!({"id": id, "object": "model", "owned_by": "mock", "max_model_len": max_model_len}))
         .collect();
     axum::Json(json!({"object": "list", "data": data})).into_response()
+}
+
+async fn health(State(shared): State<Arc<Shared>>) -> Response {
+    if shared.loading.load(std::sync::atomic::Ordering::Relaxed) {
+        let body = json!({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}});
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    }
+    axum::Json(json!({"status": "ok"})).into_response()
 }
 
 async fn props(State(shared): State<Arc<Shared>>) -> Response {

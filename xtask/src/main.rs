@@ -15,7 +15,8 @@
 //!   ollm-bridge --bench floor`, see `docs/performance.md`), passing any further arguments
 //!   through; `bench --decoders` runs the in-memory decoder benchmarks instead, and
 //!   `bench --real URL MODEL` compares `ollm run` with curl on a real server (see
-//!   [`mod@bench`]).
+//!   [`mod@bench`]); `bench --serve` measures `ollm serve` against its upstream (see
+//!   [`bench_serve`]).
 //! - `fuzz`: the long-running randomized check of the decoders and parsers (see [`fuzz`]).
 //! - `dist`: the release tarball of the CLI (see [`dist`]).
 //! - `release`: bump, date the changelog, package, commit and tag (see [`release`]).
@@ -30,6 +31,7 @@
 )]
 
 mod bench;
+mod bench_serve;
 mod ci;
 mod cycles;
 mod dist;
@@ -92,6 +94,9 @@ Tasks:
                        smaller cases, ~10 s; --instructions: callgrind instruction
                        counts beside the CPU ratios (deterministic)
   bench --decoders     the in-memory decoder benchmarks (benches/stream.rs, sse.rs)
+  bench --serve [--ollm PATH] [--requests N] [--streams N] [--tokens N]
+                       ollm serve against its upstream (a mock): added latency,
+                       CPU per streamed token, throughput at 1,000 streams
   bench --real URL MODEL [--pairs N] [--max-tokens N] [--ollm PATH]
                        the release `ollm run` against curl with the same body on a
                        real OpenAI-compatible server, alternating pairs: the ratio
@@ -188,6 +193,9 @@ fn run() -> Result<()> {
         "bench" => {
             if rest.first().is_some_and(|a| a == "--real") {
                 return bench::real(&root, &bench::Real::parse(&rest[1..])?);
+            }
+            if rest.first().is_some_and(|a| a == "--serve") {
+                return bench_serve::run(&root, &bench_serve::Options::parse(&rest[1..])?);
             }
             let mut cmd = cargo();
             cmd.current_dir(&root).args(["bench", "-p", "ollm-bridge"]);

@@ -34,6 +34,9 @@ pub enum BridgeError {
         /// Why it is not usable.
         message: String,
     },
+    /// A pool was given no replicas.
+    #[error("a pool needs at least one replica")]
+    EmptyPool,
     /// The server could not be reached.
     #[error("could not connect to {url}: {message}")]
     Connect {
@@ -167,7 +170,9 @@ impl From<BridgeError> for ProviderError {
     fn from(err: BridgeError) -> Self {
         let retryable = err.is_retryable();
         let (kind, status) = match &err {
-            BridgeError::InvalidUrl { .. } => (ProviderErrorKind::BadRequest, None),
+            BridgeError::InvalidUrl { .. } | BridgeError::EmptyPool => {
+                (ProviderErrorKind::BadRequest, None)
+            }
             BridgeError::Connect { .. } | BridgeError::Body { .. } => {
                 (ProviderErrorKind::Connection, None)
             }

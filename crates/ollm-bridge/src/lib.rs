@@ -40,6 +40,7 @@ mod host;
 pub mod lines;
 pub mod ollama;
 pub mod openai;
+mod pool;
 mod repair;
 mod retrying;
 mod shell;
@@ -51,6 +52,7 @@ pub use host::redact_url;
 pub use lines::LineSplitter;
 pub use ollama::{OllamaConfig, OllamaProvider};
 pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use pool::{PoolConfig, PoolEvent, ProviderPool, Replica, ReplicaKind, ReplicaStatus};
 pub use shell::Decoder;
 pub use transport::{
     Attempt, BodyChunks, HttpConfig, KeyHeader, RequestSpec, RetryPolicy, Secret, Transport,

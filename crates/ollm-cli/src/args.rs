@@ -95,6 +95,9 @@ pub(crate) enum Command {
     },
     /// List the models loaded in memory.
     Ps,
+    /// Serve an OpenAI-compatible API in front of one or more model servers, repairing
+    /// tool calls on the way through (docs/serve.md).
+    Serve(ServeArgs),
     /// Print the client's and the server's versions.
     Version,
     /// Inspect the configuration.
@@ -362,6 +365,53 @@ pub(crate) struct AddArgs {
     /// The program of a stdio server and its arguments, after `--`.
     #[arg(last = true, required_unless_present = "url")]
     pub(crate) command: Vec<String>,
+}
+
+/// The default cap on a request body: room for a few images as `data:` URLs.
+pub(crate) const DEFAULT_MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// `ollm serve`'s arguments.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ServeArgs {
+    /// The address to listen on; non-loopback addresses need `--api-key`.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8090")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// An upstream server (repeat for a pool); default: the provider's address.
+    #[arg(long = "upstream", value_name = "URL")]
+    pub(crate) upstreams: Vec<String>,
+    /// Require `Authorization: Bearer KEY` from clients (and allow any listen address).
+    #[arg(
+        long,
+        value_name = "KEY",
+        env = "OLLM_SERVE_API_KEY",
+        hide_env_values = true
+    )]
+    pub(crate) api_key: Option<String>,
+    /// Pass replies through as the server wrote them: no recovery of calls written as
+    /// text, no ReAct fallback.
+    #[arg(long)]
+    pub(crate) no_repair: bool,
+    /// How replicas are health-checked: `llama` (llama.cpp's /health), `models`
+    /// (GET /v1/models) or `ollama`; default: by provider.
+    #[arg(long, value_name = "KIND")]
+    pub(crate) health: Option<HealthArg>,
+    /// Seconds between health checks.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub(crate) health_interval: u64,
+    /// The largest request body accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY)]
+    pub(crate) max_body_bytes: usize,
+}
+
+/// `--health`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum HealthArg {
+    /// llama.cpp's `GET /health`.
+    Llama,
+    /// `GET /v1/models`.
+    Models,
+    /// Ollama's `/api/version` and `/api/ps`.
+    Ollama,
 }
 
 #[cfg(test)]

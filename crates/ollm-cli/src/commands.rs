@@ -139,6 +139,9 @@ pub(crate) fn handler(command: Command) -> Handler {
             s.rt.block_on(models::pull(s.provider(), &model, terminal, &mut stdout()))
         }),
         Command::Run(args) => served(move |s| run_command(args, s)),
+        Command::Serve(args) => Handler::Settled(Box::new(move |s, _| {
+            crate::serve::run(&args, &s.settings.provider)
+        })),
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ollm_bridge::{
     AnthropicConfig, AnthropicProvider, BridgeError, HttpConfig, OllamaConfig, OllamaProvider,
-    OpenAiConfig, OpenAiProvider,
+    OpenAiConfig, OpenAiProvider, RetryPolicy, Secret,
 };
 use ollm_core::ProviderAdapter;
 
@@ -15,7 +15,30 @@ use crate::exit::CliError;
 /// The adapter for `settings`, built from plain data only (the adapters never read the
 /// CLI's configuration). A bad address is a usage error.
 pub(crate) fn connect(settings: &ProviderSettings) -> Result<Arc<dyn ProviderAdapter>, CliError> {
+    connect_with(settings, RetryPolicy::default())
+}
+
+/// The adapter for one member of `ollm serve`'s pool: `settings` at `address`, without
+/// retries of its own (the pool's failover is the retry).
+pub(crate) fn connect_member(
+    settings: &ProviderSettings,
+    address: &str,
+) -> Result<Arc<dyn ProviderAdapter>, CliError> {
+    let mut member = settings.clone();
+    member.address = Secret::new(address);
+    let retry = RetryPolicy {
+        max_retries: 0,
+        ..RetryPolicy::default()
+    };
+    connect_with(&member, retry)
+}
+
+fn connect_with(
+    settings: &ProviderSettings,
+    retry: RetryPolicy,
+) -> Result<Arc<dyn ProviderAdapter>, CliError> {
     let http = HttpConfig {
+        retry,
         connect_timeout: settings.connect_timeout,
         idle_timeout: settings.idle_timeout,
         api_key: settings.api_key.clone(),

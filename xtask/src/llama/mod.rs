@@ -47,6 +47,11 @@
 //! `response_format`). The test binary is built before the server starts, so the server
 //! only runs while tests do.
 //!
+//! Then, against the same server, the official `openai` Python package runs a tool loop
+//! directly and through `ollm serve` (`openai_client.rs`, `xtask/e2e/openai_tool_loop.py`),
+//! and a second server joins the first in one `ollm serve` pool, killed during 20
+//! requests (`xtask/e2e/two_replicas.py`).
+//!
 //! # What the server and model do (checked with curl, temperature 0, seed 42)
 //!
 //! - `/props`: `chat_template_caps.supports_tools` and `supports_tool_calls` true,
@@ -71,6 +76,7 @@
 mod cpu;
 pub(crate) mod install;
 mod model;
+mod openai_client;
 mod portable;
 mod server;
 mod venv;
@@ -222,6 +228,12 @@ pub(crate) fn e2e(root: &Path, pending: bool, passthrough: &[String]) -> Result<
         section("e2e: build the end-to-end tests");
         run_cmd(test_cmd().arg("--no-run"))?;
     }
+    section("e2e: build ollm (for ollm serve)");
+    run_cmd(
+        cargo()
+            .current_dir(root)
+            .args(["build", "-q", "-p", "ollm-cli"]),
+    )?;
     let server = start(&QWEN_05B)?;
     if has_tests {
         section("e2e: run the end-to-end tests");
@@ -240,6 +252,14 @@ pub(crate) fn e2e(root: &Path, pending: bool, passthrough: &[String]) -> Result<
         println!("e2e: {E2E_TEST_FILE} does not exist yet: SKIPPING the end-to-end tests");
         println!("e2e: (the server was installed, started and found healthy)");
     }
+    let ollm = target_dir(root).join("debug/ollm");
+    let cache = cache_dir()?;
+    openai_client::run(root, &cache, &ollm, &server.base_url(), MODEL_ALIAS)?;
+    let second = start(&QWEN_05B)?;
+    let upstreams = [server.base_url(), second.base_url()];
+    let upstreams = [upstreams[0].as_str(), upstreams[1].as_str()];
+    openai_client::two_replicas(root, &cache, &ollm, upstreams, second.pid(), MODEL_ALIAS)?;
+    drop(second);
     drop(server);
     Ok(())
 }

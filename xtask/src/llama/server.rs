@@ -248,6 +248,11 @@ impl Server {
         Ok(server)
     }
 
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The OpenAI-compatible base URL.
     pub(crate) fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}/v1", self.port)

@@ -170,10 +170,11 @@ impl Inner {
                          holds it in the configuration (api_key_env)"
                     .to_owned(),
             }),
+            // vLLM says it only in words, as a `BadRequestError`.
             _ if matches!(
                 body_type.as_deref(),
                 Some("exceed_context_size_error" | "context_length_exceeded")
-            ) =>
+            ) || mapped.message.contains("maximum context length is") =>
             {
                 let mut e = mapped;
                 e.kind = ProviderErrorKind::ContextOverflow;

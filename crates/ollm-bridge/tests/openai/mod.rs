@@ -3,3 +3,4 @@
 
 mod fixtures;
 mod provider;
+mod vllm;

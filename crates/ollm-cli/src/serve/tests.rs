@@ -1,0 +1,440 @@
+//! `ollm serve` end to end against the OpenAI mock: a client's view of the repairs, the
+//! errors and the routes.
+
+use std::sync::Arc;
+
+use ollm_bridge::{OpenAiConfig, OpenAiProvider, ProviderPool, Replica, ReplicaKind, RetryPolicy};
+use serde_json::{Value, json};
+use test_utils::mock_openai::{MockOpenAi, Reply};
+
+use super::{App, http};
+
+const FENCED_CALL: &str =
+    "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```";
+
+fn replica(url: &str) -> Replica {
+    let mut config = OpenAiConfig::new(url);
+    config.http.retry = RetryPolicy {
+        max_retries: 0,
+        ..RetryPolicy::default()
+    };
+    let adapter = OpenAiProvider::new(config).expect("a valid address");
+    Replica::new(url, ReplicaKind::OpenAi, Arc::new(adapter))
+}
+
+/// Serves `urls` on a free port; the base URL (`http://127.0.0.1:PORT`).
+async fn serve(urls: &[String], repair: bool, key: Option<&str>) -> String {
+    let pool = ProviderPool::new(urls.iter().map(|u| replica(u)).collect()).expect("replicas");
+    let app = Arc::new(App::new(pool, repair, key.map(str::to_owned)));
+    let router = http::router(app, 64 * 1024);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    format!("http://{addr}")
+}
+
+fn tools() -> Value {
+    json!([{"type": "function", "function": {
+        "name": "read_file", "description": "Reads a file",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}])
+}
+
+fn body(stream: bool, with_tools: bool) -> Value {
+    let mut body = json!({
+        "model": "mock-model", "stream": stream,
+        "messages": [{"role": "user", "content": "What is in notes.txt?"}],
+    });
+    if with_tools {
+        body["tools"] = tools();
+    }
+    body
+}
+
+async fn post(base: &str, body: &Value) -> (u16, String) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(body)
+        .send()
+        .await
+        .expect("sent");
+    let status = response.status().as_u16();
+    (status, response.text().await.expect("body"))
+}
+
+fn answer(text: &str) -> Reply {
+    Reply::sse().content(text).finish("stop").done().reply()
+}
+
+/// The `data:` payloads of an SSE body, `[DONE]` as a string.
+fn events(sse: &str) -> Vec<Value> {
+    sse.split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|_| Value::String(d.to_owned())))
+        .collect()
+}
+
+/// Content and calls (name, joined arguments) reassembled from chunks, by index.
+fn reassemble(events: &[Value]) -> (String, Vec<(String, String, String)>) {
+    let mut content = String::new();
+    let mut calls: Vec<(String, String, String)> = Vec::new();
+    for e in events {
+        let delta = &e["choices"][0]["delta"];
+        content.push_str(delta["content"].as_str().unwrap_or_default());
+        for c in delta["tool_calls"].as_array().into_iter().flatten() {
+            let index = c["index"].as_u64().unwrap_or(u64::MAX) as usize;
+            if index == calls.len() {
+                calls.push(Default::default());
+            }
+            let call = &mut calls[index];
+            call.0.push_str(c["id"].as_str().unwrap_or_default());
+            call.1
+                .push_str(c["function"]["name"].as_str().unwrap_or_default());
+            call.2
+                .push_str(c["function"]["arguments"].as_str().unwrap_or_default());
+        }
+    }
+    (content, calls)
+}
+
+#[tokio::test]
+async fn a_call_written_as_fenced_json_comes_back_as_tool_calls() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(FENCED_CALL));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let (status, text) = post(&base, &body(false, true)).await;
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).expect("json");
+    let choice = &reply["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{reply}");
+    let call = &choice["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "read_file");
+    let args: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap_or("")).expect("args");
+    assert_eq!(args, json!({"path": "notes.txt"}));
+    assert!(choice["message"]["content"].is_null(), "{reply}");
+    // The upstream saw the client's conversation as sent: nothing added.
+    let sent = &mock.requests()[0];
+    assert_eq!(sent["messages"].as_array().map(Vec::len), Some(1), "{sent}");
+    assert_eq!(sent["messages"][0]["content"], "What is in notes.txt?");
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}
+
+#[tokio::test]
+async fn a_streamed_call_arrives_as_tool_call_chunks_and_never_as_content() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(
+        Reply::sse()
+            .content(&FENCED_CALL[..9])
+            .content(&FENCED_CALL[9..])
+            .finish("stop")
+            .done()
+            .reply(),
+    );
+    let base = serve(&[mock.base_url()], true, None).await;
+    let (status, text) = post(&base, &body(true, true)).await;
+    assert_eq!(status, 200, "{text}");
+    let events = events(&text);
+    assert_eq!(
+        events.last(),
+        Some(&Value::String("[DONE]".into())),
+        "{text}"
+    );
+    let (content, calls) = reassemble(&events);
+    assert!(
+        content.is_empty(),
+        "the call leaked as content: {content:?}"
+    );
+    assert_eq!(calls.len(), 1, "{text}");
+    assert_eq!(calls[0].1, "read_file");
+    assert!(!calls[0].0.is_empty(), "a call id");
+    assert_eq!(
+        serde_json::from_str::<Value>(&calls[0].2).ok(),
+        Some(json!({"path": "notes.txt"}))
+    );
+    let finish = events
+        .iter()
+        .find_map(|e| e["choices"][0]["finish_reason"].as_str());
+    assert_eq!(finish, Some("tool_calls"));
+}
+
+#[tokio::test]
+async fn the_next_turn_with_a_tool_result_goes_up_as_the_client_sent_it() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer("It says hello."));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let mut turn = body(false, true);
+    turn["messages"] = json!([
+        {"role": "user", "content": "What is in notes.txt?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "read_file", "arguments": "{\"path\":\"notes.txt\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "hello"},
+    ]);
+    let (status, text) = post(&base, &turn).await;
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(reply["choices"][0]["message"]["content"], "It says hello.");
+    assert_eq!(reply["choices"][0]["finish_reason"], "stop");
+    let sent = &mock.requests()[0];
+    let roles: Vec<&str> = sent["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["role"].as_str())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool"], "{sent}");
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+}
+
+#[tokio::test]
+async fn without_tools_or_with_repair_off_the_reply_passes_through() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(FENCED_CALL));
+    mock.push_reply(answer(FENCED_CALL));
+    let repaired = serve(&[mock.base_url()], true, None).await;
+    let (_, text) = post(&repaired, &body(false, false)).await;
+    let reply: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(
+        reply["choices"][0]["message"]["content"], FENCED_CALL,
+        "no tools: untouched"
+    );
+    let plain = serve(&[mock.base_url()], false, None).await;
+    let (_, text) = post(&plain, &body(false, true)).await;
+    let reply: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(
+        reply["choices"][0]["message"]["content"], FENCED_CALL,
+        "repair off: untouched"
+    );
+    assert!(reply["choices"][0]["message"].get("tool_calls").is_none());
+}
+
+#[tokio::test]
+async fn think_text_goes_to_reasoning_content() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer("<think>the file is small</think>It is short."));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let (_, text) = post(&base, &body(true, true)).await;
+    let events = events(&text);
+    let reasoning: String = events
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"]["reasoning_content"].as_str())
+        .collect();
+    let (content, calls) = reassemble(&events);
+    assert_eq!(reasoning, "the file is small", "{text}");
+    assert_eq!(content.trim(), "It is short.", "{text}");
+    assert!(calls.is_empty());
+}
+
+#[tokio::test]
+async fn failures_before_the_reply_are_http_errors_in_openais_shape() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(Reply::http_error(400, "temperature out of range"));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let check = |(status, text): (u16, String), want: u16| {
+        assert_eq!(status, want, "{text}");
+        let body: Value = serde_json::from_str(&text).expect("json");
+        assert!(body["error"]["message"].is_string(), "{body}");
+        assert!(body["error"]["type"].is_string(), "{body}");
+        body
+    };
+    let upstream = check(post(&base, &body(true, false)).await, 400);
+    assert!(
+        upstream["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("temperature")
+    );
+    let invalid = check(post(&base, &json!({"model": "m"})).await, 400);
+    assert_eq!(invalid["error"]["param"], "messages");
+    let mut huge = body(false, false);
+    huge["messages"][0]["content"] = Value::String("x".repeat(100 * 1024));
+    check(post(&base, &huge).await, 413);
+    drop(mock);
+    let gone = serve(&["http://127.0.0.1:9/v1".to_owned()], true, None).await;
+    check(post(&gone, &body(true, false)).await, 502);
+}
+
+#[tokio::test]
+async fn a_break_after_text_is_an_error_event_not_a_finished_reply() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(Reply::sse().content("half an ans").reply());
+    let base = serve(&[mock.base_url()], true, None).await;
+    let (status, text) = post(&base, &body(true, false)).await;
+    assert_eq!(status, 200);
+    let events = events(&text);
+    assert!(events.iter().any(|e| e.get("error").is_some()), "{text}");
+    assert!(
+        events.last().is_some_and(|e| e.get("error").is_some()),
+        "{text}"
+    );
+    assert!(!events.contains(&Value::String("[DONE]".into())), "{text}");
+    assert!(
+        events
+            .iter()
+            .all(|e| e["choices"][0]["finish_reason"].is_null()),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn an_api_key_guards_every_route_but_health() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let base = serve(&[mock.base_url()], true, Some("sekret")).await;
+    let client = reqwest::Client::new();
+    let get = |path: &str, key: Option<&str>| {
+        let mut request = client.get(format!("{base}{path}"));
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        request.send()
+    };
+    assert_eq!(get("/v1/models", None).await.expect("sent").status(), 401);
+    assert_eq!(
+        get("/v1/models", Some("wrong"))
+            .await
+            .expect("sent")
+            .status(),
+        401
+    );
+    let models = get("/v1/models", Some("sekret")).await.expect("sent");
+    assert_eq!(models.status(), 200);
+    let list: Value = models.json().await.expect("json");
+    assert_eq!(list["data"][0]["id"], "mock-model");
+    assert_eq!(get("/health", None).await.expect("sent").status(), 200);
+}
+
+#[tokio::test]
+async fn metrics_count_requests_calls_and_replicas() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(FENCED_CALL));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let _ = post(&base, &body(false, true)).await;
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("sent")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        text.contains("ollm_serve_requests_total{path=\"/v1/chat/completions\",status=\"200\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("ollm_serve_tool_calls_total 1"), "{text}");
+    assert!(
+        text.contains("ollm_pool_replica_served_total{replica="),
+        "{text}"
+    );
+    assert!(text.contains("ollm_serve_in_flight 0"), "{text}");
+}
+
+#[tokio::test]
+async fn a_reply_that_only_repeats_an_answered_call_becomes_the_answer() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(FENCED_CALL));
+    mock.push_reply(answer("It says hello."));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let mut turn = body(true, true);
+    turn["messages"] = json!([
+        {"role": "user", "content": "What is in notes.txt?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "read_file", "arguments": "{\"path\":\"notes.txt\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "hello"},
+    ]);
+    let (status, text) = post(&base, &turn).await;
+    assert_eq!(status, 200, "{text}");
+    let events = events(&text);
+    let (content, calls) = reassemble(&events);
+    assert!(calls.is_empty(), "the repeat went to the client: {text}");
+    assert_eq!(content, "It says hello.");
+    let asked = mock.requests();
+    assert_eq!(asked.len(), 2);
+    assert!(asked[1].get("tools").is_none(), "{}", asked[1]);
+    let last = &asked[1]["messages"]
+        .as_array()
+        .and_then(|m| m.last().cloned())
+        .unwrap_or_default();
+    assert_eq!(last["content"], ollm_core::ANSWER_NUDGE);
+}
+
+#[tokio::test]
+async fn a_new_call_after_a_result_still_reaches_the_client() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let other = FENCED_CALL.replace("notes.txt", "todo.txt");
+    mock.push_reply(answer(&other));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let mut turn = body(false, true);
+    turn["messages"] = json!([
+        {"role": "user", "content": "What is in notes.txt and todo.txt?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "read_file", "arguments": "{\"path\":\"notes.txt\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "hello"},
+    ]);
+    let (_, text) = post(&base, &turn).await;
+    let reply: Value = serde_json::from_str(&text).expect("json");
+    let call = &reply["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(
+        call["function"]["arguments"], "{\"path\":\"todo.txt\"}",
+        "{reply}"
+    );
+    assert_eq!(mock.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn behind_vllm_without_auto_tool_choice_calls_still_arrive_through_react() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.behave_as_vllm(test_utils::mock_vllm::VllmFlags::default());
+    let react =
+        "Thought: I need the file.\nAction: read_file\nAction Input: {\"path\": \"notes.txt\"}";
+    mock.push_reply(answer(react));
+    mock.push_reply(answer(react));
+    let base = serve(&[mock.base_url()], true, None).await;
+    for round in 0..2 {
+        let (status, text) = post(&base, &body(false, true)).await;
+        assert_eq!(status, 200, "round {round}: {text}");
+        let reply: Value = serde_json::from_str(&text).expect("json");
+        let call = &reply["choices"][0]["message"]["tool_calls"][0];
+        assert_eq!(
+            call["function"]["name"], "read_file",
+            "round {round}: {reply}"
+        );
+        assert_eq!(call["function"]["arguments"], "{\"path\":\"notes.txt\"}");
+    }
+    // The refusal cost one request, once: the second round went straight to ReAct.
+    let with_tools = mock
+        .requests()
+        .iter()
+        .filter(|r| r.get("tools").is_some())
+        .count();
+    assert_eq!(
+        (mock.requests().len(), with_tools),
+        (3, 1),
+        "{:?}",
+        mock.requests()
+    );
+}
+
+#[tokio::test]
+async fn a_call_answered_before_the_users_last_message_may_run_again() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(FENCED_CALL));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let mut turn = body(false, true);
+    turn["messages"] = json!([
+        {"role": "user", "content": "What is in notes.txt?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "read_file", "arguments": "{\"path\":\"notes.txt\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "hello"},
+        {"role": "assistant", "content": "It says hello."},
+        {"role": "user", "content": "I changed it. What is in notes.txt now?"},
+    ]);
+    let (_, text) = post(&base, &turn).await;
+    let reply: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(
+        reply["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "read_file",
+        "{reply}"
+    );
+    assert_eq!(mock.requests().len(), 1);
+}
