@@ -48,7 +48,8 @@ fn closed(s: &str) -> String {
             (false, '{') => open.push('}'),
             (false, '[') => open.push(']'),
             (false, '}' | ']') => {
-                if open.pop() != Some(c) {
+                let expected = open.pop();
+                if expected != Some(c) {
                     return s.to_owned();
                 }
             }
