@@ -8,6 +8,10 @@
 //!   wrong from the bare text (issue 24's eval).
 //! - `search_text` walks without following symlinks and skips hidden entries and build
 //!   output, so it cannot be led out of the folder or into `.git`.
+//! - `search_text` meets the way small models search (issue 24's eval): smart case (a
+//!   pattern without capitals ignores case), a pattern that reads as a regex is tried as
+//!   one when `regex` is left out and nothing matched as text (the result says so), and
+//!   "no matches" names the paths whose name holds the pattern.
 //! - `write_file` asks with the path and a short diff (or the head of a new file), writes
 //!   a temporary file in the same folder and renames it over the target, so a reader never
 //!   sees half a file; the replaced file's permissions are kept.
@@ -215,15 +219,14 @@ impl TypedTool for SearchText {
     }
 
     async fn run(&self, args: SearchTextArgs) -> Result<Value, ToolError> {
-        let source = if args.regex.unwrap_or(false) {
-            args.pattern.clone()
-        } else {
-            regex::escape(&args.pattern)
-        };
-        let re = regex::RegexBuilder::new(&source)
-            .size_limit(1 << 20)
-            .build()
+        let as_regex = args.regex.unwrap_or(false);
+        let re = pattern(&args.pattern, as_regex)
             .map_err(|e| ToolError::Failed(format!("bad pattern: {e}")))?;
+        // Unsaid, a pattern that finds nothing as text is tried as a regex too (`.*`,
+        // `^port`): small models leave `regex` out and write one.
+        let fallback = (args.regex.is_none() && looks_like_regex(&args.pattern))
+            .then(|| pattern(&args.pattern, true).ok())
+            .flatten();
         let max = args.max_results.map_or(50, |n| {
             usize::try_from(n).map_or(MAX_MATCHES, |n| n.clamp(1, MAX_MATCHES))
         });
@@ -232,14 +235,19 @@ impl TypedTool for SearchText {
             .resolve_existing(args.path.as_deref().unwrap_or("."))?;
         let ws = self.ws.clone();
         let limit = self.limit;
+        let wanted = args.pattern.clone();
         blocking(move || {
-            let mut hits = Vec::new();
-            let mut more = false;
+            let (mut hits, mut more) = (Vec::new(), false);
             search(&ws, &start, &re, max, &mut hits, &mut more);
+            let mut note = "";
+            if let (true, Some(re)) = (hits.is_empty(), fallback) {
+                search(&ws, &start, &re, max, &mut hits, &mut more);
+                note = "no matches as text; as a regular expression:\n";
+            }
             let mut text = if hits.is_empty() {
-                "no matches".to_owned()
+                no_matches(&ws, &wanted)
             } else {
-                hits.join("\n")
+                format!("{note}{}", hits.join("\n"))
             };
             if more {
                 text.push_str(&format!("\n[stopped after {max} matches]"));
@@ -247,6 +255,61 @@ impl TypedTool for SearchText {
             Ok(Value::String(cap_output(&text, limit)))
         })
         .await
+    }
+}
+
+/// The pattern as a regex: smart case (a pattern without capitals ignores case, as
+/// ripgrep's `--smart-case`: asked who maintains a project, the model searched
+/// `maintainer` and missed `Maintainer: ...`), the text escaped unless `as_regex`.
+fn pattern(text: &str, as_regex: bool) -> Result<regex::Regex, regex::Error> {
+    let source = if as_regex {
+        text.to_owned()
+    } else {
+        regex::escape(text)
+    };
+    regex::RegexBuilder::new(&source)
+        .case_insensitive(!text.chars().any(char::is_uppercase))
+        .size_limit(1 << 20)
+        .build()
+}
+
+/// Whether a pattern reads as a regex rather than text: it holds one of the constructs
+/// people write (`.*`, `.+`, `\\d`, `\\s`, `\\w`, `^`, `$`, `[...]`, `|`).
+fn looks_like_regex(text: &str) -> bool {
+    [".*", ".+", "\\d", "\\s", "\\w", "\\b", "[", "|"]
+        .iter()
+        .any(|m| text.contains(m))
+        || text.starts_with('^')
+        || text.ends_with('$')
+}
+
+/// The result when nothing matched: said plainly, with the paths whose name holds the
+/// pattern (the model searched file contents for `data.csv`, the name of a file).
+fn no_matches(ws: &Workspace, wanted: &str) -> String {
+    let needle = wanted.trim().to_lowercase();
+    if needle.is_empty() {
+        return "no matches".to_owned();
+    }
+    let named: Vec<String> = ws
+        .walk()
+        .into_iter()
+        .filter(|p| {
+            let name = p
+                .trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .unwrap_or_default();
+            name.to_lowercase().contains(&needle)
+        })
+        .take(10)
+        .collect();
+    if named.is_empty() {
+        "no matches".to_owned()
+    } else {
+        format!(
+            "no matches in the files' text; paths whose name contains it: {}",
+            named.join(", ")
+        )
     }
 }
 

@@ -129,7 +129,7 @@ impl Workspace {
     }
 
     /// Every kept path under the root, breadth first, within the walk's bounds.
-    fn walk(&self) -> Vec<String> {
+    pub(crate) fn walk(&self) -> Vec<String> {
         let mut found = Vec::new();
         let mut level = vec![String::new()];
         for _ in 0..WALK_DEPTH {

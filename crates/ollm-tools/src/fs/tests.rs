@@ -185,3 +185,44 @@ async fn a_replaced_file_keeps_its_mode() {
         .collect();
     assert!(names.iter().all(|n| !n.starts_with(".tmp")), "{names:?}");
 }
+
+/// What the eval's small models searched for, and what they now find (issue 24).
+#[tokio::test]
+async fn search_meets_the_way_small_models_ask() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("README.md"),
+        "# tally\n\nMaintainer: Dana Okafor\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("data.csv"), "name,size\nsmall,1\n").unwrap();
+    let ws = Workspace::new(dir.path()).unwrap();
+    let tool = SearchText::new(ws, 10_000);
+    let check = |args: Value, want: &'static str| {
+        let tool = &tool;
+        async move {
+            let out = call(tool, args.clone()).await.unwrap();
+            assert_eq!(out, json!(want), "{args}");
+        }
+    };
+    // Smart case: lower case ignores case, a capital makes it exact.
+    check(
+        json!({"pattern": "maintainer"}),
+        "README.md:3: Maintainer: Dana Okafor",
+    )
+    .await;
+    check(json!({"pattern": "MAINTAINER"}), "no matches").await;
+    // An unsaid regex that finds nothing as text is tried as one; a said one is not.
+    check(
+        json!({"pattern": "^small", "path": "data.csv"}),
+        "no matches as text; as a regular expression:\ndata.csv:2: small,1",
+    )
+    .await;
+    check(json!({"pattern": "^small", "regex": false}), "no matches").await;
+    // A file's name searched in the files' text: the file is named.
+    check(
+        json!({"pattern": "data.csv"}),
+        "no matches in the files' text; paths whose name contains it: data.csv",
+    )
+    .await;
+}
