@@ -153,6 +153,8 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
         None => &QWEN_05B,
     };
     let ollm = snapshot(root, &ollm_binary(root, options)?)?;
+    // Read now: the worktree may move on while the eval runs (its copy does not).
+    let measured = describe_ollm(root, options, options.ollm.as_deref().unwrap_or(&ollm));
     let tools: Value = serde_json::from_str(&fs::read_to_string(root.join(TOOLS_FILE))?)
         .with_context(|| format!("parsing {TOOLS_FILE}"))?;
     let tools = tools["tools"].clone();
@@ -194,7 +196,7 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     let result = ResultFile {
         model: model.alias.to_owned(),
         server: server_note,
-        ollm: describe_ollm(root, options, options.ollm.as_deref().unwrap_or(&ollm)),
+        ollm: measured,
         sampling,
         sampling_note,
         repeats,
