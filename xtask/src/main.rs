@@ -41,6 +41,7 @@ mod fuzz;
 mod llama;
 mod mcp;
 mod release;
+mod shape;
 mod tidy;
 
 use std::env;

@@ -15,6 +15,8 @@
 //! - **No module cycles.** No two modules of one crate reach into each other (`use
 //!   crate::`, `use super::`, inline paths, re-exports), directly or around a loop (see
 //!   [`crate::cycles`] for what counts and the exceptions, which may only shrink).
+//! - **The turn loop never branches on the strategy.** No code in core's `chat/` names a
+//!   `Strategy` variant (see [`crate::shape`]).
 //! - **Module docs.** Every `.rs` file under `crates/`, `examples/`, `test-utils/` and
 //!   `xtask/` starts with a `//!` comment (blank lines before it are allowed, nothing else).
 //! - **Crate READMEs.** Every workspace member has a `README.md` next to its manifest.
@@ -28,7 +30,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use crate::{cargo, collect_rs_files, cycles, section};
+use crate::{cargo, collect_rs_files, cycles, section, shape};
 
 /// Which crates each crate must never depend on, directly or transitively.
 const BANS: &[(&str, &[&str])] = &[
@@ -59,6 +61,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     for note in &notes {
         println!("tidy: note: {note}");
     }
+    problems.extend(shape::strategy_branches(root)?);
     problems.extend(missing_readmes(&metadata)?);
     problems.extend(missing_module_docs(root)?);
     if problems.is_empty() {

@@ -15,8 +15,8 @@ use ollm_types::ToolCall;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::ChatEvent;
-use super::run::Sink;
+use super::event::ChatEvent;
+use super::shared::Sink;
 use crate::ToolRegistry;
 use crate::tool::ToolOutcome;
 

@@ -2,52 +2,19 @@
 //! what the server said about each model) and the entry point of a run,
 //! [`ChatClient::chat`].
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
-use futures::FutureExt;
-use ollm_types::{Message, ModelInfo, ProviderErrorKind};
+use ollm_types::{Message, ModelInfo};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::calibrate::Calibration;
 use super::compact::compact_now;
+use super::config::{ChatConfig, ChatOptions};
 use super::run::{ChatRun, supervise};
-use super::{ChatConfig, ChatOptions};
-use crate::context::{Compaction, Compactor, ModelSummary, Window, settle_window};
+use super::shared::{Shared, lock};
+use crate::context::{Compaction, Compactor, Window, settle_window};
 use crate::strategy::Learned;
 use crate::{CoreError, History, ProviderAdapter, ToolRegistry};
-
-/// What a run shares with the client.
-pub(super) struct Shared {
-    pub(super) provider: Arc<dyn ProviderAdapter>,
-    pub(super) tools: Mutex<Arc<ToolRegistry>>,
-    pub(super) config: Mutex<ChatConfig>,
-    pub(super) history: Mutex<History>,
-    model_info: Mutex<HashMap<String, Option<ModelInfo>>>,
-    /// What runs learned about each model's tool calling (`Auto` goes by it).
-    pub(super) learned: Mutex<HashMap<String, Learned>>,
-    /// Models the server refused `think` for.
-    pub(super) no_think: Mutex<HashSet<String>>,
-    pub(super) run_lock: tokio::sync::Mutex<()>,
-    /// Writes the summaries compaction needs.
-    pub(super) compactor: Mutex<Arc<dyn Compactor>>,
-    /// What the server's prompt counts taught about the template's overhead.
-    pub(super) calibration: Mutex<Calibration>,
-    next_id: AtomicU64,
-}
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl Shared {
-    /// A fresh call id, for calls that came without a usable one.
-    pub(super) fn mint_id(&self) -> String {
-        format!("call_{}", self.next_id.fetch_add(1, Ordering::Relaxed))
-    }
-}
 
 /// A conversation with one model through one provider, with tools.
 ///
@@ -74,22 +41,8 @@ impl ChatClient {
         tools: ToolRegistry,
         config: ChatConfig,
     ) -> Self {
-        let mut history = History::new();
-        history.set_system(config.system.clone());
         ChatClient {
-            shared: Arc::new(Shared {
-                provider,
-                tools: Mutex::new(Arc::new(tools)),
-                config: Mutex::new(config),
-                history: Mutex::new(history),
-                model_info: Mutex::new(HashMap::new()),
-                learned: Mutex::new(HashMap::new()),
-                no_think: Mutex::new(HashSet::new()),
-                run_lock: tokio::sync::Mutex::new(()),
-                compactor: Mutex::new(Arc::new(ModelSummary)),
-                calibration: Mutex::new(Calibration::default()),
-                next_id: AtomicU64::new(1),
-            }),
+            shared: Arc::new(Shared::new(provider, tools, config)),
         }
     }
 
@@ -176,10 +129,10 @@ impl ChatClient {
     /// `None` when it cannot say.
     pub async fn model_info(&self) -> Option<ModelInfo> {
         let model = lock(&self.shared.config).model.clone();
-        model_info(&self.shared, &model).await
+        self.shared.model_info(&model).await
     }
 
-    /// Replaces what writes compaction's summaries (default: [`ModelSummary`], the same
+    /// Replaces what writes compaction's summaries (default: [`ModelSummary`](crate::context::ModelSummary), the same
     /// model with a fixed prompt).
     pub fn set_compactor(&self, compactor: Arc<dyn Compactor>) {
         *lock(&self.shared.compactor) = compactor;
@@ -189,7 +142,7 @@ impl ChatClient {
     /// (the per-run overrides of [`ChatOptions`] aside).
     pub async fn context_window(&self) -> Window {
         let config = self.config();
-        let info = model_info(&self.shared, &config.model).await;
+        let info = self.shared.model_info(&config.model).await;
         settle_window(
             &config.context_limits,
             &config.model,
@@ -232,23 +185,4 @@ impl ChatClient {
         };
         ChatRun::start(rx, cancel, Box::new(start))
     }
-}
-
-/// What the server reports about `model`, cached per client (see the module docs of
-/// [`crate::chat`] for what is cached).
-pub(super) async fn model_info(shared: &Shared, model: &str) -> Option<ModelInfo> {
-    if let Some(cached) = lock(&shared.model_info).get(model) {
-        return cached.clone();
-    }
-    let asked = std::panic::AssertUnwindSafe(shared.provider.show_model(model))
-        .catch_unwind()
-        .await;
-    let info = match asked {
-        Ok(Ok(info)) => Some(info),
-        // A passing failure (server down, busy) is not remembered: the next run asks again.
-        Ok(Err(e)) if e.kind != ProviderErrorKind::Unsupported => return None,
-        _ => None,
-    };
-    lock(&shared.model_info).insert(model.to_owned(), info.clone());
-    info
 }

@@ -22,11 +22,10 @@ use futures::FutureExt;
 use ollm_types::{Message, ProviderErrorKind, ProviderRequest, WarningKind};
 use tokio_util::sync::CancellationToken;
 
-use super::ChatEvent;
 use super::calibrate::Counted;
-use super::client::{Shared, lock};
-use super::run::Sink;
+use super::event::ChatEvent;
 use super::settle::RunSettings;
+use super::shared::{Shared, Sink, lock};
 use crate::context::split::turns_in;
 use crate::context::{
     Compaction, CompactionConfig, SUMMARY_HEADER, Window, cut_result, plan_split,

@@ -2,11 +2,15 @@
 //!
 //! [`ChatClient::chat`] spawns one task per run that feeds a channel; the [`ChatRun`] the
 //! caller holds is that channel as a stream plus a cancellation token. The code is laid
-//! out as the run is: `client` (the [`ChatClient`] and what its runs share), `run` (the
-//! [`ChatRun`] stream, the task that supervises a run, and the sink its events and
-//! records go through), `settle` (one run's settings: the strategy and `think`, decided
-//! here once), `turn` (the loop and one turn as named steps) and `calls` (running the
-//! calls). A turn is:
+//! out as the run is: `client` (the [`ChatClient`]), `run` (the [`ChatRun`] stream and
+//! the task that supervises a run), `settle` (one run's settings: the strategy and
+//! `think`, decided here once, and the fallbacks that undo them), `turn` (the loop: a
+//! `Run` value whose methods are one turn's steps) and `calls` (running the calls).
+//! Below them, leaves that import none of them: `event` ([`ChatEvent`]), `config`
+//! ([`ChatConfig`], [`ChatOptions`]), `shared` (what a run shares with its client, and
+//! the sink its events and records go through) and `calibrate`; this file only declares
+//! and re-exports, so no module of the chat module imports another in a circle (`cargo
+//! xtask tidy` checks it). A turn is:
 //! 1. build the request from the history (system prompt, messages, tools as the
 //!    `Strategy` offers them, options; `think` only when the model can think, or when
 //!    its capabilities are unknown);
@@ -62,7 +66,7 @@
 //!   drop `think` with a warning; otherwise it is sent as asked, and adapters send what
 //!   they are given.
 //! - **Fallbacks**: when the server refuses native tools (`ToolsUnsupported`) in
-//!   [`ToolMode::Auto`], or refuses `think` (`ThinkingUnsupported`), before any output,
+//!   [`ToolMode::Auto`](crate::ToolMode::Auto), or refuses `think` (`ThinkingUnsupported`), before any output,
 //!   the turn is retried with ReAct or without `think`, with a warning, and the client
 //!   remembers it for that model. The warning carries the server's hint, or names the
 //!   server flags native tools need (`--jinja` for llama-server,
@@ -71,7 +75,7 @@
 //!   strategy a run uses and why (asked for; the server reports tools, reports none, or
 //!   cannot say; refused before; native calls keep coming back as text). The client
 //!   learns per model ([`crate::strategy::Learned`]: refusals, native replies with
-//!   structured calls and with text calls), and [`AutoRules`] say how `Auto` weighs it.
+//!   structured calls and with text calls), and [`AutoRules`](crate::AutoRules) say how `Auto` weighs it.
 //! - **Tool choice** ([`ChatConfig::tool_choice`]): native sends it as the request's
 //!   `tool_choice`; ReAct and constrained offer no tools for `none`, only the named tool
 //!   for a name, and for `required` or a name ask for a call (constrained by dropping the
@@ -107,208 +111,17 @@ mod calibrate;
 mod calls;
 mod client;
 mod compact;
+mod config;
+mod event;
 mod guard;
 mod run;
 mod runaway;
 mod settle;
+mod shared;
 mod turn;
 
-use ollm_types::{
-    FinishReason, GenerationOptions, Message, ProviderError, Think, ToolCall, ToolChoice, Usage,
-    Warning,
-};
-use serde::{Deserialize, Serialize};
-
-use crate::context::{Compaction, CompactionConfig};
-use crate::strategy::{AutoRules, ToolMode};
-use crate::tokens::ContextLimits;
-
 pub use client::ChatClient;
+pub use config::{ChatConfig, ChatOptions, DEFAULT_MAX_TOKENS};
+pub use event::{CANCELLED_RESULT, ChatEvent, MAX_CALLS_PER_REPLY, STOPPED_RESULT};
 pub use guard::{ACT_NUDGE, ANSWER_NUDGE};
 pub use run::ChatRun;
-
-/// The result recorded for a call whose tool had not finished when the run was cancelled.
-pub const CANCELLED_RESULT: &str = "Error: cancelled before the tool finished";
-
-/// The result recorded for a call of a reply stopped because it kept repeating itself.
-pub const STOPPED_RESULT: &str = "Error: not run: the reply was stopped because it kept \
-     repeating itself";
-
-/// The generation cap per reply when none is configured, in tokens (see the Decisions).
-pub const DEFAULT_MAX_TOKENS: u32 = 4096;
-
-/// One event of a chat run, in the order things happened.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "type")]
-#[non_exhaustive]
-pub enum ChatEvent {
-    /// Answer text.
-    TextDelta {
-        /// The new text.
-        text: String,
-    },
-    /// Reasoning text.
-    ThinkingDelta {
-        /// The new text.
-        text: String,
-    },
-    /// The model asked for a tool call; it runs after the reply ends.
-    ToolCallStarted {
-        /// The call.
-        call: ToolCall,
-    },
-    /// A tool call finished (exactly one per call).
-    ToolResult {
-        /// The call answered.
-        call_id: String,
-        /// The tool.
-        name: String,
-        /// The tool's whole result text. The model reads it, unless it was cut to fit
-        /// the window: then a `ToolOutputCut` warning follows and the history holds the
-        /// cut text (see the module docs).
-        content: String,
-        /// Whether it is an error result (unknown tool, invalid arguments, failure,
-        /// denial, cancellation).
-        is_error: bool,
-    },
-    /// One provider round trip (and its tool calls) is done.
-    TurnComplete {
-        /// The turn's number, from 1.
-        turn: u32,
-        /// The turn's usage, where the server reported it.
-        usage: Usage,
-    },
-    /// How this run offers tools, and why; sent once at the start of a run that got as
-    /// far as settling its settings, and again if a fallback changes it.
-    StrategyChosen {
-        /// The strategy (`native`, `react` or `constrained`); `None` when no tools are
-        /// offered.
-        strategy: Option<ToolMode>,
-        /// Why, in words for people (`ollm run --verbose` prints it).
-        reason: String,
-    },
-    /// The history was compacted to fit the context window (before a request, or by
-    /// [`ChatClient::compact`]): older turns replaced by a summary, or dropped.
-    Compacted {
-        /// What was done, with the sizes before and after.
-        compaction: Compaction,
-    },
-    /// Something the user should know.
-    Warning {
-        /// The warning.
-        warning: Warning,
-    },
-    /// The run failed; a `Finish` with reason `error` follows.
-    Error {
-        /// What went wrong.
-        error: ProviderError,
-    },
-    /// The run ended; always the last event.
-    Finish {
-        /// Why.
-        reason: FinishReason,
-        /// Usage summed over the run's turns.
-        usage: Usage,
-        /// The messages the run added to the client's history, in order (the prompt
-        /// first); empty when the run left the history as it was.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        added: Vec<Message>,
-    },
-}
-
-/// The most calls of one reply that run (see the Decisions).
-pub const MAX_CALLS_PER_REPLY: usize = 16;
-
-/// Settings of a chat client.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ChatConfig {
-    /// The model to talk to.
-    pub model: String,
-    /// The system prompt.
-    pub system: Option<String>,
-    /// Text put before the conversation's first user message in the requests of a run
-    /// that offers tools: what the tools work on (the CLI puts the working folder and
-    /// its top entries here). Never recorded in the history, and left out of runs
-    /// without tools.
-    pub tools_context: Option<String>,
-    /// The most provider round trips one `chat` call may make (default 10).
-    pub max_turns: u32,
-    /// How tools reach the model.
-    pub tool_mode: ToolMode,
-    /// Whether, and which, tool the model must call (see the Decisions).
-    pub tool_choice: ToolChoice,
-    /// How [`ToolMode::Auto`] weighs what earlier runs learned about a model.
-    pub auto: AutoRules,
-    /// The generation cap per reply, in tokens, when the sampling options set none
-    /// (default [`DEFAULT_MAX_TOKENS`]; `None`: the server's own limit).
-    pub max_tokens: Option<u32>,
-    /// Sampling options.
-    pub options: GenerationOptions,
-    /// Whether to think.
-    pub think: Option<Think>,
-    /// Context limits per model.
-    pub context_limits: ContextLimits,
-    /// When and how the history is compacted.
-    pub compaction: CompactionConfig,
-    /// How long the server keeps the model loaded after each request (Ollama's
-    /// `keep_alive`: `"5m"`, `"0"`, a number of seconds); `None` leaves the server's
-    /// default. Servers without the notion ignore it.
-    pub keep_alive: Option<String>,
-    /// Whether a reply whose text keeps repeating itself is stopped (default `true`;
-    /// see the Decisions: only a repetition far longer than any a user asks for trips it).
-    pub runaway_guard: bool,
-}
-
-impl Default for ChatConfig {
-    fn default() -> Self {
-        ChatConfig {
-            model: String::new(),
-            system: None,
-            tools_context: None,
-            max_turns: 10,
-            tool_mode: ToolMode::default(),
-            tool_choice: ToolChoice::default(),
-            auto: AutoRules::default(),
-            max_tokens: Some(DEFAULT_MAX_TOKENS),
-            options: GenerationOptions::default(),
-            think: None,
-            context_limits: ContextLimits::default(),
-            compaction: CompactionConfig::default(),
-            keep_alive: None,
-            runaway_guard: true,
-        }
-    }
-}
-
-impl ChatConfig {
-    /// A configuration for `model` with defaults elsewhere.
-    pub fn for_model(model: impl Into<String>) -> Self {
-        ChatConfig {
-            model: model.into(),
-            ..ChatConfig::default()
-        }
-    }
-}
-
-/// Per-call overrides of a [`ChatConfig`].
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ChatOptions {
-    /// Tool mode for this call.
-    pub tool_mode: Option<ToolMode>,
-    /// Tool choice for this call.
-    pub tool_choice: Option<ToolChoice>,
-    /// Generation cap per reply for this call, in tokens (wins over the sampling
-    /// options' `max_tokens`).
-    pub max_tokens: Option<u32>,
-    /// Sampling options for this call.
-    pub options: Option<GenerationOptions>,
-    /// Thinking for this call.
-    pub think: Option<Think>,
-    /// Turn limit for this call.
-    pub max_turns: Option<u32>,
-    /// Offer no tools in this call.
-    pub no_tools: bool,
-    /// Images attached to the prompt (base64 data, MIME type).
-    pub images: Vec<(String, String)>,
-}

@@ -1,29 +1,24 @@
-//! A running chat as the caller sees it ([`ChatRun`]), the task that supervises it, and
-//! the [`Sink`] every event and every recorded message of the run goes through.
+//! A running chat as the caller sees it ([`ChatRun`]) and the task that supervises it.
 //!
 //! # Decisions
 //! - The run's task is spawned inside a second task, so a panic anywhere in the run
 //!   becomes an `Error` event and a `Finish` instead of a silent end.
-//! - The sink records what the run appends to the history as it appends it, so `Finish`
-//!   can report exactly that (and nothing, after a failed first turn removed the prompt).
 
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::Stream;
 use futures::stream::BoxStream;
-use ollm_types::{
-    FinishReason, Message, ProviderError, ProviderErrorKind, Usage, Warning, WarningKind,
-};
+use ollm_types::{FinishReason, ProviderError, ProviderErrorKind, Usage};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::client::{Shared, lock};
+use super::config::ChatOptions;
+use super::event::ChatEvent;
+use super::shared::{Shared, Sink, lock};
 use super::turn::run_chat;
-use super::{ChatEvent, ChatOptions};
-use crate::strategy::Shown;
 
 /// A running chat: a stream of [`ChatEvent`]s ending with `Finish`, and a handle to
 /// cancel it. Dropping it cancels too.
@@ -133,10 +128,7 @@ pub(super) async fn supervise(
     cancel: CancellationToken,
     tx: mpsc::UnboundedSender<ChatEvent>,
 ) {
-    let sink = Sink {
-        tx,
-        added: Arc::new(Mutex::new(Vec::new())),
-    };
+    let sink = Sink::new(tx);
     let model = lock(&shared.config).model.clone();
     let span = tracing::info_span!("run", %model);
     let run = run_chat(shared, prompt, options, cancel, sink.clone()).instrument(span);
@@ -149,67 +141,5 @@ pub(super) async fn supervise(
         };
         sink.error(ProviderErrorKind::Other, message);
         sink.finish(FinishReason::Error, Usage::default());
-    }
-}
-
-/// Where a run's events go, and what it added to the history.
-#[derive(Clone)]
-pub(super) struct Sink {
-    tx: mpsc::UnboundedSender<ChatEvent>,
-    /// The messages this run appended to the history, reported on `Finish`.
-    added: Arc<Mutex<Vec<Message>>>,
-}
-
-impl Sink {
-    pub(super) fn send(&self, event: ChatEvent) {
-        // A closed channel means the run was dropped, which also cancelled it.
-        let _ = self.tx.send(event);
-    }
-
-    pub(super) fn shown(&self, shown: Vec<Shown>) {
-        for s in shown {
-            self.send(match s {
-                Shown::Text(text) => ChatEvent::TextDelta { text },
-                Shown::Thinking(text) => ChatEvent::ThinkingDelta { text },
-            });
-        }
-    }
-
-    pub(super) fn warn(&self, kind: WarningKind, message: impl Into<String>) {
-        self.send(ChatEvent::Warning {
-            warning: Warning::new(kind, message),
-        });
-    }
-
-    pub(super) fn error(&self, kind: ProviderErrorKind, message: impl Into<String>) {
-        self.send(ChatEvent::Error {
-            error: ProviderError::new(kind, message),
-        });
-    }
-
-    /// Appends `messages` to the history and remembers them as added by this run.
-    pub(super) fn record(&self, shared: &Shared, messages: Vec<Message>) {
-        lock(&shared.history).extend(messages.iter().cloned());
-        lock(&self.added).extend(messages);
-    }
-
-    /// Removes everything this run added, which is at the end of the history (a
-    /// compaction keeps the newest turn, so this holds after one too).
-    pub(super) fn unrecord(&self, shared: &Shared) {
-        let mut added = lock(&self.added);
-        let mut history = lock(&shared.history);
-        let len = history.len().saturating_sub(added.len());
-        history.truncate(len);
-        added.clear();
-    }
-
-    /// Sends the last event.
-    pub(super) fn finish(&self, reason: FinishReason, usage: Usage) {
-        let added = std::mem::take(&mut *lock(&self.added));
-        self.send(ChatEvent::Finish {
-            reason,
-            usage,
-            added,
-        });
     }
 }

@@ -8,6 +8,12 @@
 //!   Adapters send what the request carries.
 //! - A model the server refused native tools for runs ReAct in `Auto` mode for the rest
 //!   of the client's life.
+//! - **Fallbacks** are settled here too, since they undo a settled decision: when the
+//!   server refuses something before any output, [`RunSettings::fallback_for`] asks the
+//!   strategy what it falls back to (`Strategy::fallback_for`) and otherwise drops
+//!   `think` if that was refused, and [`RunSettings::fall_back`] applies it for this run
+//!   and remembers it for the model, with a warning. Each fallback removes its own cause,
+//!   so a turn is retried at most once per fallback.
 //! - The strategy is announced with its reason ([`ChatEvent::StrategyChosen`]) before the
 //!   first request.
 //! - The generation cap: the call's `max_tokens`, else the sampling options', else the
@@ -20,17 +26,17 @@
 use std::sync::Arc;
 
 use ollm_types::{
-    Capability, GenerationOptions, ModelInfo, ProviderErrorKind, Think, ToolChoice, ToolSchema,
-    WarningKind,
+    Capability, GenerationOptions, ModelInfo, ProviderError, ProviderErrorKind, Think, ToolChoice,
+    ToolSchema, WarningKind,
 };
 
-use super::client::{Shared, lock};
+use super::config::{ChatConfig, ChatOptions};
+use super::event::ChatEvent;
 use super::guard::CallMemory;
-use super::run::Sink;
-use super::{ChatConfig, ChatEvent, ChatOptions};
+use super::shared::{Shared, Sink, lock};
 use crate::ToolRegistry;
 use crate::context::CompactionConfig;
-use crate::strategy::{Reason, Strategy, ToolMode, capabilities_known};
+use crate::strategy::{self, Reason, Strategy, ToolMode, capabilities_known};
 use crate::tokens::ContextLimits;
 
 /// The settled inputs of one run.
@@ -138,6 +144,52 @@ impl RunSettings {
             choice,
             tools: &self.offered,
         }
+    }
+}
+
+/// What a run does without after the server refused it before any output.
+pub(super) enum Fallback {
+    /// Another strategy, as the strategy says.
+    Strategy(strategy::Fallback),
+    /// `think`.
+    NoThink,
+}
+
+impl RunSettings {
+    /// The fallback that answers `error`, a refusal before any output, if the run can do
+    /// without what was refused.
+    pub(super) fn fallback_for(&self, error: &ProviderError) -> Option<Fallback> {
+        if let Some(fallback) = self.strategy.fallback_for(error, self.auto) {
+            return Some(Fallback::Strategy(fallback));
+        }
+        (error.kind == ProviderErrorKind::ThinkingUnsupported && self.think.is_some())
+            .then_some(Fallback::NoThink)
+    }
+
+    /// Does without what the server refused, for this run and later ones, with a warning.
+    pub(super) fn fall_back(&mut self, shared: &Shared, sink: &Sink, fallback: Fallback) {
+        let model = self.model.clone();
+        let message = match fallback {
+            Fallback::Strategy(fallback) => {
+                fallback.learn(lock(&shared.learned).entry(model.clone()).or_default());
+                self.strategy = fallback.strategy();
+                let reason = fallback.reason();
+                let to = self.strategy.mode();
+                tracing::info!(%model, %reason, ?to, "the server refused the strategy; falling back");
+                sink.send(ChatEvent::StrategyChosen {
+                    strategy: to,
+                    reason: reason.to_string(),
+                });
+                fallback.warning(&model)
+            }
+            Fallback::NoThink => {
+                tracing::info!(%model, "the server refused `think`; asking again without it");
+                lock(&shared.no_think).insert(model.clone());
+                self.think = None;
+                format!("{model} does not support thinking; asking again without it")
+            }
+        };
+        sink.warn(WarningKind::Other, message);
     }
 }
 

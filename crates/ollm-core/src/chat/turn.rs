@@ -1,12 +1,17 @@
-//! The turn loop ([`run_chat`]) and one turn as named steps: [`build_request`],
-//! [`check_budget`], [`stream_reply`], then [`conclude`], which reads the reply, runs
-//! the calls and records the turn through the strategy.
+//! The turn loop: a [`Run`] value holding what every step needs (what the run shares
+//! with its client, its settled settings, its sink, what its calls did so far, its cancel
+//! token), whose methods are the steps of a turn: [`Run::build_request`],
+//! [`Run::check_budget`], [`Run::stream_reply`], then [`Run::conclude`], which reads the
+//! reply, runs the calls and records the turn through the strategy.
 //!
 //! # Decisions
 //! - No step branches on the strategy: it offers the tools, filters the display, reads
-//!   the reply and says what to record ([`crate::strategy`]).
-//! - Each fallback (ReAct for refused native tools, no `think` for refused thinking)
-//!   removes its own cause, so the same turn is retried at most twice.
+//!   the reply, says what to record, what it falls back to when the server refuses it
+//!   and what a reply teaches about the model ([`crate::strategy`]). `cargo xtask tidy`
+//!   keeps it so: no file of the chat module may name a `Strategy` variant.
+//! - Fallbacks (ReAct for refused native tools, no `think` for refused thinking) are
+//!   decided and applied by the settings (`settle.rs`), which settled what they undo;
+//!   each removes its own cause, so the same turn is retried at most twice.
 //! - A strategy may answer some of a turn's calls itself (a text call to a tool not on
 //!   offer, a malformed one): those never run, get their `ToolResult` like the others,
 //!   and are recorded in call order, so calls and results stay 1:1.
@@ -22,15 +27,15 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::calls::{answer_unfinished, execute_all};
-use super::client::{Shared, lock, model_info};
 use super::compact::{Fitted, Room, bound_results, fit};
-use super::guard::{ACT_NUDGE, ANSWER_NUDGE, CallMemory, REPEAT_LIMIT, Source};
-use super::run::Sink;
+use super::config::ChatOptions;
+use super::event::{CANCELLED_RESULT, ChatEvent, MAX_CALLS_PER_REPLY, STOPPED_RESULT};
+use super::guard::{self, ACT_NUDGE, ANSWER_NUDGE, CallMemory, REPEAT_LIMIT, Source};
 use super::runaway::RepeatDetector;
-use super::settle::{Offer, RunSettings};
-use super::{CANCELLED_RESULT, ChatEvent, ChatOptions, MAX_CALLS_PER_REPLY, STOPPED_RESULT};
+use super::settle::{Fallback, Offer, RunSettings};
+use super::shared::{Shared, Sink, lock};
 use crate::context::settle_window;
-use crate::strategy::{Reason, Strategy, TextFilter, Turn, TurnOutcome};
+use crate::strategy::{TextFilter, Turn, TurnOutcome};
 use crate::tool::ToolOutcome;
 
 /// How a turn ended.
@@ -45,14 +50,6 @@ enum TurnFailure {
     Reported,
     /// The server refused something the run can do without; retry the turn without it.
     Fallback(Fallback),
-}
-
-/// What to do without.
-enum Fallback {
-    /// Native tools: use ReAct. The server's hint, if it gave one.
-    React(Option<String>),
-    /// `think`.
-    NoThink,
 }
 
 /// One run: waits for the client's earlier runs, records the prompt, settles the run's
@@ -79,193 +76,496 @@ pub(super) async fn run_chat(
     let info = tokio::select! {
         biased;
         _ = cancel.cancelled() => return sink.finish(FinishReason::Cancelled, Usage::default()),
-        info = model_info(&shared, &config.model) => info,
+        info = shared.model_info(&config.model) => info,
     };
-    let Some(mut settings) = RunSettings::settle(&shared, &config, &options, info, &sink) else {
+    let Some(settings) = RunSettings::settle(&shared, &config, &options, info, &sink) else {
         sink.unrecord(&shared);
         return sink.finish(FinishReason::Error, Usage::default());
     };
-    let mut total = Usage::default();
-    let (reason, recorded_turns) =
-        run_turns(&shared, &mut settings, &cancel, &sink, &mut total).await;
-    if reason == FinishReason::Error && recorded_turns == 0 {
-        // The failed run recorded no turn: take the prompt back too.
-        sink.unrecord(&shared);
-    }
-    tracing::info!(
-        ?reason,
-        prompt_tokens = total.prompt_tokens.unwrap_or_default(),
-        completion_tokens = total.completion_tokens.unwrap_or_default(),
-        "run finished"
-    );
-    sink.finish(reason, total);
-}
-
-/// Runs turns until one ends the run; says why it ended and how many turns recorded
-/// before the last.
-async fn run_turns(
-    shared: &Shared,
-    settings: &mut RunSettings,
-    cancel: &CancellationToken,
-    sink: &Sink,
-    total: &mut Usage,
-) -> (FinishReason, u32) {
-    let mut turn = 1;
-    let mut memory = CallMemory::default();
-    while turn <= settings.max_turns {
-        let step = Step { turn, cancel, sink };
-        let span = tracing::info_span!("turn", n = turn);
-        let ended = run_turn(shared, settings, &mut memory, step, total)
-            .instrument(span)
-            .await;
-        match ended {
-            Ok(TurnEnd::Continue) => turn += 1,
-            Ok(TurnEnd::Finish(reason)) => return (reason, turn - 1),
-            Err(TurnFailure::Fallback(fallback)) => fall_back(shared, settings, sink, fallback),
-            Err(TurnFailure::Reported) => return (FinishReason::Error, turn - 1),
-        }
-    }
-    (FinishReason::MaxTurns, turn - 1)
-}
-
-/// Does without what the server refused, for this run and later ones, with a warning.
-fn fall_back(shared: &Shared, settings: &mut RunSettings, sink: &Sink, fallback: Fallback) {
-    let model = settings.model.clone();
-    let message = match fallback {
-        Fallback::React(hint) => {
-            lock(&shared.learned)
-                .entry(model.clone())
-                .or_default()
-                .native_refused = true;
-            settings.strategy = Strategy::React;
-            let reason = Reason::Refused(hint);
-            tracing::info!(%model, %reason, "native tools refused; falling back to ReAct");
-            sink.send(ChatEvent::StrategyChosen {
-                strategy: settings.strategy.mode(),
-                reason: reason.to_string(),
-            });
-            format!(
-                "{model}: the server refused native tool calls; describing the tools as \
-                 ReAct text instead ({})",
-                hint_of(&reason)
-            )
-        }
-        Fallback::NoThink => {
-            tracing::info!(%model, "the server refused `think`; asking again without it");
-            lock(&shared.no_think).insert(model.clone());
-            settings.think = None;
-            format!("{model} does not support thinking; asking again without it")
-        }
-    };
-    sink.warn(WarningKind::Other, message);
-}
-
-/// The text of the fallback hint in `reason`.
-fn hint_of(reason: &Reason) -> String {
-    match reason {
-        Reason::Refused(Some(hint)) => hint.clone(),
-        _ => crate::strategy::SERVER_FLAGS_HINT.to_owned(),
-    }
-}
-
-/// Where a turn is in its run: its number, the run's cancel token and its sink.
-#[derive(Clone, Copy)]
-struct Step<'a> {
-    turn: u32,
-    cancel: &'a CancellationToken,
-    sink: &'a Sink,
-}
-
-/// One turn: build the request, check its size, stream the reply, then conclude.
-async fn run_turn(
-    shared: &Shared,
-    settings: &RunSettings,
-    memory: &mut CallMemory,
-    step: Step<'_>,
-    total: &mut Usage,
-) -> Result<TurnEnd, TurnFailure> {
-    let Step { cancel, sink, .. } = step;
-    let offer = settings.offer(memory);
-    let (request, room) = match check_budget(shared, settings, &offer, cancel, sink).await {
-        Fitted::Send(request, room) => (request, room),
-        Fitted::Cancelled => return Ok(TurnEnd::Finish(FinishReason::Cancelled)),
-        Fitted::Refused => return Err(TurnFailure::Reported),
-    };
-    let mut filter = settings.strategy.text_filter();
-    let reply = stream_reply(
-        shared,
+    let mut run = Run {
+        shared: Arc::clone(&shared),
         settings,
-        *request,
-        filter.as_mut(),
-        cancel,
         sink,
-        total,
-    );
-    let reply = reply.await?;
-    let mut room = room;
-    if let Streamed::Done(reply) = &reply {
+        memory: CallMemory::default(),
+        cancel,
+        turn: 1,
+        total: Usage::default(),
+    };
+    let reason = run.run_turns().await;
+    run.finish(reason);
+}
+
+/// One run past its settling: everything its steps read and change.
+struct Run {
+    shared: Arc<Shared>,
+    settings: RunSettings,
+    sink: Sink,
+    /// The run's calls and their results so far (`guard.rs`).
+    memory: CallMemory,
+    cancel: CancellationToken,
+    /// The turn being played, from 1.
+    turn: u32,
+    /// Usage summed over the turns so far.
+    total: Usage,
+}
+
+impl Run {
+    /// Runs turns until one ends the run; says why it ended.
+    async fn run_turns(&mut self) -> FinishReason {
+        while self.turn <= self.settings.max_turns {
+            let span = tracing::info_span!("turn", n = self.turn);
+            match self.play_turn().instrument(span).await {
+                Ok(TurnEnd::Continue) => self.turn += 1,
+                Ok(TurnEnd::Finish(reason)) => return reason,
+                Err(TurnFailure::Fallback(fallback)) => {
+                    self.settings.fall_back(&self.shared, &self.sink, fallback);
+                }
+                Err(TurnFailure::Reported) => return FinishReason::Error,
+            }
+        }
+        FinishReason::MaxTurns
+    }
+
+    /// Sends `Finish`; a failed run that recorded no turn takes the prompt back too.
+    fn finish(&self, reason: FinishReason) {
+        let recorded_turns = self.turn - 1;
+        if reason == FinishReason::Error && recorded_turns == 0 {
+            self.sink.unrecord(&self.shared);
+        }
+        let total = &self.total;
+        tracing::info!(
+            ?reason,
+            prompt_tokens = total.prompt_tokens.unwrap_or_default(),
+            completion_tokens = total.completion_tokens.unwrap_or_default(),
+            "run finished"
+        );
+        self.sink.finish(reason, self.total);
+    }
+
+    /// One turn: build the request, check its size, stream the reply, then conclude.
+    async fn play_turn(&mut self) -> Result<TurnEnd, TurnFailure> {
+        let offer = self.settings.offer(&self.memory);
+        let (request, mut room) = match self.check_budget(&offer).await {
+            Fitted::Send(request, room) => (request, room),
+            Fitted::Cancelled => return Ok(TurnEnd::Finish(FinishReason::Cancelled)),
+            Fitted::Refused => return Err(TurnFailure::Reported),
+        };
+        let choice = offer.choice;
+        let mut filter = self.settings.strategy.text_filter();
+        let reply = match self.stream_reply(*request, filter.as_mut()).await? {
+            Streamed::Done(reply) => reply,
+            Streamed::Cancelled(partial) => {
+                self.record_unfinished(&partial, CANCELLED_RESULT);
+                return Ok(TurnEnd::Finish(FinishReason::Cancelled));
+            }
+        };
         // The server's count of this request is the truth: the results of its calls are
         // cut to the room it really left (compact.rs), and later requests learn from it.
         let reported = reply.usage.prompt_tokens;
-        lock(&shared.calibration).learn(&settings.model, &room.counted, reported);
+        lock(&self.shared.calibration).learn(&self.settings.model, &room.counted, reported);
         room.used = room.used.max(reported.map_or(0, |n| n as usize));
+        if reply.finish == Some(FinishReason::Repetition) {
+            return Ok(self.stopped(&reply));
+        }
+        let end = self.conclude(&reply, &room, &choice, filter.as_mut()).await;
+        self.complete(reply.usage);
+        Ok(end)
     }
-    match reply {
-        Streamed::Done(reply) if reply.finish == Some(FinishReason::Repetition) => {
-            let end = if ask_again(memory, &reply) {
-                // After a result: not recorded; the nudge asks for the answer (guard.rs).
-                memory.set_answer_due(true);
-                sink.record(shared, vec![Message::user(ANSWER_NUDGE)]);
+
+    /// Sends `TurnComplete` for the turn.
+    fn complete(&self, usage: Usage) {
+        self.sink.send(ChatEvent::TurnComplete {
+            turn: self.turn,
+            usage,
+        });
+    }
+
+    /// A reply stopped for repeating itself: after a result it is not recorded and the
+    /// nudge asks for the answer (guard.rs), once; otherwise it is recorded as far as it
+    /// went and ends the run.
+    fn stopped(&mut self, reply: &Reply) -> TurnEnd {
+        let ask_again = self.memory.any() && !self.memory.answer_due() && reply.calls.is_empty();
+        let end = if ask_again {
+            self.memory.set_answer_due(true);
+            self.sink
+                .record(&self.shared, vec![Message::user(ANSWER_NUDGE)]);
+            TurnEnd::Continue
+        } else {
+            self.record_unfinished(reply, STOPPED_RESULT);
+            TurnEnd::Finish(FinishReason::Repetition)
+        };
+        self.complete(reply.usage);
+        end
+    }
+
+    /// The request for the next reply: the history, the options, `think` as settled, and
+    /// the tools as the strategy offers them under the turn's `offer`.
+    fn build_request(&self, offer: &Offer<'_>) -> ProviderRequest {
+        let settings = &self.settings;
+        let history = lock(&self.shared.history);
+        let mut messages = history.messages().to_vec();
+        if let Some(context) = settings.tools_context.as_deref() {
+            before_first_prompt(&mut messages, context);
+        }
+        let mut request = ProviderRequest::new(&settings.model, messages);
+        request.system = history.system_text();
+        request.options = settings.options.clone();
+        request.think = settings.think;
+        request.keep_alive.clone_from(&settings.keep_alive);
+        settings
+            .strategy
+            .prepare(&mut request, offer.tools, &offer.choice);
+        request
+    }
+
+    /// Makes the request fit the model's window before anything is sent: the window is
+    /// settled here and sent as `options.context_length`; past the threshold the history
+    /// is compacted ([`super::compact`]); over the window the request is refused.
+    async fn check_budget(&self, offer: &Offer<'_>) -> Fitted {
+        let settings = &self.settings;
+        let window = settle_window(
+            &settings.limits,
+            &settings.model,
+            settings.options.context_length,
+            settings.info.as_ref(),
+        );
+        let build = || {
+            let mut request = self.build_request(offer);
+            request.options.context_length = u32::try_from(window.tokens).ok();
+            request
+        };
+        let (shared, cancel, sink) = (&self.shared, &self.cancel, &self.sink);
+        fit(shared, settings, window, &build, cancel, sink).await
+    }
+
+    /// Streams the reply to `request`, showing text through `filter` and announcing
+    /// native calls as they arrive. The reply's usage is added to the run's total however
+    /// it ends.
+    async fn stream_reply(
+        &mut self,
+        request: ProviderRequest,
+        filter: &mut dyn TextFilter,
+    ) -> Result<Streamed, TurnFailure> {
+        let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.shared.provider.chat(request)
+        }));
+        let Ok(stream) = started else {
+            self.sink
+                .error(ProviderErrorKind::Other, "the provider panicked");
+            return Err(TurnFailure::Reported);
+        };
+        let mut stream = std::panic::AssertUnwindSafe(stream).catch_unwind();
+        let mut reply = Reply::default();
+        let mut detector = self.settings.runaway_guard.then(RepeatDetector::default);
+        let flow = loop {
+            let next = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => {
+                    self.total.accumulate(&reply.usage);
+                    return Ok(Streamed::Cancelled(reply));
+                }
+                next = stream.next() => next,
+            };
+            let flow = self.take(&mut reply, next, detector.as_mut(), filter);
+            if !matches!(flow, Flow::More) {
+                break flow;
+            }
+        };
+        self.total.accumulate(&reply.usage);
+        match flow {
+            Flow::Failed(error) => Err(self.failed(error, &reply)),
+            Flow::Finished(reason) => {
+                reply.finish = Some(reason);
+                Ok(Streamed::Done(reply))
+            }
+            Flow::More => Ok(Streamed::Done(reply)),
+        }
+    }
+
+    /// Takes in what the provider's stream gave next (an event, a panic, or its end),
+    /// stopping a reply that keeps repeating itself.
+    fn take(
+        &self,
+        reply: &mut Reply,
+        next: Option<Result<ProviderEvent, Box<dyn std::any::Any + Send>>>,
+        detector: Option<&mut RepeatDetector>,
+        filter: &mut dyn TextFilter,
+    ) -> Flow {
+        let (shared, sink) = (&self.shared, &self.sink);
+        match next {
+            Some(Ok(ProviderEvent::TextDelta { text }))
+                if detector.is_some_and(|d| d.push(&text).is_some()) =>
+            {
+                reply.take(ProviderEvent::TextDelta { text }, filter, shared, sink);
+                stopped_repeating(reply, sink);
+                Flow::Finished(FinishReason::Repetition)
+            }
+            Some(Ok(event)) => reply.take(event, filter, shared, sink),
+            Some(Err(_panic)) => Flow::Failed(ProviderError::new(
+                ProviderErrorKind::Other,
+                "the provider panicked",
+            )),
+            None => Flow::Failed(ProviderError::new(
+                ProviderErrorKind::IncompleteStream,
+                "the provider's stream ended without a finish",
+            )),
+        }
+    }
+
+    /// What a failed reply means: a fallback when the server refused something before
+    /// any output and the run can do without it, else an `Error` event.
+    fn failed(&self, error: ProviderError, reply: &Reply) -> TurnFailure {
+        let silent = reply.is_empty();
+        match self.settings.fallback_for(&error).filter(|_| silent) {
+            Some(fallback) => TurnFailure::Fallback(fallback),
+            None => {
+                self.sink.send(ChatEvent::Error { error });
+                TurnFailure::Reported
+            }
+        }
+    }
+
+    /// Reads the finished reply, shows what is left to show, runs its calls and records
+    /// the turn as the strategy says.
+    async fn conclude(
+        &mut self,
+        reply: &Reply,
+        room: &Room,
+        choice: &ToolChoice,
+        filter: &mut dyn TextFilter,
+    ) -> TurnEnd {
+        let settings = &self.settings;
+        let shared = &self.shared;
+        let outcome = settings.strategy.interpret(
+            &reply.raw,
+            reply.calls.clone(),
+            &settings.tools.schemas(),
+            &mut || shared.mint_id(),
+            choice,
+        );
+        self.sink.shown(filter.finish(outcome.shown()));
+        if reply.finish == Some(FinishReason::Length) {
+            self.warn_cut();
+        }
+        let raw = reply.raw.as_str();
+        match outcome {
+            TurnOutcome::Answer(answer) => self.answer(raw, &answer, reply.finish),
+            TurnOutcome::Retry {
+                correction,
+                problem,
+            } => {
+                self.sink.warn(WarningKind::MalformedOutput, problem);
+                let correction = correction.as_str();
+                let record = self
+                    .settings
+                    .strategy
+                    .record(Turn::Retry { raw, correction });
+                self.sink.record(&self.shared, record);
                 TurnEnd::Continue
-            } else {
-                record_unfinished(shared, settings, sink, &reply, STOPPED_RESULT);
+            }
+            TurnOutcome::Calls(calls) => {
+                let answered = vec![None; calls.len()];
+                let structured = !reply.calls.is_empty();
+                self.calls(raw, calls, answered, structured, reply, room)
+                    .await
+            }
+            TurnOutcome::TextCalls {
+                calls,
+                answered,
+                prose,
+            } => {
+                self.calls(&prose, calls, answered, false, reply, room)
+                    .await
+            }
+        }
+    }
+
+    /// Records an answer; one that shows a call instead of making it is asked once to
+    /// act (guard.rs), any other ends the run.
+    fn answer(&mut self, raw: &str, answer: &str, finish: Option<FinishReason>) -> TurnEnd {
+        let strategy = self.settings.strategy;
+        let act = strategy.shows_call(answer, &self.settings.offered) && self.memory.ask_to_act();
+        let mut record = strategy.record(Turn::Answer { raw, answer });
+        if act {
+            // An example instead of an action: asked once to act (guard.rs).
+            record.push(Message::user(ACT_NUDGE));
+            self.sink.record(&self.shared, record);
+            return TurnEnd::Continue;
+        }
+        self.sink.record(&self.shared, record);
+        TurnEnd::Finish(match finish {
+            Some(FinishReason::Length) => FinishReason::Length,
+            _ => FinishReason::Stop,
+        })
+    }
+
+    /// A reply's calls: learns how they came (`structured`: as the server's calls),
+    /// keeps the first [`MAX_CALLS_PER_REPLY`] and runs them, with `text` as the
+    /// assistant message's text.
+    async fn calls(
+        &mut self,
+        text: &str,
+        mut calls: Vec<ToolCall>,
+        mut answered: Vec<Option<ToolOutcome>>,
+        structured: bool,
+        reply: &Reply,
+        room: &Room,
+    ) -> TurnEnd {
+        {
+            let mut learned = lock(&self.shared.learned);
+            let model = &self.settings.model;
+            self.settings
+                .strategy
+                .learn(&mut learned, model, structured);
+        }
+        bound_calls(&mut calls, &reply.calls, &self.sink);
+        answered.truncate(calls.len());
+        let planned = Planned {
+            text,
+            calls: &calls,
+            answered,
+            room,
+        };
+        self.run_calls(planned, &reply.calls).await
+    }
+
+    /// Warns that the reply was cut at the generation cap.
+    fn warn_cut(&self) {
+        let cap = match self.settings.options.max_tokens {
+            Some(n) => format!("the cap of {n} tokens per reply"),
+            None => "the server's token limit".to_owned(),
+        };
+        self.sink.warn(
+            WarningKind::TokenLimit,
+            format!(
+                "the reply was cut at {cap} (raise it with max_tokens, `ollm run --max-tokens`)"
+            ),
+        );
+    }
+
+    /// Announces the calls that were not announced while streaming (those read from
+    /// text), runs the calls of `planned` that are new to the run, answers the repeated
+    /// ones from what their twins produced (see `guard.rs`) and the decided ones as
+    /// decided, and records the turn and the answer nudge as `guard.rs` says. Ends the run
+    /// when cancelled meanwhile (what was produced is recorded too) or when a call was
+    /// asked for the [`REPEAT_LIMIT`]th time.
+    async fn run_calls(&mut self, planned: Planned<'_>, announced: &[ToolCall]) -> TurnEnd {
+        let calls = planned.calls;
+        for call in calls.iter().filter(|c| !announced.contains(c)) {
+            self.sink
+                .send(ChatEvent::ToolCallStarted { call: call.clone() });
+        }
+        let identities = guard::identities(&self.settings.tools, calls);
+        let sources = self.memory.sort(&identities);
+        let runs = |i: usize| planned.answered[i].is_none() && sources[i] == Source::Run;
+        let fresh: Vec<ToolCall> = (0..calls.len())
+            .filter(|&i| runs(i))
+            .map(|i| calls[i].clone())
+            .collect();
+        let tools = &self.settings.tools;
+        let (ran, cancelled) = execute_all(tools, &fresh, &self.cancel, &self.sink).await;
+        let mut ran = ran.into_iter();
+        let mut results: Vec<Option<ToolOutcome>> = Vec::with_capacity(calls.len());
+        for (i, call) in calls.iter().enumerate() {
+            let result = match (&planned.answered[i], &sources[i]) {
+                (Some(decided), _) => Some(decided.clone()),
+                (None, Source::Run) => ran.next().flatten(),
+                (None, Source::Earlier) => self.memory.answer(&identities[i]),
+                (None, Source::Twin(j)) => results[*j]
+                    .as_ref()
+                    .map(|r| guard::repeat_result(&call.name, &r.content)),
+            };
+            if !runs(i) && !cancelled {
+                if let Some(r) = &result {
+                    announce(&self.sink, call, r);
+                }
+            }
+            results.push(result);
+        }
+        if cancelled {
+            let partial = (planned.text, calls);
+            self.record_calls_unfinished(partial, &results, CANCELLED_RESULT);
+            return TurnEnd::Finish(FinishReason::Cancelled);
+        }
+        let ran = Ran {
+            identities: &identities,
+            sources: &sources,
+            results,
+        };
+        self.record_calls(&planned, ran)
+    }
+
+    /// Records a turn whose calls all have their results: cuts the results to the room
+    /// left, lets the guard learn from them, and records the turn and the answer nudge as
+    /// `guard.rs` says; ends the run when a call was asked for too often.
+    fn record_calls(&mut self, planned: &Planned<'_>, ran: Ran<'_>) -> TurnEnd {
+        let calls = planned.calls;
+        let mut results: Vec<ToolOutcome> = ran
+            .results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| ToolOutcome::error("the tool did not run")))
+            .collect();
+        let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+        let compaction = &self.settings.compaction;
+        bound_results(&mut results, &names, planned.room, compaction, &self.sink);
+        let stuck = self.memory.learn(ran.identities, &results);
+        // None ran (repeats, unknown tools): the nudge follows; a turn of repeats only is
+        // not recorded (see `guard.rs`).
+        let tools = &self.settings.tools;
+        let idle = (0..calls.len())
+            .all(|i| !tools.contains(&calls[i].name) || ran.sources[i] == Source::Earlier);
+        self.memory.set_answer_due(idle && stuck.is_none());
+        let mut record = Vec::new();
+        if !self.memory.repeated() {
+            let turn = Turn::Calls {
+                raw: planned.text,
+                calls,
+                results: &results,
+            };
+            record = self.settings.strategy.record(turn);
+        }
+        if self.memory.answer_due() {
+            record.push(Message::user(ANSWER_NUDGE));
+        }
+        self.sink.record(&self.shared, record);
+        match stuck {
+            Some(i) => {
+                warn_stuck(&self.sink, &calls[i]);
                 TurnEnd::Finish(FinishReason::Repetition)
-            };
-            let usage = reply.usage;
-            sink.send(ChatEvent::TurnComplete {
-                turn: step.turn,
-                usage,
-            });
-            Ok(end)
-        }
-        Streamed::Done(mut reply) => {
-            reply.room = room;
-            let read = Read {
-                reply,
-                choice: &offer.choice,
-            };
-            conclude(shared, settings, memory, read, filter.as_mut(), step).await
-        }
-        Streamed::Cancelled(partial) => {
-            record_unfinished(shared, settings, sink, &partial, CANCELLED_RESULT);
-            Ok(TurnEnd::Finish(FinishReason::Cancelled))
+            }
+            None => TurnEnd::Continue,
         }
     }
-}
 
-/// Whether a reply stopped for repeating itself is asked for again, with the answer
-/// nudge: once per nudge, after the run has results, when no native call came with it.
-fn ask_again(memory: &CallMemory, reply: &Reply) -> bool {
-    memory.any() && !memory.answer_due() && reply.calls.is_empty()
-}
-
-/// The request for the next reply: the history, the options, `think` as settled, and
-/// the tools as the strategy offers them under the turn's `offer`.
-fn build_request(shared: &Shared, settings: &RunSettings, offer: &Offer<'_>) -> ProviderRequest {
-    let history = lock(&shared.history);
-    let mut messages = history.messages().to_vec();
-    if let Some(context) = settings.tools_context.as_deref() {
-        before_first_prompt(&mut messages, context);
+    /// Records what an unfinished reply produced (cancelled, or stopped for repeating
+    /// itself; see the module docs of [`crate::chat`]), answering each of its calls with
+    /// `placeholder`.
+    fn record_unfinished(&self, reply: &Reply, placeholder: &str) {
+        let partial = (reply.raw.as_str(), &reply.calls[..]);
+        self.record_calls_unfinished(partial, &[], placeholder);
     }
-    let mut request = ProviderRequest::new(&settings.model, messages);
-    request.system = history.system_text();
-    request.options = settings.options.clone();
-    request.think = settings.think;
-    request.keep_alive.clone_from(&settings.keep_alive);
-    settings
-        .strategy
-        .prepare(&mut request, offer.tools, &offer.choice);
-    request
+
+    /// Records the text and calls of an unfinished turn, answering every call without a
+    /// result with `placeholder`.
+    fn record_calls_unfinished(
+        &self,
+        (raw, calls): (&str, &[ToolCall]),
+        results: &[Option<ToolOutcome>],
+        placeholder: &str,
+    ) {
+        let results = answer_unfinished(calls, results, &self.sink, placeholder);
+        let turn = if calls.is_empty() {
+            Turn::Cut { raw }
+        } else {
+            Turn::Calls {
+                raw,
+                calls,
+                results: &results,
+            }
+        };
+        let record = self.settings.strategy.record(turn);
+        self.sink.record(&self.shared, record);
+    }
 }
 
 /// Puts the run's tools context before the conversation's first user message, in the
@@ -293,30 +593,6 @@ fn before_first_prompt(messages: &mut [Message], context: &str) {
     }
 }
 
-/// Makes the request fit the model's window before anything is sent: the window is
-/// settled here and sent as `options.context_length`; past the threshold the history is
-/// compacted ([`super::compact`]); over the window the request is refused.
-async fn check_budget(
-    shared: &Shared,
-    settings: &RunSettings,
-    offer: &Offer<'_>,
-    cancel: &CancellationToken,
-    sink: &Sink,
-) -> Fitted {
-    let window = settle_window(
-        &settings.limits,
-        &settings.model,
-        settings.options.context_length,
-        settings.info.as_ref(),
-    );
-    let build = || {
-        let mut request = build_request(shared, settings, offer);
-        request.options.context_length = u32::try_from(window.tokens).ok();
-        request
-    };
-    fit(shared, settings, window, &build, cancel, sink).await
-}
-
 /// A reply as it streamed in.
 #[derive(Default)]
 struct Reply {
@@ -327,8 +603,6 @@ struct Reply {
     usage: Usage,
     /// Why the provider ended it.
     finish: Option<FinishReason>,
-    /// How full the request was (bounds the results of its calls).
-    room: Room,
 }
 
 /// How streaming a reply ended.
@@ -381,92 +655,9 @@ impl Reply {
         Flow::More
     }
 
-    /// The fallback that answers `error`, when the server refused something before any
-    /// output and the run can do without it.
-    fn fallback_for(&self, error: &ProviderError, settings: &RunSettings) -> Option<Fallback> {
-        if !self.raw.is_empty() || !self.calls.is_empty() {
-            return None;
-        }
-        match error.kind {
-            ProviderErrorKind::ToolsUnsupported
-                if settings.auto && settings.strategy == Strategy::Native =>
-            {
-                Some(Fallback::React(error.hint.clone()))
-            }
-            ProviderErrorKind::ThinkingUnsupported if settings.think.is_some() => {
-                Some(Fallback::NoThink)
-            }
-            _ => None,
-        }
-    }
-}
-
-/// Streams the reply to `request`, showing text through `filter` and announcing native
-/// calls as they arrive. The reply's usage is added to `total` however it ends.
-async fn stream_reply(
-    shared: &Shared,
-    settings: &RunSettings,
-    request: ProviderRequest,
-    filter: &mut dyn TextFilter,
-    cancel: &CancellationToken,
-    sink: &Sink,
-    total: &mut Usage,
-) -> Result<Streamed, TurnFailure> {
-    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        shared.provider.chat(request)
-    }));
-    let Ok(stream) = started else {
-        sink.error(ProviderErrorKind::Other, "the provider panicked");
-        return Err(TurnFailure::Reported);
-    };
-    let mut stream = std::panic::AssertUnwindSafe(stream).catch_unwind();
-    let mut reply = Reply::default();
-    let mut detector = settings.runaway_guard.then(RepeatDetector::default);
-    let flow = loop {
-        let next = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => {
-                total.accumulate(&reply.usage);
-                return Ok(Streamed::Cancelled(reply));
-            }
-            next = stream.next() => next,
-        };
-        let flow = match next {
-            Some(Ok(ProviderEvent::TextDelta { text }))
-                if detector.as_mut().is_some_and(|d| d.push(&text).is_some()) =>
-            {
-                reply.take(ProviderEvent::TextDelta { text }, filter, shared, sink);
-                stopped_repeating(&reply, sink);
-                Flow::Finished(FinishReason::Repetition)
-            }
-            Some(Ok(event)) => reply.take(event, filter, shared, sink),
-            Some(Err(_panic)) => Flow::Failed(ProviderError::new(
-                ProviderErrorKind::Other,
-                "the provider panicked",
-            )),
-            None => Flow::Failed(ProviderError::new(
-                ProviderErrorKind::IncompleteStream,
-                "the provider's stream ended without a finish",
-            )),
-        };
-        if !matches!(flow, Flow::More) {
-            break flow;
-        }
-    };
-    total.accumulate(&reply.usage);
-    match flow {
-        Flow::Failed(error) => match reply.fallback_for(&error, settings) {
-            Some(fallback) => Err(TurnFailure::Fallback(fallback)),
-            None => {
-                sink.send(ChatEvent::Error { error });
-                Err(TurnFailure::Reported)
-            }
-        },
-        Flow::Finished(reason) => {
-            reply.finish = Some(reason);
-            Ok(Streamed::Done(reply))
-        }
-        Flow::More => Ok(Streamed::Done(reply)),
+    /// Whether nothing of the reply arrived (no text, no call).
+    fn is_empty(&self) -> bool {
+        self.raw.is_empty() && self.calls.is_empty()
     }
 }
 
@@ -486,100 +677,6 @@ fn stopped_repeating(reply: &Reply, sink: &Sink) {
             tail.escape_debug()
         ),
     );
-}
-
-/// A finished reply and the tool choice it answered.
-struct Read<'a> {
-    reply: Reply,
-    choice: &'a ToolChoice,
-}
-
-/// Reads the finished reply, shows what is left to show, runs its calls and records the
-/// turn as the strategy says.
-async fn conclude(
-    shared: &Shared,
-    settings: &RunSettings,
-    memory: &mut CallMemory,
-    read: Read<'_>,
-    filter: &mut dyn TextFilter,
-    step: Step<'_>,
-) -> Result<TurnEnd, TurnFailure> {
-    let Read { reply, choice } = read;
-    let sink = step.sink;
-    let strategy = settings.strategy;
-    let outcome = strategy.interpret(
-        &reply.raw,
-        reply.calls.clone(),
-        &settings.tools.schemas(),
-        &mut || shared.mint_id(),
-        choice,
-    );
-    sink.shown(filter.finish(outcome.shown()));
-    if reply.finish == Some(FinishReason::Length) {
-        warn_cut(settings, sink);
-    }
-    let raw = reply.raw.as_str();
-    let end = match outcome {
-        TurnOutcome::Answer(answer) => {
-            let act = strategy.shows_call(&answer, &settings.offered) && memory.ask_to_act();
-            let answer = answer.as_str();
-            let mut record = strategy.record(Turn::Answer { raw, answer });
-            if act {
-                // An example instead of an action: asked once to act (guard.rs).
-                record.push(Message::user(ACT_NUDGE));
-                sink.record(shared, record);
-                TurnEnd::Continue
-            } else {
-                sink.record(shared, record);
-                TurnEnd::Finish(match reply.finish {
-                    Some(FinishReason::Length) => FinishReason::Length,
-                    _ => FinishReason::Stop,
-                })
-            }
-        }
-        TurnOutcome::Retry {
-            correction,
-            problem,
-        } => {
-            sink.warn(WarningKind::MalformedOutput, problem);
-            let correction = correction.as_str();
-            sink.record(shared, strategy.record(Turn::Retry { raw, correction }));
-            TurnEnd::Continue
-        }
-        TurnOutcome::Calls(mut calls) => {
-            learn(shared, settings, !reply.calls.is_empty());
-            bound_calls(&mut calls, &reply.calls, sink);
-            let planned = Planned {
-                text: raw,
-                calls: &calls,
-                answered: vec![None; calls.len()],
-                room: &reply.room,
-            };
-            run_calls(shared, settings, memory, planned, &reply.calls, step, sink).await
-        }
-        TurnOutcome::TextCalls {
-            mut calls,
-            mut answered,
-            prose,
-        } => {
-            learn(shared, settings, false);
-            bound_calls(&mut calls, &reply.calls, sink);
-            answered.truncate(calls.len());
-            let planned = Planned {
-                text: &prose,
-                calls: &calls,
-                answered,
-                room: &reply.room,
-            };
-            run_calls(shared, settings, memory, planned, &reply.calls, step, sink).await
-        }
-    };
-    let usage = reply.usage;
-    sink.send(ChatEvent::TurnComplete {
-        turn: step.turn,
-        usage,
-    });
-    Ok(end)
 }
 
 /// Keeps the first [`MAX_CALLS_PER_REPLY`] of a reply's calls; the rest are dropped from
@@ -607,33 +704,6 @@ fn bound_calls(calls: &mut Vec<ToolCall>, announced: &[ToolCall], sink: &Sink) {
     sink.warn(WarningKind::Repetition, why);
 }
 
-/// Warns that the reply was cut at the generation cap.
-fn warn_cut(settings: &RunSettings, sink: &Sink) {
-    let cap = match settings.options.max_tokens {
-        Some(n) => format!("the cap of {n} tokens per reply"),
-        None => "the server's token limit".to_owned(),
-    };
-    sink.warn(
-        WarningKind::TokenLimit,
-        format!("the reply was cut at {cap} (raise it with max_tokens, `ollm run --max-tokens`)"),
-    );
-}
-
-/// Remembers how a native reply's calls came: structured, or written as text.
-fn learn(shared: &Shared, settings: &RunSettings, structured: bool) {
-    if settings.strategy != Strategy::Native {
-        return;
-    }
-    let mut learned = lock(&shared.learned);
-    let entry = learned.entry(settings.model.clone()).or_default();
-    let count = if structured {
-        &mut entry.native_calls
-    } else {
-        &mut entry.text_calls
-    };
-    *count = count.saturating_add(1);
-}
-
 /// A turn's calls: the text its assistant message keeps, the calls, and per call the
 /// result decided without running it (`None`: run it, unless the guard answers it).
 struct Planned<'a> {
@@ -644,92 +714,12 @@ struct Planned<'a> {
     room: &'a Room,
 }
 
-/// Announces the calls that were not announced while streaming (those read from text),
-/// runs the calls of `planned` that are new to the run, answers the repeated ones from
-/// what their twins produced (see `guard.rs`) and the decided ones as decided, and
-/// records the turn and the answer nudge as `guard.rs` says. Ends the run when cancelled meanwhile (what was produced is recorded
-/// too) or when a call was asked for the [`REPEAT_LIMIT`]th time.
-async fn run_calls(
-    shared: &Shared,
-    settings: &RunSettings,
-    memory: &mut CallMemory,
-    planned: Planned<'_>,
-    announced: &[ToolCall],
-    step: Step<'_>,
-    sink: &Sink,
-) -> TurnEnd {
-    let Planned {
-        text,
-        calls,
-        answered,
-        room,
-    } = planned;
-    for call in calls.iter().filter(|c| !announced.contains(c)) {
-        sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
-    }
-    let identities = super::guard::identities(&settings.tools, calls);
-    let sources = memory.sort(&identities);
-    let runs = |i: usize| answered[i].is_none() && sources[i] == Source::Run;
-    let fresh: Vec<ToolCall> = (0..calls.len())
-        .filter(|&i| runs(i))
-        .map(|i| calls[i].clone())
-        .collect();
-    let (ran, cancelled) = execute_all(&settings.tools, &fresh, step.cancel, sink).await;
-    let mut ran = ran.into_iter();
-    let mut results: Vec<Option<ToolOutcome>> = Vec::with_capacity(calls.len());
-    for (i, call) in calls.iter().enumerate() {
-        let result = match (&answered[i], &sources[i]) {
-            (Some(decided), _) => Some(decided.clone()),
-            (None, Source::Run) => ran.next().flatten(),
-            (None, Source::Earlier) => memory.answer(&identities[i]),
-            (None, Source::Twin(j)) => results[*j]
-                .as_ref()
-                .map(|r| super::guard::repeat_result(&call.name, &r.content)),
-        };
-        if !runs(i) && !cancelled {
-            if let Some(r) = &result {
-                announce(sink, call, r);
-            }
-        }
-        results.push(result);
-    }
-    if cancelled {
-        let partial = (text, calls);
-        record_calls_unfinished(shared, settings, sink, partial, &results, CANCELLED_RESULT);
-        return TurnEnd::Finish(FinishReason::Cancelled);
-    }
-    let mut results: Vec<ToolOutcome> = results
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| ToolOutcome::error("the tool did not run")))
-        .collect();
-    let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
-    bound_results(&mut results, &names, room, &settings.compaction, sink);
-    let stuck = memory.learn(&identities, &results);
-    // None ran (repeats, unknown tools): the nudge follows; a turn of repeats only is
-    // not recorded (see `guard.rs`).
-    let idle = (0..calls.len())
-        .all(|i| !settings.tools.contains(&calls[i].name) || sources[i] == Source::Earlier);
-    memory.set_answer_due(idle && stuck.is_none());
-    let mut record = Vec::new();
-    if !memory.repeated() {
-        let turn = Turn::Calls {
-            raw: text,
-            calls,
-            results: &results,
-        };
-        record = settings.strategy.record(turn);
-    }
-    if memory.answer_due() {
-        record.push(Message::user(ANSWER_NUDGE));
-    }
-    sink.record(shared, record);
-    match stuck {
-        Some(i) => {
-            warn_stuck(sink, &calls[i]);
-            TurnEnd::Finish(FinishReason::Repetition)
-        }
-        None => TurnEnd::Continue,
-    }
+/// What became of a turn's calls: per call its identity for the guard, where its result
+/// came from, and the result (`None`: the tool did not finish).
+struct Ran<'a> {
+    identities: &'a [ToolCall],
+    sources: &'a [Source],
+    results: Vec<Option<ToolOutcome>>,
 }
 
 /// Sends the `ToolResult` of a call answered without running.
@@ -745,7 +735,7 @@ fn announce(sink: &Sink, call: &ToolCall, result: &ToolOutcome) {
 /// Warns that the run ends because the model kept asking for `call`.
 fn warn_stuck(sink: &Sink, call: &ToolCall) {
     let mut args = String::new();
-    super::guard::canonical(&call.arguments_value(), &mut args);
+    guard::canonical(&call.arguments_value(), &mut args);
     sink.warn(
         WarningKind::Repetition,
         format!(
@@ -754,41 +744,4 @@ fn warn_stuck(sink: &Sink, call: &ToolCall) {
             call.name
         ),
     );
-}
-
-/// Records what an unfinished reply produced (cancelled, or stopped for repeating
-/// itself; see the module docs of [`crate::chat`]), answering each of its calls with
-/// `placeholder`.
-fn record_unfinished(
-    shared: &Shared,
-    settings: &RunSettings,
-    sink: &Sink,
-    reply: &Reply,
-    placeholder: &str,
-) {
-    let partial = (reply.raw.as_str(), &reply.calls[..]);
-    record_calls_unfinished(shared, settings, sink, partial, &[], placeholder);
-}
-
-/// Records the text and calls of an unfinished turn, answering every call without a
-/// result with `placeholder`.
-fn record_calls_unfinished(
-    shared: &Shared,
-    settings: &RunSettings,
-    sink: &Sink,
-    (raw, calls): (&str, &[ToolCall]),
-    results: &[Option<ToolOutcome>],
-    placeholder: &str,
-) {
-    let results = answer_unfinished(calls, results, sink, placeholder);
-    let turn = if calls.is_empty() {
-        Turn::Cut { raw }
-    } else {
-        Turn::Calls {
-            raw,
-            calls,
-            results: &results,
-        }
-    };
-    sink.record(shared, settings.strategy.record(turn));
 }

@@ -41,11 +41,13 @@ mod constrained;
 mod native;
 mod react;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
 use ollm_types::{
-    Capability, Message, ModelInfo, ProviderRequest, ToolCall, ToolChoice, ToolSchema,
+    Capability, Message, ModelInfo, ProviderError, ProviderErrorKind, ProviderRequest, ToolCall,
+    ToolChoice, ToolSchema,
 };
 use serde::{Deserialize, Serialize};
 
@@ -262,6 +264,38 @@ impl Strategy {
         }
     }
 
+    /// What this strategy falls back to when the server refused it with `error` before
+    /// any output; `auto` says whether the strategy was chosen automatically (a strategy
+    /// asked for by name never changes).
+    pub(crate) fn fallback_for(self, error: &ProviderError, auto: bool) -> Option<Fallback> {
+        match error.kind {
+            ProviderErrorKind::ToolsUnsupported if auto && self == Strategy::Native => {
+                Some(Fallback::NativeRefused(error.hint.clone()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Counts how a reply's calls came in `learned` (for [`AutoRules`]): structured, or
+    /// written as text. Only native replies teach anything; `model` is the run's model.
+    pub(crate) fn learn(
+        self,
+        learned: &mut HashMap<String, Learned>,
+        model: &str,
+        structured: bool,
+    ) {
+        if self != Strategy::Native {
+            return;
+        }
+        let entry = learned.entry(model.to_owned()).or_default();
+        let count = if structured {
+            &mut entry.native_calls
+        } else {
+            &mut entry.text_calls
+        };
+        *count = count.saturating_add(1);
+    }
+
     /// Whether an answer shows the user how to call a tool instead of calling it (see
     /// `recover::shows_call`); only the native strategy reads calls from text.
     pub(crate) fn shows_call(self, answer: &str, tools: &[ToolSchema]) -> bool {
@@ -384,6 +418,50 @@ impl fmt::Display for Reason {
             Reason::Refused(hint) => write!(
                 f,
                 "auto: the server refused native tools ({})",
+                hint.as_deref().unwrap_or(SERVER_FLAGS_HINT)
+            ),
+        }
+    }
+}
+
+/// A strategy's answer to a server that refused it before any output: what the run uses
+/// instead, why, and what the client remembers about the model
+/// ([`Strategy::fallback_for`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fallback {
+    /// Native tools were refused in `Auto` mode: ReAct. The server's hint, if it gave one.
+    NativeRefused(Option<String>),
+}
+
+impl Fallback {
+    /// The strategy the run switches to.
+    pub(crate) fn strategy(&self) -> Strategy {
+        match self {
+            Fallback::NativeRefused(_) => Strategy::React,
+        }
+    }
+
+    /// Why, as the run announces it.
+    pub(crate) fn reason(&self) -> Reason {
+        match self {
+            Fallback::NativeRefused(hint) => Reason::Refused(hint.clone()),
+        }
+    }
+
+    /// Remembers the refusal for the model, so later runs in `Auto` start with the
+    /// fallback ([`Reason::RefusedBefore`]).
+    pub(crate) fn learn(&self, learned: &mut Learned) {
+        match self {
+            Fallback::NativeRefused(_) => learned.native_refused = true,
+        }
+    }
+
+    /// The warning the run sends about `model`.
+    pub(crate) fn warning(&self, model: &str) -> String {
+        match self {
+            Fallback::NativeRefused(hint) => format!(
+                "{model}: the server refused native tool calls; describing the tools as \
+                 ReAct text instead ({})",
                 hint.as_deref().unwrap_or(SERVER_FLAGS_HINT)
             ),
         }

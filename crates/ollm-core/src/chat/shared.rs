@@ -1,0 +1,174 @@
+//! What a run shares with its client ([`Shared`], read through [`lock`]) and where its
+//! events and recorded messages go ([`Sink`]).
+//!
+//! # Decisions
+//! - A leaf of the chat module: the client, the run's task, the turn loop, the budget step
+//!   and the calls all use these, and this imports none of them (issue 26: these types
+//!   used to live in `client.rs` and `run.rs`, which made the chat module a knot of import
+//!   circles).
+//! - The sink records what the run appends to the history as it appends it, so `Finish`
+//!   can report exactly that (and nothing, after a failed first turn removed the prompt).
+//! - A poisoned lock is taken over: a panic in one run (which becomes an `Error` event)
+//!   must not make the client unusable.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use futures::FutureExt;
+use ollm_types::{
+    FinishReason, Message, ModelInfo, ProviderError, ProviderErrorKind, Usage, Warning, WarningKind,
+};
+use tokio::sync::mpsc;
+
+use super::calibrate::Calibration;
+use super::config::ChatConfig;
+use super::event::ChatEvent;
+use crate::context::{Compactor, ModelSummary};
+use crate::strategy::{Learned, Shown};
+use crate::{History, ProviderAdapter, ToolRegistry};
+
+/// What a run shares with the client.
+pub(super) struct Shared {
+    pub(super) provider: Arc<dyn ProviderAdapter>,
+    pub(super) tools: Mutex<Arc<ToolRegistry>>,
+    pub(super) config: Mutex<ChatConfig>,
+    pub(super) history: Mutex<History>,
+    model_info: Mutex<HashMap<String, Option<ModelInfo>>>,
+    /// What runs learned about each model's tool calling (`Auto` goes by it).
+    pub(super) learned: Mutex<HashMap<String, Learned>>,
+    /// Models the server refused `think` for.
+    pub(super) no_think: Mutex<HashSet<String>>,
+    pub(super) run_lock: tokio::sync::Mutex<()>,
+    /// Writes the summaries compaction needs.
+    pub(super) compactor: Mutex<Arc<dyn Compactor>>,
+    /// What the server's prompt counts taught about the template's overhead.
+    pub(super) calibration: Mutex<Calibration>,
+    next_id: AtomicU64,
+}
+
+/// Locks `m`, taking over a lock a panicking run poisoned.
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    /// What a new client shares with its runs; the history starts with the configured
+    /// system prompt.
+    pub(super) fn new(
+        provider: Arc<dyn ProviderAdapter>,
+        tools: ToolRegistry,
+        config: ChatConfig,
+    ) -> Self {
+        let mut history = History::new();
+        history.set_system(config.system.clone());
+        Shared {
+            provider,
+            tools: Mutex::new(Arc::new(tools)),
+            config: Mutex::new(config),
+            history: Mutex::new(history),
+            model_info: Mutex::new(HashMap::new()),
+            learned: Mutex::new(HashMap::new()),
+            no_think: Mutex::new(HashSet::new()),
+            run_lock: tokio::sync::Mutex::new(()),
+            compactor: Mutex::new(Arc::new(ModelSummary)),
+            calibration: Mutex::new(Calibration::default()),
+            next_id: AtomicU64::new(1),
+        }
+    }
+
+    /// A fresh call id, for calls that came without a usable one.
+    pub(super) fn mint_id(&self) -> String {
+        format!("call_{}", self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// What the server reports about `model`, cached per client (see the module docs of
+    /// [`crate::chat`] for what is cached).
+    pub(super) async fn model_info(&self, model: &str) -> Option<ModelInfo> {
+        if let Some(cached) = lock(&self.model_info).get(model) {
+            return cached.clone();
+        }
+        let asked = std::panic::AssertUnwindSafe(self.provider.show_model(model))
+            .catch_unwind()
+            .await;
+        let info = match asked {
+            Ok(Ok(info)) => Some(info),
+            // A passing failure (server down, busy) is not remembered: the next run asks
+            // again.
+            Ok(Err(e)) if e.kind != ProviderErrorKind::Unsupported => return None,
+            _ => None,
+        };
+        lock(&self.model_info).insert(model.to_owned(), info.clone());
+        info
+    }
+}
+
+/// Where a run's events go, and what it added to the history.
+#[derive(Clone)]
+pub(super) struct Sink {
+    tx: mpsc::UnboundedSender<ChatEvent>,
+    /// The messages this run appended to the history, reported on `Finish`.
+    added: Arc<Mutex<Vec<Message>>>,
+}
+
+impl Sink {
+    /// A sink sending to `tx` that has recorded nothing yet.
+    pub(super) fn new(tx: mpsc::UnboundedSender<ChatEvent>) -> Self {
+        Sink {
+            tx,
+            added: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    pub(super) fn send(&self, event: ChatEvent) {
+        // A closed channel means the run was dropped, which also cancelled it.
+        let _ = self.tx.send(event);
+    }
+
+    pub(super) fn shown(&self, shown: Vec<Shown>) {
+        for s in shown {
+            self.send(match s {
+                Shown::Text(text) => ChatEvent::TextDelta { text },
+                Shown::Thinking(text) => ChatEvent::ThinkingDelta { text },
+            });
+        }
+    }
+
+    pub(super) fn warn(&self, kind: WarningKind, message: impl Into<String>) {
+        self.send(ChatEvent::Warning {
+            warning: Warning::new(kind, message),
+        });
+    }
+
+    pub(super) fn error(&self, kind: ProviderErrorKind, message: impl Into<String>) {
+        self.send(ChatEvent::Error {
+            error: ProviderError::new(kind, message),
+        });
+    }
+
+    /// Appends `messages` to the history and remembers them as added by this run.
+    pub(super) fn record(&self, shared: &Shared, messages: Vec<Message>) {
+        lock(&shared.history).extend(messages.iter().cloned());
+        lock(&self.added).extend(messages);
+    }
+
+    /// Removes everything this run added, which is at the end of the history (a
+    /// compaction keeps the newest turn, so this holds after one too).
+    pub(super) fn unrecord(&self, shared: &Shared) {
+        let mut added = lock(&self.added);
+        let mut history = lock(&shared.history);
+        let len = history.len().saturating_sub(added.len());
+        history.truncate(len);
+        added.clear();
+    }
+
+    /// Sends the last event.
+    pub(super) fn finish(&self, reason: FinishReason, usage: Usage) {
+        let added = std::mem::take(&mut *lock(&self.added));
+        self.send(ChatEvent::Finish {
+            reason,
+            usage,
+            added,
+        });
+    }
+}
