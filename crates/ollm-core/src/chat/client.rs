@@ -132,8 +132,8 @@ impl ChatClient {
         self.shared.model_info(&model).await
     }
 
-    /// Replaces what writes compaction's summaries (default: [`ModelSummary`](crate::context::ModelSummary), the same
-    /// model with a fixed prompt).
+    /// Replaces what writes compaction's summaries (default:
+    /// [`ModelSummary`](crate::context::ModelSummary), the same model with a fixed prompt).
     pub fn set_compactor(&self, compactor: Arc<dyn Compactor>) {
         *lock(&self.shared.compactor) = compactor;
     }

@@ -68,7 +68,8 @@ pub enum ChatEvent {
         reason: String,
     },
     /// The history was compacted to fit the context window (before a request, or by
-    /// [`ChatClient::compact`](crate::ChatClient::compact)): older turns replaced by a summary, or dropped.
+    /// [`ChatClient::compact`](crate::ChatClient::compact)): older turns replaced by a
+    /// summary, or dropped.
     Compacted {
         /// What was done, with the sizes before and after.
         compaction: Compaction,

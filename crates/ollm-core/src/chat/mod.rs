@@ -66,16 +66,18 @@
 //!   drop `think` with a warning; otherwise it is sent as asked, and adapters send what
 //!   they are given.
 //! - **Fallbacks**: when the server refuses native tools (`ToolsUnsupported`) in
-//!   [`ToolMode::Auto`](crate::ToolMode::Auto), or refuses `think` (`ThinkingUnsupported`), before any output,
-//!   the turn is retried with ReAct or without `think`, with a warning, and the client
-//!   remembers it for that model. The warning carries the server's hint, or names the
+//!   [`ToolMode::Auto`](crate::ToolMode::Auto), or refuses `think`
+//!   (`ThinkingUnsupported`), before any output, the turn is retried with ReAct or
+//!   without `think`, with a warning, and the client remembers it for that model
+//!   (`settle.rs` applies both; the strategy says what it falls back to). The warning carries the server's hint, or names the
 //!   server flags native tools need (`--jinja` for llama-server,
 //!   `--enable-auto-tool-choice --tool-call-parser <name>` for vLLM).
 //! - **Choosing the strategy** is explained: a [`ChatEvent::StrategyChosen`] says which
 //!   strategy a run uses and why (asked for; the server reports tools, reports none, or
 //!   cannot say; refused before; native calls keep coming back as text). The client
 //!   learns per model ([`crate::strategy::Learned`]: refusals, native replies with
-//!   structured calls and with text calls), and [`AutoRules`](crate::AutoRules) say how `Auto` weighs it.
+//!   structured calls and with text calls), and [`AutoRules`](crate::AutoRules) say how
+//!   `Auto` weighs it.
 //! - **Tool choice** ([`ChatConfig::tool_choice`]): native sends it as the request's
 //!   `tool_choice`; ReAct and constrained offer no tools for `none`, only the named tool
 //!   for a name, and for `required` or a name ask for a call (constrained by dropping the

@@ -175,7 +175,8 @@ impl RunSettings {
                 self.strategy = fallback.strategy();
                 let reason = fallback.reason();
                 let to = self.strategy.mode();
-                tracing::info!(%model, %reason, ?to, "the server refused the strategy; falling back");
+                let what = "the server refused the strategy; falling back";
+                tracing::info!(%model, %reason, ?to, "{what}");
                 sink.send(ChatEvent::StrategyChosen {
                     strategy: to,
                     reason: reason.to_string(),
