@@ -37,67 +37,21 @@ use serde_json::Value;
 
 use crate::collect_rs_files;
 
-/// A cycle allowed for now: (crate, modules, why). A cycle is a note rather than a failure
-/// when every module on it is one of `modules` or inside one of them (`chat` covers
-/// `chat::client`). An entry that no cycle matches is itself a problem, so the list only
-/// shrinks.
-type Allowed = (&'static str, &'static [&'static str], &'static str);
-
-const ALLOWED_CYCLES: &[Allowed] = &[(
-    "ollm-core",
-    &["recover"],
-    "issue 24's round makes the scanner a leaf with the dispatch above the formats",
-)];
-
-/// The rule over every workspace member: (problems, notes).
-pub(crate) fn check(metadata: &Value) -> Result<(Vec<String>, Vec<String>)> {
-    check_allowing(metadata, ALLOWED_CYCLES)
-}
-
-/// [`check`] with `allowed` as the exceptions list.
-fn check_allowing(metadata: &Value, allowed: &[Allowed]) -> Result<(Vec<String>, Vec<String>)> {
-    let mut problems = Vec::new();
-    let mut notes = Vec::new();
-    let mut allowed_seen = vec![false; allowed.len()];
+/// The rule over every workspace member: one problem per cycle. There are no exceptions:
+/// issue 26 emptied the list of allowed cycles (core's `chat/` and `recover/`) and
+/// removed it, so a new cycle fails tidy at once.
+pub(crate) fn check(metadata: &Value) -> Result<Vec<String>> {
     let root = Path::new(
         metadata["workspace_root"]
             .as_str()
             .context("no `workspace_root` in `cargo metadata`")?,
     );
+    let mut problems = Vec::new();
     for (krate, src) in member_sources(metadata)? {
         let sources = read_sources(root, &src)?;
-        for cycle in use_cycles(&krate, &sources) {
-            let within = |module: &str, outer: &str| {
-                module == outer || module.starts_with(&format!("{outer}::"))
-            };
-            let index = allowed.iter().position(|(k, subtrees, _)| {
-                *k == krate
-                    && cycle
-                        .modules
-                        .iter()
-                        .all(|m| subtrees.iter().any(|outer| within(m, outer)))
-            });
-            match index {
-                Some(index) => {
-                    allowed_seen[index] = true;
-                    notes.push(format!(
-                        "{} (allowed for now in ALLOWED_CYCLES: {})",
-                        cycle.message, allowed[index].2
-                    ));
-                }
-                None => problems.push(cycle.message),
-            }
-        }
+        problems.extend(use_cycles(&krate, &sources).into_iter().map(|c| c.message));
     }
-    for ((krate, modules, _), seen) in allowed.iter().zip(allowed_seen) {
-        if !seen {
-            problems.push(format!(
-                "the allowed cycle {modules:?} in `{krate}` no longer exists: remove it from \
-                 ALLOWED_CYCLES in xtask/src/cycles.rs"
-            ));
-        }
-    }
-    Ok((problems, notes))
+    Ok(problems)
 }
 
 /// Each workspace member's name and `src/` folder.
@@ -928,7 +882,7 @@ mod tests {
             ),
         ];
         let (dir, metadata) = fixture(&files);
-        let (problems, notes) = check_allowing(&metadata, &[]).expect("check");
+        let problems = super::check(&metadata).expect("check");
         assert_eq!(
             problems,
             [
@@ -936,18 +890,6 @@ mod tests {
               chat::turn -> chat::run (src/chat/turn.rs:2)"
             ]
         );
-        assert!(notes.is_empty(), "{notes:?}");
-        // Allowed, it is a note; an allowance nothing matches is a problem.
-        let allowed: &[Allowed] = &[("k", &["chat"], "why"), ("k", &["other"], "why")];
-        let (problems, notes) = check_allowing(&metadata, allowed).expect("check");
-        assert_eq!(
-            problems,
-            [
-                "the allowed cycle [\"other\"] in `k` no longer exists: remove it from \
-              ALLOWED_CYCLES in xtask/src/cycles.rs"
-            ]
-        );
-        assert_eq!(notes.len(), 1, "{notes:?}");
         drop(dir);
     }
 

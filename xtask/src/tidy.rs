@@ -14,7 +14,7 @@
 //!   (test tools) are free.
 //! - **No module cycles.** No two modules of one crate reach into each other (`use
 //!   crate::`, `use super::`, inline paths, re-exports), directly or around a loop (see
-//!   [`crate::cycles`] for what counts and the exceptions, which may only shrink).
+//!   [`crate::cycles`] for what counts; there are no exceptions).
 //! - **The turn loop never branches on the strategy.** No code in core's `chat/` names a
 //!   `Strategy` variant (see [`crate::shape`]).
 //! - **Module docs.** Every `.rs` file under `crates/`, `examples/`, `test-utils/` and
@@ -56,11 +56,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     let metadata = cargo_metadata(root, &[])?;
     let mut problems = banned_dependencies(&metadata)?;
     problems.extend(types_dependencies(&metadata)?);
-    let (cycles, notes) = cycles::check(&metadata)?;
-    problems.extend(cycles);
-    for note in &notes {
-        println!("tidy: note: {note}");
-    }
+    problems.extend(cycles::check(&metadata)?);
     problems.extend(shape::strategy_branches(root)?);
     problems.extend(missing_readmes(&metadata)?);
     problems.extend(missing_module_docs(root)?);

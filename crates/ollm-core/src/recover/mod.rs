@@ -41,6 +41,7 @@
 //!   on the last line is looked at again, so a reply costs linear time (the rescanning
 //!   rule it replaced is the tests' oracle).
 
+mod blocks;
 mod deepseek;
 mod functionary;
 mod hermes;
@@ -54,134 +55,20 @@ mod scan;
 mod stream;
 #[cfg(test)]
 mod tests;
+mod types;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use blocks::Block;
 pub(crate) use qwen_xml::typed_strings;
 pub(crate) use stream::HoldBack;
-
-/// The format family a recovered item was written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Format {
-    /// Hermes / Qwen2.5 / Qwen3: `<tool_call>{json}</tool_call>`.
-    Hermes,
-    /// Qwen3-Coder: `<function=NAME><parameter=KEY>VALUE</parameter></function>`.
-    QwenXml,
-    /// Mistral: `[TOOL_CALLS][...]` or `[TOOL_CALLS]NAME[ARGS]{...}`.
-    Mistral,
-    /// Llama 3.x `<|python_tag|>` and Llama 4 `<|python_start|>`.
-    Llama,
-    /// A whole reply that is a pythonic list of calls, `[f(a=1), g(b="x")]`.
-    Pythonic,
-    /// Functionary: `>>>NAME\n{json}`.
-    Functionary,
-    /// DeepSeek's `<｜tool▁calls▁begin｜>` blocks.
-    DeepSeek,
-    /// LFM: `<|tool_call_start|>[f(a=1)]<|tool_call_end|>`.
-    Lfm,
-    /// A whole reply that is JSON, bare or fenced.
-    Json,
-}
-
-/// The tools on offer: each name with its argument JSON schema.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct OfferedTools {
-    tools: Vec<(String, Value)>,
-}
-
-impl OfferedTools {
-    /// Tools from `(name, argument schema)` pairs.
-    pub(crate) fn new(tools: impl IntoIterator<Item = (String, Value)>) -> Self {
-        Self {
-            tools: tools.into_iter().collect(),
-        }
-    }
-
-    /// The offered name that `raw` means, if any (see the module docs for the rules).
-    pub(crate) fn resolve(&self, raw: &str) -> Option<&str> {
-        let raw = raw.trim();
-        let exact = |n: &str| self.tools.iter().find(|(t, _)| t == n);
-        let loose = |n: &str| self.tools.iter().find(|(t, _)| t.eq_ignore_ascii_case(n));
-        let stripped = raw.strip_prefix("functions.").unwrap_or(raw);
-        let stripped = match stripped.rsplit_once(':') {
-            Some((head, tail)) if tail.chars().all(|c| c.is_ascii_digit()) => head,
-            _ => stripped,
-        };
-        exact(raw)
-            .or_else(|| loose(raw))
-            .or_else(|| exact(stripped))
-            .or_else(|| loose(stripped))
-            .map(|(t, _)| t.as_str())
-    }
-
-    /// The offered names, in order.
-    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
-        self.tools.iter().map(|(n, _)| n.as_str())
-    }
-
-    fn schema(&self, name: &str) -> Option<&Value> {
-        self.tools.iter().find(|(t, _)| t == name).map(|(_, s)| s)
-    }
-}
-
-/// One call the reply makes, in the order written.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Recovered {
-    /// A call to an offered tool (the name is the offered spelling).
-    Call {
-        /// The offered tool's name.
-        name: String,
-        /// The arguments, always a JSON object.
-        arguments: Map<String, Value>,
-    },
-    /// A well-formed call naming a tool that is not offered.
-    UnknownTool {
-        /// The name as written.
-        name: String,
-    },
-    /// A block that is clearly meant as a call but cannot be read.
-    Malformed {
-        /// The format the block was written in.
-        format: Format,
-        /// What was wrong, phrased for the model.
-        reason: String,
-    },
-}
-
-/// What a reply holds: the prose to keep and the calls, in order.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub(crate) struct Recovery {
-    /// The reply without call markup (unchanged when it makes no call).
-    pub(crate) prose: String,
-    /// The calls, in the order written.
-    pub(crate) calls: Vec<Recovered>,
-}
-
-/// Arguments as a parser found them, before the tool is known.
-#[derive(Debug, Clone, PartialEq)]
-enum RawArgs {
-    /// A JSON object.
-    Json(Map<String, Value>),
-    /// Qwen3-Coder XML parameters: strings, typed later from the schema.
-    Strings(Vec<(String, String)>),
-}
-
-/// One call as a parser read it.
-type RawCall = Result<(String, RawArgs), String>;
-
-/// A span of the reply that holds calls.
-#[derive(Debug)]
-struct Block {
-    start: usize,
-    end: usize,
-    format: Format,
-    calls: Vec<RawCall>,
-}
+pub(crate) use types::{Format, OfferedTools, Recovered, Recovery};
+use types::{RawArgs, RawCall};
 
 /// The calls that `text` makes, by the rules in the module docs.
 pub(crate) fn recover(text: &str, offered: &OfferedTools) -> Recovery {
     let body_from = scan::think_end(text);
-    let blocks = scan::marker_blocks(text, body_from);
+    let blocks = blocks::marker_blocks(text, body_from);
     if !blocks.is_empty() {
         return from_blocks(text, body_from, blocks, offered);
     }
@@ -205,7 +92,7 @@ pub(crate) fn recover(text: &str, offered: &OfferedTools) -> Recovery {
 /// act.
 pub(crate) fn shows_call(text: &str, offered: &OfferedTools) -> bool {
     let body_from = scan::think_end(text);
-    if !scan::marker_blocks(text, body_from).is_empty() {
+    if !blocks::marker_blocks(text, body_from).is_empty() {
         // Call markup with no call in it (`<tools></tools>`): meant to act, did not.
         return true;
     }
