@@ -417,76 +417,23 @@ pub fn validate_chat(body: &Value) -> Vec<String> {
     if body["model"].as_str().is_none_or(str::is_empty) {
         problems.push("`model` is missing".into());
     }
-    let mut calls: Vec<(Option<String>, String)> = Vec::new();
-    // The calls of the latest assistant message, with how often each was answered.
-    let mut pending: Vec<(Option<String>, String, usize)> = Vec::new();
-    let matches =
-        |id: Option<&str>, name: Option<&str>, cid: &Option<String>, cname: &str| match (id, cid) {
-            (Some(id), Some(cid)) => id == cid && name.is_none_or(|n| n == cname),
-            _ => name == Some(cname),
-        };
+    let mut book = CallBook::default();
     for (i, m) in messages.iter().enumerate() {
         let role = m["role"].as_str().unwrap_or("");
         if !matches!(role, "system" | "user" | "assistant" | "tool") {
             problems.push(format!("message {i}: unknown role {role:?}"));
         }
         if role != "tool" {
-            // Every call of the previous assistant message must have been answered.
-            for (id, name, _) in pending.drain(..).filter(|(_, _, n)| *n == 0) {
-                problems.push(format!(
-                    "message {i}: the call (id {id:?}, name {name:?}) before it has no tool result"
-                ));
-            }
+            book.unanswered(i, &mut problems);
         }
         if let Some(list) = m.get("tool_calls") {
             if role != "assistant" {
                 problems.push(format!("message {i}: tool_calls on a {role} message"));
             }
-            for call in list.as_array().into_iter().flatten() {
-                let f = &call["function"];
-                if !f["arguments"].is_object() {
-                    problems.push(format!(
-                        "message {i}: tool call arguments must be a JSON object, got {}",
-                        f["arguments"]
-                    ));
-                }
-                let name = f["name"].as_str().unwrap_or("").to_owned();
-                let id = call["id"].as_str().map(str::to_owned);
-                calls.push((id.clone(), name.clone()));
-                pending.push((id, name, 0));
-            }
+            book.record(i, list, &mut problems);
         }
         if role == "tool" {
-            let name = m["tool_name"].as_str();
-            let id = m["tool_call_id"].as_str();
-            let answers = calls
-                .iter()
-                .any(|(cid, cname)| matches(id, name, cid, cname));
-            // The first unanswered matching call of the latest assistant message, else
-            // any matching one (which this answers a second time).
-            let open = pending
-                .iter()
-                .position(|(cid, cname, n)| *n == 0 && matches(id, name, cid, cname))
-                .or_else(|| {
-                    pending
-                        .iter()
-                        .position(|(cid, cname, _)| matches(id, name, cid, cname))
-                });
-            match open {
-                _ if !answers => problems.push(format!(
-                    "message {i}: tool result (tool_name {name:?}, tool_call_id {id:?}) answers no earlier call"
-                )),
-                Some(k) if pending[k].2 > 0 => {
-                    pending[k].2 += 1;
-                    problems.push(format!(
-                        "message {i}: tool result (tool_name {name:?}, tool_call_id {id:?}) answers a call a second time"
-                    ));
-                }
-                Some(k) => pending[k].2 += 1,
-                None => problems.push(format!(
-                    "message {i}: tool result (tool_name {name:?}, tool_call_id {id:?}) answers a call of an earlier assistant message"
-                )),
-            }
+            book.answer(i, m, &mut problems);
         }
     }
     for tool in body["tools"].as_array().into_iter().flatten() {
@@ -498,6 +445,86 @@ pub fn validate_chat(body: &Value) -> Vec<String> {
         problems.extend(image_problems(i, m.get("images")));
     }
     problems
+}
+
+/// The calls a conversation made so far, to match its tool results against.
+#[derive(Default)]
+struct CallBook {
+    /// Every call, as (id, name).
+    calls: Vec<(Option<String>, String)>,
+    /// The calls of the latest assistant message, with how often each was answered.
+    pending: Vec<(Option<String>, String, usize)>,
+}
+
+/// Whether a tool result with `id` and `name` answers the call (`cid`, `cname`).
+fn answers_call(id: Option<&str>, name: Option<&str>, cid: &Option<String>, cname: &str) -> bool {
+    match (id, cid) {
+        (Some(id), Some(cid)) => id == cid && name.is_none_or(|n| n == cname),
+        _ => name == Some(cname),
+    }
+}
+
+impl CallBook {
+    /// Before message `i`, which is no tool result: every call of the previous assistant
+    /// message must have been answered.
+    fn unanswered(&mut self, i: usize, problems: &mut Vec<String>) {
+        for (id, name, _) in self.pending.drain(..).filter(|(_, _, n)| *n == 0) {
+            problems.push(format!(
+                "message {i}: the call (id {id:?}, name {name:?}) before it has no tool result"
+            ));
+        }
+    }
+
+    /// Takes in the `tool_calls` of message `i`.
+    fn record(&mut self, i: usize, list: &Value, problems: &mut Vec<String>) {
+        for call in list.as_array().into_iter().flatten() {
+            let f = &call["function"];
+            if !f["arguments"].is_object() {
+                problems.push(format!(
+                    "message {i}: tool call arguments must be a JSON object, got {}",
+                    f["arguments"]
+                ));
+            }
+            let name = f["name"].as_str().unwrap_or("").to_owned();
+            let id = call["id"].as_str().map(str::to_owned);
+            self.calls.push((id.clone(), name.clone()));
+            self.pending.push((id, name, 0));
+        }
+    }
+
+    /// Matches the tool result `m` (message `i`) to the call it answers.
+    fn answer(&mut self, i: usize, m: &Value, problems: &mut Vec<String>) {
+        let name = m["tool_name"].as_str();
+        let id = m["tool_call_id"].as_str();
+        let matches = |cid: &Option<String>, cname: &str| answers_call(id, name, cid, cname);
+        let answers = self.calls.iter().any(|(cid, cname)| matches(cid, cname));
+        // The first unanswered matching call of the latest assistant message, else any
+        // matching one (which this answers a second time).
+        let pending = &mut self.pending;
+        let open = pending
+            .iter()
+            .position(|(cid, cname, n)| *n == 0 && matches(cid, cname))
+            .or_else(|| {
+                pending
+                    .iter()
+                    .position(|(cid, cname, _)| matches(cid, cname))
+            });
+        match open {
+            _ if !answers => problems.push(format!(
+                "message {i}: tool result (tool_name {name:?}, tool_call_id {id:?}) answers no earlier call"
+            )),
+            Some(k) if pending[k].2 > 0 => {
+                pending[k].2 += 1;
+                problems.push(format!(
+                    "message {i}: tool result (tool_name {name:?}, tool_call_id {id:?}) answers a call a second time"
+                ));
+            }
+            Some(k) => pending[k].2 += 1,
+            None => problems.push(format!(
+                "message {i}: tool result (tool_name {name:?}, tool_call_id {id:?}) answers a call of an earlier assistant message"
+            )),
+        }
+    }
 }
 
 /// What is wrong with a message's `images`: absent is fine, otherwise an array of
@@ -623,36 +650,7 @@ async fn serve(mut socket: TcpStream, state: Arc<Mutex<State>>, closed: Arc<Noti
 /// Writes `reply`; `true` when it ended properly, `false` when it was aborted. A stalled
 /// reply never returns.
 async fn write_reply(w: &mut tokio::net::tcp::OwnedWriteHalf, reply: &Reply) -> bool {
-    let reason = match reply.status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        503 => "Service Unavailable",
-        _ => "Status",
-    };
-    let mut head = format!(
-        "HTTP/1.1 {} {reason}\r\nConnection: close\r\n",
-        reply.status
-    );
-    for (k, v) in &reply.headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    if !reply.streamed {
-        let len: usize = reply
-            .parts
-            .iter()
-            .map(|p| match p {
-                Part::Bytes(b) => b.len(),
-                Part::Delay(_) => 0,
-            })
-            .sum();
-        head.push_str(&format!("Content-Length: {len}\r\n\r\n"));
-    } else {
-        head.push_str("Transfer-Encoding: chunked\r\n\r\n");
-    }
-    if w.write_all(head.as_bytes()).await.is_err() {
+    if w.write_all(reply_head(reply).as_bytes()).await.is_err() {
         return false;
     }
     for part in &reply.parts {
@@ -685,6 +683,40 @@ async fn write_reply(w: &mut tokio::net::tcp::OwnedWriteHalf, reply: &Reply) -> 
     }
 }
 
+/// The status line and headers of `reply`, with its length or chunked encoding.
+fn reply_head(reply: &Reply) -> String {
+    let reason = match reply.status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Status",
+    };
+    let mut head = format!(
+        "HTTP/1.1 {} {reason}\r\nConnection: close\r\n",
+        reply.status
+    );
+    for (k, v) in &reply.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !reply.streamed {
+        let len: usize = reply
+            .parts
+            .iter()
+            .map(|p| match p {
+                Part::Bytes(b) => b.len(),
+                Part::Delay(_) => 0,
+            })
+            .sum();
+        head.push_str(&format!("Content-Length: {len}\r\n\r\n"));
+    } else {
+        head.push_str("Transfer-Encoding: chunked\r\n\r\n");
+    }
+    head
+}
+
 fn find<'a>(s: &'a State, name: &str) -> Option<&'a MockModel> {
     s.models
         .iter()
@@ -700,57 +732,63 @@ fn details(m: &MockModel) -> Value {
         "parameter_size": "8.2B", "quantization_level": "Q4_K_M"})
 }
 
+/// `/api/show` for `model`.
+fn show(s: &State, model: &str) -> Reply {
+    match find(s, model) {
+        Some(m) => Reply::json(&json!({
+            "license": "", "modelfile": "", "template": "{{ .Prompt }}",
+            "parameters": m.parameters,
+            "details": details(m),
+            "model_info": {
+                "general.architecture": m.family,
+                "general.parameter_count": 8_190_735_360u64,
+                format!("{}.context_length", m.family): m.context_length,
+                format!("{}.embedding_length", m.family): 4096,
+            },
+            "capabilities": m.capabilities,
+            "modified_at": "2025-05-01T12:00:00.000000000Z",
+        })),
+        None => Reply::error(404, &format!("model '{model}' not found")),
+    }
+}
+
+/// `/api/tags`: the models.
+fn tags(s: &State) -> Reply {
+    let models: Vec<Value> = s
+        .models
+        .iter()
+        .map(|m| {
+            json!({"name": m.name, "model": m.name,
+                "modified_at": "2025-05-01T12:00:00.000000000Z", "size": m.size,
+                "digest": format!("sha256:{:064x}", m.size), "details": details(m)})
+        })
+        .collect();
+    Reply::json(&json!({ "models": models }))
+}
+
+/// `/api/ps`: the running models.
+fn ps(s: &State) -> Reply {
+    let models: Vec<Value> = s
+        .running
+        .iter()
+        .filter_map(|name| find(s, name))
+        .map(|m| {
+            json!({"name": m.name, "model": m.name, "size": m.size * 2,
+                "digest": format!("sha256:{:064x}", m.size), "details": details(m),
+                "expires_at": "2025-05-01T12:05:00.000000000Z",
+                "size_vram": m.size, "context_length": m.context_length.min(8192)})
+        })
+        .collect();
+    Reply::json(&json!({ "models": models }))
+}
+
 fn route(s: &mut State, method: &str, path: &str, body: &Value) -> Reply {
     let model = body["model"].as_str().unwrap_or("").to_owned();
     match (method, path) {
         ("POST", "/api/chat") => chat(s, body, &model),
-        ("POST", "/api/show") => {
-            if let Some(r) = scripted(s, path) {
-                return r;
-            }
-            match find(s, &model) {
-                Some(m) => Reply::json(&json!({
-                    "license": "", "modelfile": "", "template": "{{ .Prompt }}",
-                    "parameters": m.parameters,
-                    "details": details(m),
-                    "model_info": {
-                        "general.architecture": m.family,
-                        "general.parameter_count": 8_190_735_360u64,
-                        format!("{}.context_length", m.family): m.context_length,
-                        format!("{}.embedding_length", m.family): 4096,
-                    },
-                    "capabilities": m.capabilities,
-                    "modified_at": "2025-05-01T12:00:00.000000000Z",
-                })),
-                None => Reply::error(404, &format!("model '{model}' not found")),
-            }
-        }
-        ("GET", "/api/tags") => scripted(s, path).unwrap_or_else(|| {
-            let models: Vec<Value> = s
-                .models
-                .iter()
-                .map(|m| {
-                    json!({"name": m.name, "model": m.name,
-                        "modified_at": "2025-05-01T12:00:00.000000000Z", "size": m.size,
-                        "digest": format!("sha256:{:064x}", m.size), "details": details(m)})
-                })
-                .collect();
-            Reply::json(&json!({ "models": models }))
-        }),
-        ("GET", "/api/ps") => scripted(s, path).unwrap_or_else(|| {
-            let models: Vec<Value> = s
-                .running
-                .iter()
-                .filter_map(|name| find(s, name))
-                .map(|m| {
-                    json!({"name": m.name, "model": m.name, "size": m.size * 2,
-                        "digest": format!("sha256:{:064x}", m.size), "details": details(m),
-                        "expires_at": "2025-05-01T12:05:00.000000000Z",
-                        "size_vram": m.size, "context_length": m.context_length.min(8192)})
-                })
-                .collect();
-            Reply::json(&json!({ "models": models }))
-        }),
+        ("POST", "/api/show") => scripted(s, path).unwrap_or_else(|| show(s, &model)),
+        ("GET", "/api/tags") => scripted(s, path).unwrap_or_else(|| tags(s)),
+        ("GET", "/api/ps") => scripted(s, path).unwrap_or_else(|| ps(s)),
         ("GET", "/api/version") => scripted(s, path)
             .unwrap_or_else(|| Reply::json(&json!({"version": "0.12.6"}))),
         ("POST", "/api/pull") => scripted(s, path).unwrap_or_else(|| {
@@ -788,25 +826,21 @@ fn route(s: &mut State, method: &str, path: &str, body: &Value) -> Reply {
     }
 }
 
-fn chat(s: &mut State, body: &Value, model: &str) -> Reply {
-    let problems = validate_chat(body);
-    if !problems.is_empty() {
-        let message = problems.join("; ");
-        s.violations.extend(problems);
-        return Reply::error(400, &message);
-    }
-    let Some(m) = find(s, model).cloned() else {
-        return Reply::error(
+/// Ollama's refusal of a chat `body` for `model`: an unknown model, tools or thinking
+/// the model does not support.
+fn refusal(s: &State, body: &Value, model: &str) -> Option<Reply> {
+    let Some(m) = find(s, model) else {
+        return Some(Reply::error(
             404,
             &format!("model \"{model}\" not found, try pulling it first"),
-        );
+        ));
     };
     let has = |c: &str| m.capabilities.iter().any(|x| x == c);
     if body["tools"].as_array().is_some_and(|t| !t.is_empty()) && !has("tools") {
-        return Reply::error(
+        return Some(Reply::error(
             400,
             &format!("registry.ollama.ai/library/{model} does not support tools"),
-        );
+        ));
     }
     let thinks = match &body["think"] {
         Value::Bool(b) => *b,
@@ -814,7 +848,23 @@ fn chat(s: &mut State, body: &Value, model: &str) -> Reply {
         _ => false,
     };
     if thinks && !has("thinking") {
-        return Reply::error(400, &format!("\"{model}\" does not support thinking"));
+        return Some(Reply::error(
+            400,
+            &format!("\"{model}\" does not support thinking"),
+        ));
+    }
+    None
+}
+
+fn chat(s: &mut State, body: &Value, model: &str) -> Reply {
+    let problems = validate_chat(body);
+    if !problems.is_empty() {
+        let message = problems.join("; ");
+        s.violations.extend(problems);
+        return Reply::error(400, &message);
+    }
+    if let Some(refused) = refusal(s, body, model) {
+        return refused;
     }
     if let Some(r) = scripted(s, "/api/chat") {
         return r;

@@ -49,10 +49,35 @@ type Step<'a> = (String, Box<dyn FnOnce() -> Result<()> + 'a>);
 
 pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
     let started = Instant::now();
-    let mut steps: Vec<Step<'_>> = vec![
+    let mut steps = checks(root);
+    // The examples are built on their own by the `examples` step below.
+    let members = workspace_members(root)?;
+    for krate in members.into_iter().filter(|k| !k.starts_with("example-")) {
+        let name = format!("check -p {krate}");
+        let step = move || run_cmd(cargo().current_dir(root).args(["check", "-p", &krate]));
+        steps.push((name, Box::new(step)));
+    }
+    steps.extend(builds(root));
+    if options.e2e {
+        steps.extend(real_server(root));
+    }
+    let total = steps.len();
+    for (index, (name, step)) in steps.into_iter().enumerate() {
+        section(&format!("[{}/{total}] {name}", index + 1));
+        let start = Instant::now();
+        step().with_context(|| format!("ci step `{name}` failed after {}", secs(start)))?;
+        println!("<== {name}: ok in {}", secs(start));
+    }
+    println!("\nci: all {total} steps passed in {}", secs(started));
+    Ok(())
+}
+
+/// The first steps: format, lints, tidy, the tests and the docs.
+fn checks(root: &Path) -> Vec<Step<'_>> {
+    vec![
         (
             "fmt".into(),
-            Box::new(|| {
+            Box::new(move || {
                 run_cmd(
                     cargo()
                         .current_dir(root)
@@ -62,7 +87,7 @@ pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
         ),
         (
             "clippy".into(),
-            Box::new(|| {
+            Box::new(move || {
                 run_cmd(cargo().current_dir(root).args([
                     "clippy",
                     "--workspace",
@@ -73,11 +98,11 @@ pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
                 ]))
             }),
         ),
-        ("tidy".into(), Box::new(|| tidy::run(root))),
-        ("tests".into(), Box::new(|| tests(root))),
+        ("tidy".into(), Box::new(move || tidy::run(root))),
+        ("tests".into(), Box::new(move || tests(root))),
         (
             "rustdoc".into(),
-            Box::new(|| {
+            Box::new(move || {
                 run_cmd(
                     cargo()
                         .current_dir(root)
@@ -86,20 +111,19 @@ pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
                 )
             }),
         ),
-    ];
-    // The examples are built on their own by the `examples` step below.
-    let members = workspace_members(root)?;
-    for krate in members.into_iter().filter(|k| !k.starts_with("example-")) {
-        let name = format!("check -p {krate}");
-        let step = move || run_cmd(cargo().current_dir(root).args(["check", "-p", &krate]));
-        steps.push((name, Box::new(step)));
-    }
+    ]
+}
+
+/// The steps after each crate's own check: the e2e tests' code, unused dependencies, the
+/// examples and a release dry run.
+fn builds(root: &Path) -> Vec<Step<'_>> {
+    let mut steps: Vec<Step<'_>> = Vec::new();
     // The end-to-end tests need a real server, so `tests` never builds them; a change that
     // breaks their code (the pending ones most of all) would otherwise go unseen until
     // someone runs `cargo xtask e2e --pending`.
     steps.push((
         "check the e2e tests".into(),
-        Box::new(|| {
+        Box::new(move || {
             run_cmd(cargo().current_dir(root).args([
                 "check",
                 "-p",
@@ -112,40 +136,33 @@ pub(crate) fn run(root: &Path, options: Options) -> Result<()> {
     ));
     steps.push((
         "unused dependencies".into(),
-        Box::new(|| unused_dependencies(root)),
+        Box::new(move || unused_dependencies(root)),
     ));
-    steps.push(("examples".into(), Box::new(|| examples::check(root))));
+    steps.push(("examples".into(), Box::new(move || examples::check(root))));
     steps.push((
         "release dry run".into(),
-        Box::new(|| release::dry_run(root, None)),
+        Box::new(move || release::dry_run(root, None)),
     ));
-    if options.e2e {
-        steps.push(("e2e".into(), Box::new(|| llama::e2e(root, false, &[]))));
-        steps.push((
-            "eval --smoke".into(),
-            Box::new(|| {
-                let smoke = eval::Options {
-                    smoke: true,
-                    ..eval::Options::default()
-                };
-                eval::run(root, &smoke)
-            }),
-        ));
-        steps.push((
+    steps
+}
+
+/// The steps against a real server (`ci --e2e`).
+fn real_server(root: &Path) -> Vec<Step<'_>> {
+    let smoke = move || {
+        let smoke = eval::Options {
+            smoke: true,
+            ..eval::Options::default()
+        };
+        eval::run(root, &smoke)
+    };
+    vec![
+        ("e2e".into(), Box::new(move || llama::e2e(root, false, &[]))),
+        ("eval --smoke".into(), Box::new(smoke)),
+        (
             "portable source build".into(),
             Box::new(llama::check_portable),
-        ));
-    }
-
-    let total = steps.len();
-    for (index, (name, step)) in steps.into_iter().enumerate() {
-        section(&format!("[{}/{total}] {name}", index + 1));
-        let start = Instant::now();
-        step().with_context(|| format!("ci step `{name}` failed after {}", secs(start)))?;
-        println!("<== {name}: ok in {}", secs(start));
-    }
-    println!("\nci: all {total} steps passed in {}", secs(started));
-    Ok(())
+        ),
+    ]
 }
 
 fn tests(root: &Path) -> Result<()> {

@@ -55,7 +55,7 @@ pub(crate) fn check(metadata: &Value) -> Result<Vec<String>> {
 }
 
 /// Each workspace member's name and `src/` folder.
-fn member_sources(metadata: &Value) -> Result<Vec<(String, PathBuf)>> {
+pub(crate) fn member_sources(metadata: &Value) -> Result<Vec<(String, PathBuf)>> {
     let members = metadata["workspace_members"]
         .as_array()
         .context("no `workspace_members` in `cargo metadata`")?;
@@ -79,7 +79,7 @@ fn member_sources(metadata: &Value) -> Result<Vec<(String, PathBuf)>> {
 }
 
 /// The modules of the crate whose sources are in `src`, named relative to `root`.
-fn read_sources(root: &Path, src: &Path) -> Result<Vec<Source>> {
+pub(crate) fn read_sources(root: &Path, src: &Path) -> Result<Vec<Source>> {
     let mut files = Vec::new();
     collect_rs_files(src, &mut files)?;
     let mut sources = Vec::new();
@@ -343,37 +343,54 @@ fn imports(module: &str, text: &str, modules: &BTreeSet<&str>) -> Vec<Import> {
             && !after_path
             && tokens.get(i + 1).is_some_and(|t| t.text == "::")
         {
-            let mut path = vec![token.text.clone()];
-            let mut k = i + 1;
-            while tokens.get(k).is_some_and(|t| t.text == "::")
-                && tokens.get(k + 1).is_some_and(|t| is_ident(&t.text))
-            {
-                path.push(tokens[k + 1].text.clone());
-                k += 2;
-            }
+            let (path, end) = inline_path(&tokens, i);
             push(path, None);
-            i = k.max(i + 1);
+            i = end.max(i + 1);
         } else {
-            let text = |k: usize| tokens.get(k).map(|t| t.text.as_str());
-            match token.text.as_str() {
-                "mod" if text(i + 2) == Some("{") => {
-                    if let Some(name) = text(i + 1).filter(|n| is_ident(n)) {
-                        inline.push((name.to_owned(), depth));
-                    }
-                }
-                "{" => depth += 1,
-                "}" => {
-                    depth = depth.saturating_sub(1);
-                    if inline.last().is_some_and(|(_, at)| *at == depth) {
-                        inline.pop();
-                    }
-                }
-                _ => {}
-            }
+            track_inline_modules(&tokens, i, &mut inline, &mut depth);
             i += 1;
         }
     }
     found
+}
+
+/// The inline path starting at `tokens[i]` (`a::b::c`), and the index after it.
+fn inline_path(tokens: &[Token], i: usize) -> (Vec<String>, usize) {
+    let mut path = vec![tokens[i].text.clone()];
+    let mut k = i + 1;
+    while tokens.get(k).is_some_and(|t| t.text == "::")
+        && tokens.get(k + 1).is_some_and(|t| is_ident(&t.text))
+    {
+        path.push(tokens[k + 1].text.clone());
+        k += 2;
+    }
+    (path, k)
+}
+
+/// Follows the inline `mod name { ... }` blocks open at `tokens[i]` (each with the brace
+/// depth outside it) through one token.
+fn track_inline_modules(
+    tokens: &[Token],
+    i: usize,
+    inline: &mut Vec<(String, usize)>,
+    depth: &mut usize,
+) {
+    let text = |k: usize| tokens.get(k).map(|t| t.text.as_str());
+    match tokens[i].text.as_str() {
+        "mod" if text(i + 2) == Some("{") => {
+            if let Some(name) = text(i + 1).filter(|n| is_ident(n)) {
+                inline.push((name.to_owned(), *depth));
+            }
+        }
+        "{" => *depth += 1,
+        "}" => {
+            *depth = depth.saturating_sub(1);
+            if inline.last().is_some_and(|(_, at)| *at == *depth) {
+                inline.pop();
+            }
+        }
+        _ => {}
+    }
 }
 
 /// `path` as written in module `here`, from the crate root: `crate::`, `self::` and

@@ -146,26 +146,8 @@ fn run() -> Result<()> {
             no_more_args(&task, &rest)?;
             tidy::run(&root)
         }
-        "ci" => {
-            let e2e = match rest.as_slice() {
-                [] => true,
-                [flag] if flag == "--no-e2e" => false,
-                _ => bail!("`ci` takes only `--no-e2e`\n\n{HELP}"),
-            };
-            ci::run(&root, ci::Options { e2e })
-        }
-        "e2e" => {
-            let (pending, rest) = match rest.split_first() {
-                Some((flag, tail)) if flag == "--pending" => (true, tail),
-                _ => (false, &rest[..]),
-            };
-            let passthrough = match rest.split_first() {
-                None => &[][..],
-                Some((sep, tail)) if sep == "--" => tail,
-                Some(_) => bail!("`e2e` passes arguments to the test binary after `--`\n\n{HELP}"),
-            };
-            llama::e2e(&root, pending, passthrough)
-        }
+        "ci" => ci::run(&root, ci_options(&rest)?),
+        "e2e" => run_e2e(&root, &rest),
         "demo" => {
             let prompt = match rest.as_slice() {
                 [] => None,
@@ -191,22 +173,7 @@ fn run() -> Result<()> {
             no_more_args(&task, &rest)?;
             mcp::install(&root).map(drop)
         }
-        "bench" => {
-            if rest.first().is_some_and(|a| a == "--real") {
-                return bench::real(&root, &bench::Real::parse(&rest[1..])?);
-            }
-            if rest.first().is_some_and(|a| a == "--serve") {
-                return bench_serve::run(&root, &bench_serve::Options::parse(&rest[1..])?);
-            }
-            let mut cmd = cargo();
-            cmd.current_dir(&root).args(["bench", "-p", "ollm-bridge"]);
-            if rest.iter().any(|a| a == "--decoders") {
-                cmd.args(["--bench", "stream", "--bench", "sse"]);
-            } else {
-                cmd.args(["--bench", "floor", "--"]).args(&rest);
-            }
-            run_cmd(&mut cmd)
-        }
+        "bench" => run_bench(&root, &rest),
         "fuzz" => fuzz::run(&root, &fuzz::Options::parse(&rest)?),
         "dist" => {
             no_more_args(&task, &rest)?;
@@ -219,6 +186,48 @@ fn run() -> Result<()> {
         }
         other => bail!("unknown task `{other}`\n\n{HELP}"),
     }
+}
+
+/// `cargo xtask ci [--no-e2e]`.
+fn ci_options(rest: &[String]) -> Result<ci::Options> {
+    let e2e = match rest {
+        [] => true,
+        [flag] if flag == "--no-e2e" => false,
+        _ => bail!("`ci` takes only `--no-e2e`\n\n{HELP}"),
+    };
+    Ok(ci::Options { e2e })
+}
+
+/// `cargo xtask e2e [--pending] [-- ARGS]`.
+fn run_e2e(root: &Path, rest: &[String]) -> Result<()> {
+    let (pending, rest) = match rest.split_first() {
+        Some((flag, tail)) if flag == "--pending" => (true, tail),
+        _ => (false, rest),
+    };
+    let passthrough = match rest.split_first() {
+        None => &[][..],
+        Some((sep, tail)) if sep == "--" => tail,
+        Some(_) => bail!("`e2e` passes arguments to the test binary after `--`\n\n{HELP}"),
+    };
+    llama::e2e(root, pending, passthrough)
+}
+
+/// `cargo xtask bench [--real ... | --serve ... | --decoders | ARGS]`.
+fn run_bench(root: &Path, rest: &[String]) -> Result<()> {
+    if rest.first().is_some_and(|a| a == "--real") {
+        return bench::real(root, &bench::Real::parse(&rest[1..])?);
+    }
+    if rest.first().is_some_and(|a| a == "--serve") {
+        return bench_serve::run(root, &bench_serve::Options::parse(&rest[1..])?);
+    }
+    let mut cmd = cargo();
+    cmd.current_dir(root).args(["bench", "-p", "ollm-bridge"]);
+    if rest.iter().any(|a| a == "--decoders") {
+        cmd.args(["--bench", "stream", "--bench", "sse"]);
+    } else {
+        cmd.args(["--bench", "floor", "--"]).args(rest);
+    }
+    run_cmd(&mut cmd)
 }
 
 fn no_more_args(task: &str, rest: &[String]) -> Result<()> {

@@ -17,6 +17,8 @@
 //!   [`crate::cycles`] for what counts; there are no exceptions).
 //! - **The turn loop never branches on the strategy.** No code in core's `chat/` names a
 //!   `Strategy` variant (see [`crate::shape`]).
+//! - **Short functions.** No non-test function over 60 lines in any crate; the longest of
+//!   each crate is printed (see [`crate::shape`]).
 //! - **Module docs.** Every `.rs` file under `crates/`, `examples/`, `test-utils/` and
 //!   `xtask/` starts with a `//!` comment (blank lines before it are allowed, nothing else).
 //! - **Crate READMEs.** Every workspace member has a `README.md` next to its manifest.
@@ -58,6 +60,11 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     problems.extend(types_dependencies(&metadata)?);
     problems.extend(cycles::check(&metadata)?);
     problems.extend(shape::strategy_branches(root)?);
+    let (long, longest) = shape::long_functions(&metadata)?;
+    for line in &longest {
+        println!("tidy: {line}");
+    }
+    problems.extend(long);
     problems.extend(missing_readmes(&metadata)?);
     problems.extend(missing_module_docs(root)?);
     if problems.is_empty() {

@@ -44,7 +44,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::llama::{self, QWEN_05B, target_dir};
+use crate::llama::{self, target_dir};
 use crate::{cargo, run_cmd, section};
 use context::RunContext;
 use grade::Run;
@@ -148,37 +148,25 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     let tasks = tasks::select(&file, options.smoke, &options.filters)?;
     let columns = columns(options);
     let repeats = options.repeats.unwrap_or(if options.smoke { 1 } else { 3 });
-    let model = match &options.model {
-        Some(alias) => llama::model_named(alias)?,
-        None => &QWEN_05B,
-    };
+    let model = llama::model_or_default(options.model.as_deref())?;
     let ollm = snapshot(root, &ollm_binary(root, options)?)?;
     // Read now: the worktree may move on while the eval runs (its copy does not).
     let measured = describe_ollm(root, options, options.ollm.as_deref().unwrap_or(&ollm));
-    let tools: Value = serde_json::from_str(&fs::read_to_string(root.join(TOOLS_FILE))?)
-        .with_context(|| format!("parsing {TOOLS_FILE}"))?;
-    let tools = tools["tools"].clone();
+    let tools = tool_schemas(root)?;
     let server = llama::start(model)?;
     let server_note = server_note(&server);
     let (temperature, sampling, sampling_note) = sampling(options, &server.base_url())?;
     println!("eval: sampling {sampling}: {sampling_note}");
     let jobs = jobs(&tasks, &columns, repeats);
+    let planned = jobs.len();
+    let (n_tasks, n_columns) = (tasks.len(), columns.len());
     section(&format!(
-        "eval: {} tasks x {} columns x {repeats} repeats = {} runs, {PARALLEL} at a time",
-        tasks.len(),
-        columns.len(),
-        jobs.len()
+        "eval: {n_tasks} tasks x {n_columns} columns x {repeats} repeats = {planned} runs, \
+         {PARALLEL} at a time"
     ));
     let started = Instant::now();
     let stamp = report::utc_stamp(SystemTime::now());
-    let traces = target_dir(root)
-        .join("eval/traces")
-        .join(format!("{}-{stamp}", model.alias));
-    fs::create_dir_all(&traces)?;
-    println!(
-        "eval: each ollm run's stream-json is kept in {}",
-        traces.display()
-    );
+    let traces = traces_dir(root, model.alias, &stamp)?;
     let ctx = RunContext {
         traces,
         deadline: options.budget.map(|b| started + b),
@@ -190,7 +178,6 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
         max_turns: MAX_TURNS,
         tools,
     };
-    let planned = jobs.len();
     let (records, harness) = run_all(&ctx, jobs);
     drop(server);
     let result = ResultFile {
@@ -209,6 +196,26 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
         runs: records,
     };
     finish(root, options, &result, &harness)
+}
+
+/// The tools the plain column offers, from [`TOOLS_FILE`].
+fn tool_schemas(root: &Path) -> Result<Value> {
+    let tools: Value = serde_json::from_str(&fs::read_to_string(root.join(TOOLS_FILE))?)
+        .with_context(|| format!("parsing {TOOLS_FILE}"))?;
+    Ok(tools["tools"].clone())
+}
+
+/// The folder, made, that keeps each ollm run's stream-json for this eval.
+fn traces_dir(root: &Path, model: &str, stamp: &str) -> Result<PathBuf> {
+    let traces = target_dir(root)
+        .join("eval/traces")
+        .join(format!("{model}-{stamp}"));
+    fs::create_dir_all(&traces)?;
+    println!(
+        "eval: each ollm run's stream-json is kept in {}",
+        traces.display()
+    );
+    Ok(traces)
 }
 
 /// Writes the result file and prints the table; fails if the harness broke.

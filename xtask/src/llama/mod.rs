@@ -362,6 +362,11 @@ pub(crate) fn model_named(alias: &str) -> Result<&'static Model> {
     })
 }
 
+/// The model named `alias`, or the 0.5B when none is named.
+pub(crate) fn model_or_default(alias: Option<&str>) -> Result<&'static Model> {
+    alias.map_or(Ok(&QWEN_05B), model_named)
+}
+
 /// `cargo xtask server [--model ALIAS]`: start the server and keep it until Ctrl-C, for
 /// development.
 pub(crate) fn serve(model: &Model) -> Result<()> {

@@ -206,25 +206,7 @@ pub(super) fn pull(t: Transport, model: String, max_line: usize) -> PullStream {
                 }
                 None => true,
             };
-            let mut failure = None;
-            loop {
-                match lines.next_line() {
-                    Ok(Some(line)) => match pull_step(line) {
-                        Ok(step) => steps.extend(step),
-                        Err(e) => { failure = Some(e); break; }
-                    },
-                    Ok(None) => break,
-                    Err(e) => { failure = Some(e.into()); break; }
-                }
-            }
-            if last && failure.is_none() {
-                if let Some(line) = lines.finish() {
-                    match pull_step(line) {
-                        Ok(step) => steps.extend(step),
-                        Err(e) => failure = Some(e),
-                    }
-                }
-            }
+            let failure = pull_steps(&mut lines, last, &mut steps);
             for step in steps.drain(..) {
                 let success = step.status == "success";
                 yield Ok(step);
@@ -244,6 +226,34 @@ pub(super) fn pull(t: Transport, model: String, max_line: usize) -> PullStream {
             }
         }
     })
+}
+
+/// Reads the complete lines of a pull's body into `steps` (and the unfinished last line
+/// too when the body ended, `last`); the first bad line's error, if any.
+fn pull_steps(
+    lines: &mut LineSplitter,
+    last: bool,
+    steps: &mut Vec<PullProgress>,
+) -> Option<ProviderError> {
+    loop {
+        match lines.next_line() {
+            Ok(Some(line)) => match pull_step(line) {
+                Ok(step) => steps.extend(step),
+                Err(e) => return Some(e),
+            },
+            Ok(None) => break,
+            Err(e) => return Some(e.into()),
+        }
+    }
+    if last {
+        if let Some(line) = lines.finish() {
+            match pull_step(line) {
+                Ok(step) => steps.extend(step),
+                Err(e) => return Some(e),
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use ollm_types::{ProviderRequest, ResponseFormat, Role, Think, ToolChoice};
+use ollm_types::{Message, ProviderRequest, ResponseFormat, Role, Think, ToolChoice};
 use serde_json::Value;
 
 use super::wire::{
@@ -76,70 +76,12 @@ pub fn chat_body<'a>(req: &'a ProviderRequest, plan: &'a ChatPlan) -> ChatReques
             tool_call_id: None,
         });
     }
-    for m in &req.messages {
-        let role = match m.role() {
-            Role::System => "system",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool",
-        };
-        let text_parts: Vec<&str> = m
-            .parts()
-            .iter()
-            .filter_map(|p| match p {
-                ollm_types::ContentPart::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        let content = match text_parts.as_slice() {
-            [] => Cow::Borrowed(""),
-            [one] => Cow::Borrowed(*one),
-            many => Cow::Owned(many.concat()),
-        };
-        messages.push(WireMessage {
-            role,
-            content,
-            images: m.images().map(|(data, _)| data).collect(),
-            tool_calls: m
-                .tool_calls()
-                .enumerate()
-                .map(|(index, c)| WireToolCallOut {
-                    id: &c.id,
-                    function: WireFunctionOut {
-                        index,
-                        name: &c.name,
-                        arguments: &c.arguments,
-                    },
-                })
-                .collect(),
-            tool_name: m.name(),
-            tool_call_id: m.tool_call_id(),
-        });
-    }
-    let tools = match &req.tool_choice {
-        ToolChoice::None => Vec::new(),
-        choice => req
-            .tools
-            .iter()
-            .filter(|t| match choice {
-                ToolChoice::Tool(name) => &t.name == name,
-                _ => true,
-            })
-            .map(|t| WireTool {
-                kind: "function",
-                function: WireFunctionDef {
-                    name: &t.name,
-                    description: &t.description,
-                    parameters: &t.parameters,
-                },
-            })
-            .collect(),
-    };
+    messages.extend(req.messages.iter().map(wire_message));
     let o = &req.options;
     ChatRequest {
         model: &req.model,
         messages,
-        tools,
+        tools: wire_tools(req),
         format: req.response_format.as_ref().map(format_value),
         options: WireOptions {
             temperature: o.temperature,
@@ -161,9 +103,76 @@ pub fn chat_body<'a>(req: &'a ProviderRequest, plan: &'a ChatPlan) -> ChatReques
     }
 }
 
+/// One message as Ollama reads it: its text parts joined, images as base64, calls with
+/// object arguments.
+fn wire_message(m: &Message) -> WireMessage<'_> {
+    let role = match m.role() {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    };
+    let text_parts: Vec<&str> = m
+        .parts()
+        .iter()
+        .filter_map(|p| match p {
+            ollm_types::ContentPart::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let content = match text_parts.as_slice() {
+        [] => Cow::Borrowed(""),
+        [one] => Cow::Borrowed(*one),
+        many => Cow::Owned(many.concat()),
+    };
+    WireMessage {
+        role,
+        content,
+        images: m.images().map(|(data, _)| data).collect(),
+        tool_calls: m
+            .tool_calls()
+            .enumerate()
+            .map(|(index, c)| WireToolCallOut {
+                id: &c.id,
+                function: WireFunctionOut {
+                    index,
+                    name: &c.name,
+                    arguments: &c.arguments,
+                },
+            })
+            .collect(),
+        tool_name: m.name(),
+        tool_call_id: m.tool_call_id(),
+    }
+}
+
+/// The tools the request offers, as its tool choice narrows them (Ollama has no
+/// `tool_choice`).
+fn wire_tools(req: &ProviderRequest) -> Vec<WireTool<'_>> {
+    let choice = &req.tool_choice;
+    if *choice == ToolChoice::None {
+        return Vec::new();
+    }
+    req.tools
+        .iter()
+        .filter(|t| match choice {
+            ToolChoice::Tool(name) => &t.name == name,
+            _ => true,
+        })
+        .map(|t| WireTool {
+            kind: "function",
+            function: WireFunctionDef {
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.parameters,
+            },
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
-    use ollm_types::{GenerationOptions, Message, ToolCall, ToolSchema};
+    use ollm_types::{GenerationOptions, ToolCall, ToolSchema};
     use serde_json::json;
 
     use super::*;

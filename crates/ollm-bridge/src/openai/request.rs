@@ -53,21 +53,8 @@ pub(crate) fn chat_request(request: &ProviderRequest) -> ChatRequest {
         ToolChoice::Required => json!("required"),
         ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
     });
-    let (reasoning_effort, chat_template_kwargs) = match request.think {
-        None => (None, None),
-        Some(Think::Off) => (None, Some(json!({"enable_thinking": false}))),
-        Some(Think::On) => (None, Some(json!({"enable_thinking": true}))),
-        Some(Think::Low) => (Some("low"), None),
-        Some(Think::Medium) => (Some("medium"), None),
-        Some(Think::High) => (Some("high"), None),
-    };
-    let response_format = request.response_format.as_ref().map(|f| match f {
-        ResponseFormat::Json => json!({"type": "json_object"}),
-        ResponseFormat::JsonSchema { name, schema } => json!({
-            "type": "json_schema",
-            "json_schema": {"name": name, "schema": schema, "strict": true},
-        }),
-    });
+    let (reasoning_effort, chat_template_kwargs) = think(request.think);
+    let response_format = request.response_format.as_ref().map(response_format);
     let o = &request.options;
     ChatRequest {
         model: request.model.clone(),
@@ -88,6 +75,30 @@ pub(crate) fn chat_request(request: &ProviderRequest) -> ChatRequest {
         response_format,
         reasoning_effort,
         chat_template_kwargs,
+    }
+}
+
+/// `think` on the wire: `reasoning_effort` for a level, the template's `enable_thinking`
+/// for on and off.
+fn think(think: Option<Think>) -> (Option<&'static str>, Option<Value>) {
+    match think {
+        None => (None, None),
+        Some(Think::Off) => (None, Some(json!({"enable_thinking": false}))),
+        Some(Think::On) => (None, Some(json!({"enable_thinking": true}))),
+        Some(Think::Low) => (Some("low"), None),
+        Some(Think::Medium) => (Some("medium"), None),
+        Some(Think::High) => (Some("high"), None),
+    }
+}
+
+/// `response_format` on the wire.
+fn response_format(format: &ResponseFormat) -> Value {
+    match format {
+        ResponseFormat::Json => json!({"type": "json_object"}),
+        ResponseFormat::JsonSchema { name, schema } => json!({
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema, "strict": true},
+        }),
     }
 }
 

@@ -137,22 +137,9 @@ async fn answer(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => {
-            return error(
-                rejection.status(),
-                "invalid_request_error",
-                &rejection.body_text(),
-            );
-        }
-    };
-    let client = match wire_in::parse(&body) {
+    let client = match client_request(body) {
         Ok(client) => client,
-        Err(e) => {
-            let body = json!({"error": {"message": e.message, "type": "invalid_request_error", "param": e.param, "code": null}});
-            return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
-        }
+        Err(refused) => return *refused,
     };
     let session = SESSION_HEADERS
         .iter()
@@ -190,7 +177,35 @@ async fn answer(
             Err(e) => provider_error(&e),
         };
     }
-    let (mut chunker, head) = Chunker::new(meta, client.include_usage);
+    streamed(pieces, meta, client.include_usage, guard)
+}
+
+/// The client's request read from `body`, or the error response that refuses it.
+fn client_request(
+    body: Result<Bytes, BytesRejection>,
+) -> Result<wire_in::ClientRequest, Box<Response>> {
+    let body = body.map_err(|rejection| {
+        let status = rejection.status();
+        Box::new(error(
+            status,
+            "invalid_request_error",
+            &rejection.body_text(),
+        ))
+    })?;
+    wire_in::parse(&body).map_err(|e| {
+        let body = json!({"error": {"message": e.message, "type": "invalid_request_error", "param": e.param, "code": null}});
+        Box::new((StatusCode::BAD_REQUEST, axum::Json(body)).into_response())
+    })
+}
+
+/// The reply as server-sent events, counting its calls as they pass.
+fn streamed(
+    pieces: impl futures::Stream<Item = Piece> + Send + 'static,
+    meta: Meta,
+    include_usage: bool,
+    guard: InFlight,
+) -> Response {
+    let (mut chunker, head) = Chunker::new(meta, include_usage);
     let chunks = pieces.map(move |piece| {
         if matches!(piece, Piece::Call(_)) {
             guard.app.metrics.tool_calls.fetch_add(1, Ordering::Relaxed);

@@ -150,9 +150,8 @@ impl HoldBack {
                         return held;
                     }
                     if !decided {
-                        let rest = text[from..].trim_start();
-                        let fence = rest.starts_with("```").then(|| scan::call_fence(rest));
-                        if rest.is_empty() || "```".starts_with(rest) || fence == Some(None) {
+                        let opening = opening(text[from..].trim_start());
+                        if opening == Opening::Undecided {
                             return from;
                         }
                         self.stage = Stage::Body {
@@ -161,9 +160,7 @@ impl HoldBack {
                         };
                         self.lines.line = from;
                         self.lines.ticks_at = from;
-                        // A reply opening with a fence in another language (```` ```rust ````)
-                        // is no call in fences: it streams, scanned line by line.
-                        if rest.starts_with(['{', '[']) || fence == Some(Some(true)) {
+                        if opening == Opening::Held {
                             self.lines.held = Some(from);
                             return from;
                         }
@@ -172,6 +169,32 @@ impl HoldBack {
                 }
             }
         }
+    }
+}
+
+/// What the start of the body (after any reasoning) says about the reply.
+#[derive(Debug, PartialEq, Eq)]
+enum Opening {
+    /// Not enough of it yet.
+    Undecided,
+    /// It may be a call as a whole (`{`, `[`, a fence calls are fenced in): held.
+    Held,
+    /// It streams, scanned line by line.
+    Streams,
+}
+
+/// What the body starting with `rest` is.
+fn opening(rest: &str) -> Opening {
+    let fence = rest.starts_with("```").then(|| scan::call_fence(rest));
+    if rest.is_empty() || "```".starts_with(rest) || fence == Some(None) {
+        return Opening::Undecided;
+    }
+    // A reply opening with a fence in another language (```` ```rust ````) is no call in
+    // fences: it streams, scanned line by line.
+    if rest.starts_with(['{', '[']) || fence == Some(Some(true)) {
+        Opening::Held
+    } else {
+        Opening::Streams
     }
 }
 

@@ -160,23 +160,7 @@ pub(crate) async fn run_confined_by(
         .argv
         .split_first()
         .ok_or_else(|| ToolError::Failed("no program given".into()))?;
-    let mut command = tokio::process::Command::new(program);
-    command
-        .args(args)
-        .current_dir(spawn.cwd)
-        .env_clear()
-        .envs(
-            spawn
-                .env
-                .iter()
-                .map(|(k, v)| (k.as_os_str(), v.as_os_str())),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    #[cfg(unix)]
-    command.process_group(0);
+    let mut command = command(program, args, &spawn);
     let (mut child, confined) = spawn_child(
         &mut command,
         spawn.sandbox.as_ref(),
@@ -224,6 +208,30 @@ pub(crate) async fn run_confined_by(
         output: combine(&out, &err, spawn.cap),
         confined,
     })
+}
+
+/// The command for `program` with `args` as `spawn` says: its folder, only its
+/// environment, no stdin, both outputs piped, in a process group of its own (on Unix),
+/// killed when dropped.
+fn command(program: &str, args: &[String], spawn: &Spawn<'_>) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .current_dir(spawn.cwd)
+        .env_clear()
+        .envs(
+            spawn
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_os_str(), v.as_os_str())),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
+    command
 }
 
 /// Starts the child, under `plan` when given: the rules are applied to a thread that

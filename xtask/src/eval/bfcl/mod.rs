@@ -48,7 +48,7 @@ use ollm_core::ToolMode;
 use serde_json::{Value, json};
 
 use crate::eval::report::utc_stamp;
-use crate::llama::{self, QWEN_05B};
+use crate::llama;
 use crate::section;
 use data::Item;
 use report::{ResultFile, RunRecord};
@@ -139,10 +139,7 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     if options.regrade {
         return regrade(root);
     }
-    let model = match &options.model {
-        Some(alias) => llama::model_named(alias)?,
-        None => &QWEN_05B,
-    };
+    let model = llama::model_or_default(options.model.as_deref())?;
     let Plan {
         columns,
         limit,
@@ -186,20 +183,23 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     // leaves what it measured.
     let results_dir = root.join(report::RESULTS_DIR);
     let partial = Mutex::new(result.clone());
-    let save = |record: &RunRecord| {
-        if let Ok(mut file) = partial.lock() {
-            file.runs.push(record.clone());
-            file.wall_s = started.elapsed().as_secs_f64();
-            if let Err(err) = report::write(&results_dir, &file) {
-                println!("bfcl: could not save the partial results: {err:#}");
-            }
-        }
-    };
+    let save = |record: &RunRecord| save_partial(&partial, record, started, &results_dir);
     let (runs, harness) = run_all(&ctx, jobs, &save);
     result.runs = runs;
     result.wall_s = started.elapsed().as_secs_f64();
     drop(server);
     finish(root, &result, &harness)
+}
+
+/// Adds `record` to the partial results and writes them to `dir`.
+fn save_partial(partial: &Mutex<ResultFile>, record: &RunRecord, started: Instant, dir: &Path) {
+    if let Ok(mut file) = partial.lock() {
+        file.runs.push(record.clone());
+        file.wall_s = started.elapsed().as_secs_f64();
+        if let Err(err) = report::write(dir, &file) {
+            println!("bfcl: could not save the partial results: {err:#}");
+        }
+    }
 }
 
 /// What a run measures: the columns, the per-category limit (`None`: all) and the
