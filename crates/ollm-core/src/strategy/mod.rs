@@ -823,4 +823,65 @@ mod tests {
             Err(CoreError::UnknownToolMode(name)) if name == "x"
         ));
     }
+
+    fn check_fallback(
+        strategy: Strategy,
+        kind: ProviderErrorKind,
+        auto: bool,
+        expected: Option<Strategy>,
+    ) {
+        let mut error = ProviderError::new(kind, "refused");
+        error.hint = Some("use --jinja".into());
+        let got = strategy.fallback_for(&error, auto);
+        assert_eq!(
+            got.as_ref().map(Fallback::strategy),
+            expected,
+            "{strategy:?} {kind:?} {auto}"
+        );
+        if let Some(fallback) = got {
+            assert_eq!(
+                fallback.reason(),
+                Reason::Refused(Some("use --jinja".into()))
+            );
+            let mut learned = Learned::default();
+            fallback.learn(&mut learned);
+            assert!(learned.native_refused);
+            assert!(
+                fallback.warning("m").ends_with("(use --jinja)"),
+                "{}",
+                fallback.warning("m")
+            );
+        }
+    }
+
+    #[test]
+    fn only_an_automatic_native_strategy_falls_back_and_only_from_refused_tools() {
+        use ProviderErrorKind::{ThinkingUnsupported, ToolsUnsupported};
+        let react = Some(Strategy::React);
+        check_fallback(Strategy::Native, ToolsUnsupported, true, react);
+        check_fallback(Strategy::Native, ToolsUnsupported, false, None);
+        check_fallback(Strategy::Native, ThinkingUnsupported, true, None);
+        check_fallback(Strategy::Native, ProviderErrorKind::Other, true, None);
+        for other in [Strategy::React, Strategy::Constrained, Strategy::NoTools] {
+            check_fallback(other, ToolsUnsupported, true, None);
+        }
+    }
+
+    #[test]
+    fn only_native_replies_teach_how_calls_come() {
+        let check = |strategy: Strategy, structured: bool, expected: Option<(u32, u32)>| {
+            let mut learned = std::collections::HashMap::new();
+            strategy.learn(&mut learned, "m", structured);
+            let got = learned
+                .get("m")
+                .map(|l: &Learned| (l.native_calls, l.text_calls));
+            assert_eq!(got, expected, "{strategy:?} {structured}");
+        };
+        check(Strategy::Native, true, Some((1, 0)));
+        check(Strategy::Native, false, Some((0, 1)));
+        for other in [Strategy::React, Strategy::Constrained, Strategy::NoTools] {
+            check(other, true, None);
+            check(other, false, None);
+        }
+    }
 }
