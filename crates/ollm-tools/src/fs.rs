@@ -222,9 +222,9 @@ impl TypedTool for SearchText {
         let as_regex = args.regex.unwrap_or(false);
         let re = pattern(&args.pattern, as_regex)
             .map_err(|e| ToolError::Failed(format!("bad pattern: {e}")))?;
-        // Unsaid, a pattern that finds nothing as text is tried as a regex too (`.*`,
-        // `^port`): small models leave `regex` out and write one.
-        let fallback = (args.regex.is_none() && looks_like_regex(&args.pattern))
+        // A pattern that finds nothing as text is tried as a regex too (`.*`, `^port`):
+        // small models write one and leave `regex` out, or fill it with its default.
+        let fallback = (!as_regex && looks_like_regex(&args.pattern))
             .then(|| pattern(&args.pattern, true).ok())
             .flatten();
         let max = args.max_results.map_or(50, |n| {
@@ -245,7 +245,7 @@ impl TypedTool for SearchText {
                 note = "no matches as text; as a regular expression:\n";
             }
             let mut text = if hits.is_empty() {
-                no_matches(&ws, &wanted)
+                no_matches(&ws, &wanted, limit)
             } else {
                 format!("{note}{}", hits.join("\n"))
             };
@@ -284,11 +284,21 @@ fn looks_like_regex(text: &str) -> bool {
 }
 
 /// The result when nothing matched: said plainly, with the paths whose name holds the
-/// pattern (the model searched file contents for `data.csv`, the name of a file).
-fn no_matches(ws: &Workspace, wanted: &str) -> String {
-    let needle = wanted.trim().to_lowercase();
+/// pattern (the model searched file contents for `data.csv`, the name of a file). When
+/// one file is named by the pattern exactly (its path or its name), its text follows as
+/// `read_file` gives it: the Qwen2.5-Coder models searched for `data.csv` or
+/// `README.md`, then answered "0 lines" or "4597 lines" from a bare "no matches", or
+/// searched again; they meant to look at the file.
+fn no_matches(ws: &Workspace, wanted: &str, limit: usize) -> String {
+    let needle = wanted.trim().trim_start_matches("./").to_lowercase();
     if needle.is_empty() {
         return "no matches".to_owned();
+    }
+    if let Some(text) = named_file(ws, &needle) {
+        return cap_output(
+            &format!("no matches in the files' text, but that is a file; {text}"),
+            limit,
+        );
     }
     let named: Vec<String> = ws
         .walk()
@@ -311,6 +321,26 @@ fn no_matches(ws: &Workspace, wanted: &str) -> String {
             named.join(", ")
         )
     }
+}
+
+/// The text of the one file that `needle` (lower case) names exactly, by path or by
+/// name, as `read_file` shows it: `None` when no file or several do, or it cannot be
+/// read as a small UTF-8 text.
+fn named_file(ws: &Workspace, needle: &str) -> Option<String> {
+    let mut named = ws.walk().into_iter().filter(|p| {
+        let p = p.to_lowercase();
+        !p.ends_with('/') && (p == needle || p.rsplit('/').next() == Some(needle))
+    });
+    let (one, None) = (named.next()?, named.next()) else {
+        return None;
+    };
+    let path = ws.resolve_existing(&one).ok()?;
+    let meta = std::fs::metadata(&path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
+        return None;
+    }
+    let text = String::from_utf8(std::fs::read(&path).ok()?).ok()?;
+    Some(with_header(&ws.display(&path), &text))
 }
 
 /// Walks `path` without following symlinks, skipping hidden entries and build output.

@@ -212,16 +212,19 @@ async fn search_meets_the_way_small_models_ask() {
     )
     .await;
     check(json!({"pattern": "MAINTAINER"}), "no matches").await;
-    // An unsaid regex that finds nothing as text is tried as one; a said one is not.
+    // A regex that finds nothing as text is tried as one, said or not (the 1.5B sent
+    // `.*` with `"regex": false`), and the result says so.
+    let as_regex = "no matches as text; as a regular expression:\ndata.csv:2: small,1";
+    check(json!({"pattern": "^small", "path": "data.csv"}), as_regex).await;
+    check(json!({"pattern": "^small", "regex": false}), as_regex).await;
+    check(json!({"pattern": "^large", "regex": false}), "no matches").await;
+    // A file's name searched in the files' text: the file is shown, as read_file would.
+    let csv = "no matches in the files' text, but that is a file; data.csv: 2 lines\nname,size\nsmall,1\n";
+    check(json!({"pattern": "data.csv"}), csv).await;
+    check(json!({"pattern": "./DATA.csv"}), csv).await;
+    // A name that only part of a path holds: the paths are named.
     check(
-        json!({"pattern": "^small", "path": "data.csv"}),
-        "no matches as text; as a regular expression:\ndata.csv:2: small,1",
-    )
-    .await;
-    check(json!({"pattern": "^small", "regex": false}), "no matches").await;
-    // A file's name searched in the files' text: the file is named.
-    check(
-        json!({"pattern": "data.csv"}),
+        json!({"pattern": "data"}),
         "no matches in the files' text; paths whose name contains it: data.csv",
     )
     .await;
