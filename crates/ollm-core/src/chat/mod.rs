@@ -104,6 +104,7 @@
 //!   `Finish`; the client stays usable.
 
 mod calibrate;
+mod call_loop;
 mod calls;
 mod client;
 mod compact;
@@ -124,7 +125,7 @@ use crate::strategy::{AutoRules, ToolMode};
 use crate::tokens::ContextLimits;
 
 pub use client::ChatClient;
-pub use guard::{ACT_NUDGE, ANSWER_NUDGE};
+pub use guard::{ACT_NUDGE, ANSWER_NUDGE, CAN_NUDGE};
 pub use run::ChatRun;
 
 /// The result recorded for a call whose tool had not finished when the run was cancelled.

@@ -21,10 +21,11 @@ use ollm_types::{
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::call_loop::{CallWatch, Cut, cut_reply};
 use super::calls::{answer_unfinished, execute_all};
 use super::client::{Shared, lock, model_info};
 use super::compact::{Fitted, Room, bound_results, fit};
-use super::guard::{ACT_NUDGE, ANSWER_NUDGE, CallMemory, REPEAT_LIMIT, Source};
+use super::guard::{ACT_NUDGE, ANSWER_NUDGE, CAN_NUDGE, CallMemory, REPEAT_LIMIT, Source};
 use super::run::Sink;
 use super::runaway::RepeatDetector;
 use super::settle::{Offer, RunSettings};
@@ -422,6 +423,7 @@ async fn stream_reply(
     let mut stream = std::panic::AssertUnwindSafe(stream).catch_unwind();
     let mut reply = Reply::default();
     let mut detector = settings.runaway_guard.then(RepeatDetector::default);
+    let mut watch = settings.runaway_guard.then(CallWatch::default);
     let flow = loop {
         let next = tokio::select! {
             biased;
@@ -439,7 +441,13 @@ async fn stream_reply(
                 stopped_repeating(&reply, sink);
                 Flow::Finished(FinishReason::Repetition)
             }
-            Some(Ok(event)) => reply.take(event, filter, shared, sink),
+            Some(Ok(event)) => match reply.take(event, filter, shared, sink) {
+                Flow::More => match watch.as_mut().and_then(|w| w.push(&reply.raw)) {
+                    Some(cut) => stopped_calling(&mut reply, cut, sink),
+                    None => Flow::More,
+                },
+                flow => flow,
+            },
             Some(Err(_panic)) => Flow::Failed(ProviderError::new(
                 ProviderErrorKind::Other,
                 "the provider panicked",
@@ -488,6 +496,23 @@ fn stopped_repeating(reply: &Reply, sink: &Sink) {
     );
 }
 
+/// Cuts a reply that kept writing calls where it began to repeat them
+/// (`call_loop.rs`), and warns; the caller drops the stream, which cancels the request,
+/// and reads what is left as the whole reply.
+fn stopped_calling(reply: &mut Reply, cut: Cut, sink: &Sink) -> Flow {
+    let made = reply.raw.len();
+    reply.raw = cut_reply(&reply.raw, cut.at);
+    sink.warn(
+        WarningKind::Repetition,
+        format!(
+            "{} (after {} of its {made} bytes so far)",
+            cut.why,
+            reply.raw.len()
+        ),
+    );
+    Flow::Finished(FinishReason::Stop)
+}
+
 /// A finished reply and the tool choice it answered.
 struct Read<'a> {
     reply: Reply,
@@ -521,12 +546,16 @@ async fn conclude(
     let raw = reply.raw.as_str();
     let end = match outcome {
         TurnOutcome::Answer(answer) => {
-            let act = strategy.shows_call(&answer, &settings.offered) && memory.ask_to_act();
+            let nudge = answer_nudge(strategy, &answer, settings, memory);
             let answer = answer.as_str();
             let mut record = strategy.record(Turn::Answer { raw, answer });
-            if act {
-                // An example instead of an action: asked once to act (guard.rs).
-                record.push(Message::user(ACT_NUDGE));
+            if let Some(nudge) = nudge {
+                // Asked once to act, or to answer (guard.rs); an empty reply is dropped.
+                if nudge == ANSWER_NUDGE {
+                    record.clear();
+                    memory.set_answer_due(true);
+                }
+                record.push(Message::user(nudge));
                 sink.record(shared, record);
                 TurnEnd::Continue
             } else {
@@ -580,6 +609,28 @@ async fn conclude(
         usage,
     });
     Ok(end)
+}
+
+/// The user message that follows an answer, if any (guard.rs): an empty answer after
+/// the run's calls asks for the answer; an example of a call, or a claim that it cannot
+/// reach the files, asks the model to act (once, before any call, with tools offered).
+fn answer_nudge(
+    strategy: Strategy,
+    answer: &str,
+    settings: &RunSettings,
+    memory: &mut CallMemory,
+) -> Option<&'static str> {
+    if answer.trim().is_empty() {
+        return memory.ask_to_answer().then_some(ANSWER_NUDGE);
+    }
+    let nudge = if strategy.shows_call(answer, &settings.offered) {
+        ACT_NUDGE
+    } else if !settings.offered.is_empty() && super::guard::says_it_cannot(answer) {
+        CAN_NUDGE
+    } else {
+        return None;
+    };
+    memory.ask_to_act().then_some(nudge)
 }
 
 /// Keeps the first [`MAX_CALLS_PER_REPLY`] of a reply's calls; the rest are dropped from
