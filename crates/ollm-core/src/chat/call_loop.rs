@@ -281,10 +281,7 @@ mod tests {
     fn replies_that_do_not_open_like_a_call_are_never_cut() {
         let prose = format!("Here is how to call it:\n{SEARCH}\n{SEARCH}\n{SEARCH}\n");
         check(&prose, None);
-        check(
-            &format!("The result was {{\"a\": 1}} and {{\"a\": 1}}.\n"),
-            None,
-        );
+        check("The result was {\"a\": 1} and {\"a\": 1}.\n", None);
         // Braces inside strings do not confuse the count.
         let tricky = r#"{"name": "write_file", "arguments": {"path": "a", "content": "} { \" }"}}"#;
         check(&format!("{tricky}\n"), None);

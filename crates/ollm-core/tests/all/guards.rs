@@ -245,7 +245,7 @@ fn a_reply_that_keeps_writing_calls_is_cut_at_its_first_repeat() {
         .flat_map(|_| {
             cycle
                 .iter()
-                .map(|line| Step::Event(ev::text(&format!("{line}\n"))))
+                .map(|line| Step::Event(ev::text(format!("{line}\n"))))
         })
         .collect();
     steps.push(Step::Hang);
@@ -269,7 +269,7 @@ fn a_reply_that_keeps_writing_calls_is_cut_at_its_first_repeat() {
 #[test]
 fn with_the_runaway_guard_off_a_reply_of_calls_is_read_whole() {
     let line = r#"{"name": "list_dir", "arguments": {"path": "."}}"#;
-    let mut turn: Vec<_> = (0..3).map(|_| ev::text(&format!("{line}\n"))).collect();
+    let mut turn: Vec<_> = (0..3).map(|_| ev::text(format!("{line}\n"))).collect();
     turn.push(ev::finish());
     for (guard, warned) in [(true, 1), (false, 0)] {
         let provider = MockProvider::builder()
