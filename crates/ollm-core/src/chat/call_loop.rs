@@ -24,6 +24,13 @@
 //!   open fence is closed) and its calls run as usual; a warning says what happened. A
 //!   reply that repeats a call is no batch a user asked for: the guard already answers
 //!   such twins from one result (`guard.rs`), so what is cut is only ever repeats.
+//! - **A reply that names [`LISTED_TOOLS`] different tools** is the model going through
+//!   its tools, not using them: it is cut before the second tool's first call, so only
+//!   the first tool's calls run. The 0.5B's first reply often called every offered tool
+//!   in the order offered (`read_file`, `list_dir`, `search_text`, `write_file`,
+//!   `run_command`), the right call first and the rest filler, among them `write_file`
+//!   calls with invented content that replaced files in the eval's folder (`--yes`).
+//!   Calls to two tools, which a task may need at once, are read whole.
 //! - Cost: each byte is looked at once; memory is the set of distinct calls of the
 //!   reply, each a line or an object of it.
 //! - It is part of the runaway guard: `runaway_guard: false` turns it off too.
@@ -33,6 +40,10 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::MAX_CALLS_PER_REPLY;
+
+/// How many different tools a reply written as calls names before it counts as listing
+/// the tools rather than using them (see the module docs).
+pub(crate) const LISTED_TOOLS: usize = 3;
 
 /// Where a reply that kept writing calls is cut, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +73,8 @@ pub(crate) struct CallWatch {
     lines: HashSet<String>,
     /// Distinct calls seen: objects, and call lines that are no complete object.
     calls: usize,
+    /// Each tool named, in order, and where its first call opened.
+    tools: Vec<(String, usize)>,
 }
 
 impl CallWatch {
@@ -135,7 +148,30 @@ impl CallWatch {
         if !self.objects.insert(key) {
             return Some(self.cut_at(self.object_at, "repeated a call it had written"));
         }
+        if let Some(cut) = self.tool(&value) {
+            return Some(cut);
+        }
         self.count(self.object_at)
+    }
+
+    /// Notes the tool `call` names; the cut once a third tool is named: before the
+    /// second tool's first call.
+    fn tool(&mut self, call: &Value) -> Option<Cut> {
+        let name = call
+            .get("name")
+            .or_else(|| call.get("function").and_then(|f| f.get("name")))
+            .and_then(Value::as_str)?;
+        if self.tools.iter().any(|(t, _)| t == name) {
+            return None;
+        }
+        self.tools.push((name.to_owned(), self.object_at));
+        (self.tools.len() >= LISTED_TOOLS).then(|| {
+            self.cut_at(
+                self.tools[1].1,
+                "called one tool after another as if listing them; only its first tool's calls \
+                 are read",
+            )
+        })
     }
 
     /// A complete line, as written; only lines that open with `{` count.
@@ -245,8 +281,10 @@ mod tests {
 
     #[test]
     fn a_cycle_of_call_lines_is_cut_at_its_first_repeat() {
-        // The 0.5B's reply (issue 24), its four-call cycle shortened to three.
-        let cycle = format!("{SEARCH}\n{LIST}\n{READ}\n");
+        // The 0.5B's reply (issue 24), its four-call cycle shortened to two tools (with
+        // three, the listing rule below cuts sooner).
+        let other = r#"{"name": "search_text", "arguments": {"pattern": "launch"}}"#;
+        let cycle = format!("{SEARCH}\n{LIST}\n{other}\n");
         let reply = cycle.repeat(40);
         check(&reply, Some(cycle.trim_end()));
         // The same in a fence: the fence is closed again.
@@ -258,6 +296,22 @@ mod tests {
         // An array of objects on one line: cut at the repeated object.
         let array = format!("[{SEARCH}, {LIST}, {SEARCH}, {LIST}]");
         check(&array, Some(&format!("[{SEARCH}, {LIST}]")));
+    }
+
+    #[test]
+    fn a_reply_that_goes_through_the_tools_keeps_its_first_tool() {
+        // The 0.5B's first reply to "Which port is set in config/app.toml?" (issue 24).
+        let port = r#"{"name": "read_file", "arguments": {"path": "config/app.toml"}}"#;
+        let write =
+            r#"{"name": "write_file", "arguments": {"path": "data/x.txt", "content": "Hello"}}"#;
+        let reply = format!("{port}\n{LIST}\n{SEARCH}\n{write}\n");
+        check(&reply, Some(port));
+        // Two tools are read whole, and two calls of one tool are kept together.
+        check(&format!("{port}\n{LIST}\n"), None);
+        check(
+            &format!("{port}\n{READ}\n{LIST}\n{SEARCH}\n"),
+            Some(&format!("{port}\n{READ}")),
+        );
     }
 
     #[test]
