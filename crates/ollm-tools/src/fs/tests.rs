@@ -211,7 +211,24 @@ async fn search_meets_the_way_small_models_ask() {
         "README.md:3: Maintainer: Dana Okafor",
     )
     .await;
-    check(json!({"pattern": "MAINTAINER"}), "no matches").await;
+    // A capital that finds nothing: tried ignoring case, and said so.
+    check(
+        json!({"pattern": "MAINTAINER"}),
+        "no matches with that case; ignoring case:\nREADME.md:3: Maintainer: Dana Okafor",
+    )
+    .await;
+    check(
+        json!({"pattern": "Small.*", "regex": true}),
+        "no matches with that case; ignoring case:\ndata.csv:2: small,1",
+    )
+    .await;
+    check(json!({"pattern": "Nobody"}), "no matches").await;
+    // Nothing in one short file searched on its own: the file is shown.
+    check(
+        json!({"pattern": "server_port", "path": "data.csv"}),
+        "no matches in that file, which is short; data.csv: 2 lines\nname,size\nsmall,1\n",
+    )
+    .await;
     // A regex that finds nothing as text is tried as one, said or not (the 1.5B sent
     // `.*` with `"regex": false`), and the result says so.
     let as_regex = "no matches as text; as a regular expression:\ndata.csv:2: small,1";
