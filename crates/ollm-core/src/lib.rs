@@ -83,7 +83,7 @@ pub mod tokens;
 pub mod tool;
 
 pub use chat::{
-    ACT_NUDGE, ANSWER_NUDGE, ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatRun,
+    ACT_NUDGE, ANSWER_NUDGE, CAN_NUDGE, ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatRun,
     DEFAULT_MAX_TOKENS, MAX_CALLS_PER_REPLY,
 };
 pub use context::{Compaction, CompactionConfig, Compactor, ModelSummary, Window, WindowSource};

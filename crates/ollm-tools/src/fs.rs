@@ -9,9 +9,11 @@
 //! - `search_text` walks without following symlinks and skips hidden entries and build
 //!   output, so it cannot be led out of the folder or into `.git`.
 //! - `search_text` meets the way small models search (issue 24's eval): smart case (a
-//!   pattern without capitals ignores case), a pattern that reads as a regex is tried as
-//!   one when `regex` is left out and nothing matched as text (the result says so), and
-//!   "no matches" names the paths whose name holds the pattern.
+//!   pattern without capitals ignores case); when nothing matched, a pattern that reads
+//!   as a regex is tried as one and one with capitals is tried ignoring case (the result
+//!   says so); and when still nothing matched, a short file searched on its own is
+//!   shown, a file the pattern names (`data.csv`) is shown, or else the paths whose
+//!   name holds the pattern are named.
 //! - `write_file` asks with the path and a short diff (or the head of a new file), writes
 //!   a temporary file in the same folder and renames it over the target, so a reader never
 //!   sees half a file; the replaced file's permissions are kept.
@@ -36,6 +38,8 @@ pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
 const MAX_ENTRIES: usize = 500;
 /// The most matches `search_text` returns.
 const MAX_MATCHES: usize = 200;
+/// A searched file this short is shown when nothing in it matched.
+const SHORT_FILE_BYTES: u64 = 4096;
 /// Matching lines longer than this are cut.
 const MAX_LINE_CHARS: usize = 240;
 /// Lines of a diff or of a new file's head shown when asking to write.
@@ -219,14 +223,8 @@ impl TypedTool for SearchText {
     }
 
     async fn run(&self, args: SearchTextArgs) -> Result<Value, ToolError> {
-        let as_regex = args.regex.unwrap_or(false);
-        let re = pattern(&args.pattern, as_regex)
+        let tries = attempts(&args.pattern, args.regex.unwrap_or(false))
             .map_err(|e| ToolError::Failed(format!("bad pattern: {e}")))?;
-        // Unsaid, a pattern that finds nothing as text is tried as a regex too (`.*`,
-        // `^port`): small models leave `regex` out and write one.
-        let fallback = (args.regex.is_none() && looks_like_regex(&args.pattern))
-            .then(|| pattern(&args.pattern, true).ok())
-            .flatten();
         let max = args.max_results.map_or(50, |n| {
             usize::try_from(n).map_or(MAX_MATCHES, |n| n.clamp(1, MAX_MATCHES))
         });
@@ -238,14 +236,16 @@ impl TypedTool for SearchText {
         let wanted = args.pattern.clone();
         blocking(move || {
             let (mut hits, mut more) = (Vec::new(), false);
-            search(&ws, &start, &re, max, &mut hits, &mut more);
             let mut note = "";
-            if let (true, Some(re)) = (hits.is_empty(), fallback) {
-                search(&ws, &start, &re, max, &mut hits, &mut more);
-                note = "no matches as text; as a regular expression:\n";
+            for (re, why) in &tries {
+                search(&ws, &start, re, max, &mut hits, &mut more);
+                if !hits.is_empty() {
+                    note = why;
+                    break;
+                }
             }
             let mut text = if hits.is_empty() {
-                no_matches(&ws, &wanted)
+                no_matches(&ws, &wanted, &start, limit)
             } else {
                 format!("{note}{}", hits.join("\n"))
             };
@@ -258,17 +258,48 @@ impl TypedTool for SearchText {
     }
 }
 
-/// The pattern as a regex: smart case (a pattern without capitals ignores case, as
-/// ripgrep's `--smart-case`: asked who maintains a project, the model searched
-/// `maintainer` and missed `Maintainer: ...`), the text escaped unless `as_regex`.
-fn pattern(text: &str, as_regex: bool) -> Result<regex::Regex, regex::Error> {
+/// The searches to try in order, each with the note its matches are shown under: the
+/// pattern as asked (smart case); when it reads as a regex and was not asked as one, as
+/// a regex (`.*`, `^port`: small models write one and leave `regex` out, or fill it with
+/// its default); when it holds a capital, each of those ignoring case (the 1.5B
+/// searched `Release.*` in a file that says "The release codename").
+fn attempts(text: &str, as_regex: bool) -> Result<Vec<(regex::Regex, &'static str)>, regex::Error> {
+    let smart = !text.chars().any(char::is_uppercase);
+    let mut tries = vec![(pattern(text, as_regex, smart)?, "")];
+    let also_regex = !as_regex && looks_like_regex(text);
+    if also_regex {
+        if let Ok(re) = pattern(text, true, smart) {
+            tries.push((re, "no matches as text; as a regular expression:\n"));
+        }
+    }
+    if !smart {
+        tries.push((
+            pattern(text, as_regex, true)?,
+            "no matches with that case; ignoring case:\n",
+        ));
+        if also_regex {
+            if let Ok(re) = pattern(text, true, true) {
+                tries.push((
+                    re,
+                    "no matches as text; as a regular expression, ignoring case:\n",
+                ));
+            }
+        }
+    }
+    Ok(tries)
+}
+
+/// The pattern as a regex, the text escaped unless `as_regex`. Smart case first (a
+/// pattern without capitals ignores case, as ripgrep's `--smart-case`: asked who
+/// maintains a project, the model searched `maintainer` and missed `Maintainer: ...`).
+fn pattern(text: &str, as_regex: bool, ignore_case: bool) -> Result<regex::Regex, regex::Error> {
     let source = if as_regex {
         text.to_owned()
     } else {
         regex::escape(text)
     };
     regex::RegexBuilder::new(&source)
-        .case_insensitive(!text.chars().any(char::is_uppercase))
+        .case_insensitive(ignore_case)
         .size_limit(1 << 20)
         .build()
 }
@@ -284,11 +315,27 @@ fn looks_like_regex(text: &str) -> bool {
 }
 
 /// The result when nothing matched: said plainly, with the paths whose name holds the
-/// pattern (the model searched file contents for `data.csv`, the name of a file).
-fn no_matches(ws: &Workspace, wanted: &str) -> String {
-    let needle = wanted.trim().to_lowercase();
+/// pattern (the model searched file contents for `data.csv`, the name of a file). When
+/// one file is named by the pattern exactly (its path or its name), its text follows as
+/// `read_file` gives it: the Qwen2.5-Coder models searched for `data.csv` or
+/// `README.md`, then answered "0 lines" or "4597 lines" from a bare "no matches", or
+/// searched again; they meant to look at the file.
+fn no_matches(ws: &Workspace, wanted: &str, searched: &Path, limit: usize) -> String {
+    if let Some(text) = short_file(ws, searched) {
+        return cap_output(
+            &format!("no matches in that file, which is short; {text}"),
+            limit,
+        );
+    }
+    let needle = wanted.trim().trim_start_matches("./").to_lowercase();
     if needle.is_empty() {
         return "no matches".to_owned();
+    }
+    if let Some(text) = named_file(ws, &needle) {
+        return cap_output(
+            &format!("no matches in the files' text, but that is a file; {text}"),
+            limit,
+        );
     }
     let named: Vec<String> = ws
         .walk()
@@ -311,6 +358,39 @@ fn no_matches(ws: &Workspace, wanted: &str) -> String {
             named.join(", ")
         )
     }
+}
+
+/// The text of `path`, as `read_file` shows it, when it is a file of at most
+/// [`SHORT_FILE_BYTES`]: a search of one short file that found nothing is answered with
+/// the file (the 1.5B searched `config/app.toml` for `server_port`, found nothing, and
+/// answered without the port).
+fn short_file(ws: &Workspace, path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > SHORT_FILE_BYTES {
+        return None;
+    }
+    let text = String::from_utf8(std::fs::read(path).ok()?).ok()?;
+    Some(with_header(&ws.display(path), &text))
+}
+
+/// The text of the one file that `needle` (lower case) names exactly, by path or by
+/// name, as `read_file` shows it: `None` when no file or several do, or it cannot be
+/// read as a small UTF-8 text.
+fn named_file(ws: &Workspace, needle: &str) -> Option<String> {
+    let mut named = ws.walk().into_iter().filter(|p| {
+        let p = p.to_lowercase();
+        !p.ends_with('/') && (p == needle || p.rsplit('/').next() == Some(needle))
+    });
+    let (one, None) = (named.next()?, named.next()) else {
+        return None;
+    };
+    let path = ws.resolve_existing(&one).ok()?;
+    let meta = std::fs::metadata(&path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
+        return None;
+    }
+    let text = String::from_utf8(std::fs::read(&path).ok()?).ok()?;
+    Some(with_header(&ws.display(&path), &text))
 }
 
 /// Walks `path` without following symlinks, skipping hidden entries and build output.

@@ -39,14 +39,37 @@ impl Workspace {
     }
 
     /// Resolves an existing path, refusing anything that leaves the workspace.
+    ///
+    /// A path that does not exist but starts with the working folder's own name
+    /// (`project/notes.txt`, or `project`, in a folder named `project`) is read without
+    /// it: Qwen2.5-Coder-1.5B listed `project` after the working-folder line named
+    /// `/tmp/.../project` (issue 24's eval), and got "no such file".
     pub fn resolve_existing(&self, path: &str) -> Result<PathBuf, ToolError> {
         let joined = self.join_checked(path)?;
-        let real = joined.canonicalize().map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => ToolError::Failed(self.not_found(path)),
-            _ => ToolError::Failed(format!("{path}: {e}")),
-        })?;
+        let real = match joined.canonicalize() {
+            Ok(real) => real,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return match self.without_own_name(path) {
+                    Some(rest) => self.resolve_existing(rest),
+                    None => Err(ToolError::Failed(self.not_found(path))),
+                };
+            }
+            Err(e) => return Err(ToolError::Failed(format!("{path}: {e}"))),
+        };
         self.ensure_inside(path, &real)?;
         Ok(real)
+    }
+
+    /// `path` without the working folder's own name in front (`.` for the name alone);
+    /// `None` when it does not start with it. Always shorter than `path`.
+    fn without_own_name<'a>(&self, path: &'a str) -> Option<&'a str> {
+        let name = self.root.file_name()?.to_str()?;
+        let rest = path.trim().trim_start_matches("./").strip_prefix(name)?;
+        match rest.trim_start_matches('/') {
+            "" => Some("."),
+            inner if rest.starts_with('/') => Some(inner),
+            _ => None,
+        }
     }
 
     /// Resolves a path that may not exist yet (for writing): its parent directory must
@@ -156,6 +179,31 @@ mod tests {
         assert!(ws.resolve_for_write("sub/new.txt").is_ok());
         let abs = ws.root().join("a.txt");
         assert!(ws.resolve_existing(abs.to_str().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn the_folder_s_own_name_in_front_is_read_without_it() {
+        let parent = tempfile::tempdir().unwrap();
+        let root = parent.path().join("project");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(root.join("notes.txt"), "n").unwrap();
+        std::fs::write(parent.path().join("secret"), "s").unwrap();
+        let ws = Workspace::new(&root).unwrap();
+        let check = |asked: &str, expected: Option<&str>| {
+            let got = ws.resolve_existing(asked).ok().map(|p| ws.display(&p));
+            assert_eq!(got.as_deref(), expected, "{asked}");
+        };
+        check("project", Some("."));
+        check("project/", Some("."));
+        check("./project/notes.txt", Some("notes.txt"));
+        check("project/sub", Some("sub"));
+        // Only the name whole, only when the path does not exist, never out of the folder.
+        check("projectx/notes.txt", None);
+        check("project/missing.txt", None);
+        check("project/../secret", None);
+        // A real subfolder of that name wins.
+        std::fs::create_dir(root.join("project")).unwrap();
+        check("project", Some("project"));
     }
 
     #[test]

@@ -48,6 +48,15 @@
 //!   run and only before the run's first call: the example itself never runs (a fenced
 //!   example amid prose is not a call), but the model is asked to act. Measured on
 //!   Qwen2.5-Coder-1.5B (docs/tool-calling.md).
+//! - An answer that says it cannot reach the files or run anything ("I'm sorry, but I
+//!   cannot execute external processes or interact with the operating system"), in a
+//!   run that offers tools, gets the [`CAN_NUDGE`] instead, under the same once-per-run,
+//!   before-any-call rule ([`says_it_cannot`]: an inability phrase and a word about
+//!   files, folders, access or running, in a short answer). The 1.5B said so on a
+//!   question about `docs/guide.md` with `read_file` on offer.
+//! - An empty answer after the run's calls (the 1.5B read the file, then ended its next
+//!   reply at once, twice in 21 runs: the user got nothing) is not recorded; the
+//!   [`ANSWER_NUDGE`] follows, with no tools offered, once per run.
 
 use std::collections::{HashMap, HashSet};
 
@@ -68,6 +77,11 @@ pub const ANSWER_NUDGE: &str = "Now answer my question in plain words, without c
 pub const ACT_NUDGE: &str = "Do not tell me how to call the tools: call the one you need \
 yourself now, then answer my question from its result.";
 
+/// The user message that follows an answer saying it cannot reach the files, or run
+/// anything, in a run that offers tools (see the module docs).
+pub const CAN_NUDGE: &str = "You can: the tools you were given work on this folder. Call \
+the one you need now, then answer my question from its result.";
+
 /// The same call asked for this many times in one run ends the run.
 pub(crate) const REPEAT_LIMIT: u32 = 3;
 
@@ -79,8 +93,10 @@ pub(super) struct CallMemory {
     repeated: bool,
     /// Whether the next reply is to answer: asked with the nudge and no tools.
     answer_due: bool,
-    /// Whether the run already asked the model to act ([`ACT_NUDGE`]).
+    /// Whether the run already asked the model to act ([`ACT_NUDGE`], [`CAN_NUDGE`]).
     asked_to_act: bool,
+    /// Whether the run already asked again for an answer that came empty.
+    asked_to_answer: bool,
 }
 
 /// A call made in this run: its result and how often it was asked for.
@@ -127,6 +143,14 @@ impl CallMemory {
     pub(super) fn ask_to_act(&mut self) -> bool {
         let ask = !self.asked_to_act && !self.any();
         self.asked_to_act = true;
+        ask
+    }
+
+    /// Whether an empty answer after the run's calls is followed by [`ANSWER_NUDGE`]:
+    /// once per run, after a call. Marks it asked.
+    pub(super) fn ask_to_answer(&mut self) -> bool {
+        let ask = !self.asked_to_answer && self.any();
+        self.asked_to_answer = true;
         ask
     }
 
@@ -209,6 +233,33 @@ pub(super) fn identities(tools: &ToolRegistry, calls: &[ToolCall]) -> Vec<ToolCa
             call
         })
         .collect()
+}
+
+/// Whether `answer` says it cannot reach the files or run anything (see the module
+/// docs): an inability phrase and a word about what the tools do, in under 600 bytes.
+pub(super) fn says_it_cannot(answer: &str) -> bool {
+    const CANNOT: &[&str] = &[
+        "i cannot",
+        "i can't",
+        "i can not",
+        "i am unable",
+        "i'm unable",
+        "i am not able",
+        "i'm not able",
+        "i don't have access",
+        "i do not have access",
+        "i don't have the ability",
+        "i do not have the ability",
+    ];
+    const REACH: &[&str] = &[
+        "access", "file", "folder", "director", "execute", "run ", "read", "system", "browse",
+        "external", "local",
+    ];
+    if answer.len() >= 600 {
+        return false;
+    }
+    let text = answer.to_lowercase().replace('\u{2019}', "'");
+    CANNOT.iter().any(|c| text.contains(c)) && REACH.iter().any(|r| text.contains(r))
 }
 
 /// The identity of a call: its name and its arguments as canonical JSON.
@@ -375,6 +426,32 @@ mod tests {
     /// The exact canonical text of a value written with unsorted keys. If a dependency
     /// turns on serde_json's `preserve_order` (feature unification), `canonical`'s own
     /// sort is what keeps `{"b":1,"a":2}` and `{"a":2,"b":1}` one call.
+    #[test]
+    fn saying_it_cannot_is_told_from_answers() {
+        let check =
+            |text: &str, expected: bool| assert_eq!(says_it_cannot(text), expected, "{text}");
+        check(
+            "I'm sorry, but I cannot execute external processes or interact with the operating \
+             system. Therefore, I cannot provide the release codename from `docs/guide.md`.",
+            true,
+        );
+        check("I don\u{2019}t have access to your files.", true);
+        check(
+            "As an AI, I am unable to read files on your computer.",
+            true,
+        );
+        check("Tokyo is the capital of Japan.", false);
+        check("I can't say; opinions differ on the best language.", false);
+        check(
+            "The file notes.txt says the launch code is 4471-KESTREL.",
+            false,
+        );
+        check(
+            &format!("I cannot read it. {}", "More. ".repeat(120)),
+            false,
+        );
+    }
+
     #[test]
     fn canonical_sorts_keys_whatever_the_map_keeps() {
         let a: Value = serde_json::from_str(r#"{"b": 1, "a": {"d": 2, "c": [3]}}"#).unwrap();

@@ -110,6 +110,7 @@
 //!   `Finish`; the client stays usable.
 
 mod calibrate;
+mod call_loop;
 mod calls;
 mod client;
 mod compact;
@@ -125,5 +126,5 @@ mod turn;
 pub use client::ChatClient;
 pub use config::{ChatConfig, ChatOptions, DEFAULT_MAX_TOKENS};
 pub use event::{CANCELLED_RESULT, ChatEvent, MAX_CALLS_PER_REPLY, STOPPED_RESULT};
-pub use guard::{ACT_NUDGE, ANSWER_NUDGE};
+pub use guard::{ACT_NUDGE, ANSWER_NUDGE, CAN_NUDGE};
 pub use run::ChatRun;

@@ -26,11 +26,12 @@ use ollm_types::{
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::call_loop::{CallWatch, Cut, cut_reply};
 use super::calls::{answer_unfinished, execute_all};
 use super::compact::{Fitted, Room, bound_results, fit};
 use super::config::ChatOptions;
 use super::event::{CANCELLED_RESULT, ChatEvent, MAX_CALLS_PER_REPLY, STOPPED_RESULT};
-use super::guard::{self, ACT_NUDGE, ANSWER_NUDGE, CallMemory, REPEAT_LIMIT, Source};
+use super::guard::{self, ACT_NUDGE, ANSWER_NUDGE, CAN_NUDGE, CallMemory, REPEAT_LIMIT, Source};
 use super::runaway::RepeatDetector;
 use super::settle::{Fallback, Offer, RunSettings};
 use super::shared::{Shared, Sink, lock};
@@ -256,7 +257,10 @@ impl Run {
         };
         let mut stream = std::panic::AssertUnwindSafe(stream).catch_unwind();
         let mut reply = Reply::default();
-        let mut detector = self.settings.runaway_guard.then(RepeatDetector::default);
+        let mut watch = Watch {
+            repeats: self.settings.runaway_guard.then(RepeatDetector::default),
+            calls: self.settings.runaway_guard.then(CallWatch::default),
+        };
         let flow = loop {
             let next = tokio::select! {
                 biased;
@@ -266,7 +270,7 @@ impl Run {
                 }
                 next = stream.next() => next,
             };
-            let flow = self.take(&mut reply, next, detector.as_mut(), filter);
+            let flow = self.take(&mut reply, next, &mut watch, filter);
             if !matches!(flow, Flow::More) {
                 break flow;
             }
@@ -283,24 +287,34 @@ impl Run {
     }
 
     /// Takes in what the provider's stream gave next (an event, a panic, or its end),
-    /// stopping a reply that keeps repeating itself.
+    /// stopping a reply that keeps repeating itself and cutting one that keeps writing
+    /// calls where it began to repeat them.
     fn take(
         &self,
         reply: &mut Reply,
         next: Option<Result<ProviderEvent, Box<dyn std::any::Any + Send>>>,
-        detector: Option<&mut RepeatDetector>,
+        watch: &mut Watch,
         filter: &mut dyn TextFilter,
     ) -> Flow {
         let (shared, sink) = (&self.shared, &self.sink);
         match next {
             Some(Ok(ProviderEvent::TextDelta { text }))
-                if detector.is_some_and(|d| d.push(&text).is_some()) =>
+                if watch
+                    .repeats
+                    .as_mut()
+                    .is_some_and(|d| d.push(&text).is_some()) =>
             {
                 reply.take(ProviderEvent::TextDelta { text }, filter, shared, sink);
                 stopped_repeating(reply, sink);
                 Flow::Finished(FinishReason::Repetition)
             }
-            Some(Ok(event)) => reply.take(event, filter, shared, sink),
+            Some(Ok(event)) => match reply.take(event, filter, shared, sink) {
+                Flow::More => match watch.calls.as_mut().and_then(|w| w.push(&reply.raw)) {
+                    Some(cut) => stopped_calling(reply, cut, sink),
+                    None => Flow::More,
+                },
+                flow => flow,
+            },
             Some(Err(_panic)) => Flow::Failed(ProviderError::new(
                 ProviderErrorKind::Other,
                 "the provider panicked",
@@ -380,15 +394,18 @@ impl Run {
         }
     }
 
-    /// Records an answer; one that shows a call instead of making it is asked once to
-    /// act (guard.rs), any other ends the run.
+    /// Records an answer; one the guard answers with a nudge (guard.rs) continues the
+    /// run, any other ends it.
     fn answer(&mut self, raw: &str, answer: &str, finish: Option<FinishReason>) -> TurnEnd {
-        let strategy = self.settings.strategy;
-        let act = strategy.shows_call(answer, &self.settings.offered) && self.memory.ask_to_act();
-        let mut record = strategy.record(Turn::Answer { raw, answer });
-        if act {
-            // An example instead of an action: asked once to act (guard.rs).
-            record.push(Message::user(ACT_NUDGE));
+        let nudge = self.answer_nudge(answer);
+        let mut record = self.settings.strategy.record(Turn::Answer { raw, answer });
+        if let Some(nudge) = nudge {
+            // Asked once to act, or to answer (guard.rs); an empty reply is dropped.
+            if nudge == ANSWER_NUDGE {
+                record.clear();
+                self.memory.set_answer_due(true);
+            }
+            record.push(Message::user(nudge));
             self.sink.record(&self.shared, record);
             return TurnEnd::Continue;
         }
@@ -397,6 +414,25 @@ impl Run {
             Some(FinishReason::Length) => FinishReason::Length,
             _ => FinishReason::Stop,
         })
+    }
+
+    /// The user message that follows an answer, if any (guard.rs): an empty answer after
+    /// the run's calls asks for the answer; an example of a call, or a claim that it
+    /// cannot reach the files, asks the model to act (once, before any call, with tools
+    /// offered).
+    fn answer_nudge(&mut self, answer: &str) -> Option<&'static str> {
+        let settings = &self.settings;
+        if answer.trim().is_empty() {
+            return self.memory.ask_to_answer().then_some(ANSWER_NUDGE);
+        }
+        let nudge = if settings.strategy.shows_call(answer, &settings.offered) {
+            ACT_NUDGE
+        } else if !settings.offered.is_empty() && guard::says_it_cannot(answer) {
+            CAN_NUDGE
+        } else {
+            return None;
+        };
+        self.memory.ask_to_act().then_some(nudge)
     }
 
     /// A reply's calls: learns how they came (`structured`: as the server's calls),
@@ -677,6 +713,31 @@ fn stopped_repeating(reply: &Reply, sink: &Sink) {
             tail.escape_debug()
         ),
     );
+}
+
+/// Cuts a reply that kept writing calls where it began to repeat them
+/// (`call_loop.rs`), and warns; the caller drops the stream, which cancels the request,
+/// and reads what is left as the whole reply.
+fn stopped_calling(reply: &mut Reply, cut: Cut, sink: &Sink) -> Flow {
+    let made = reply.raw.len();
+    reply.raw = cut_reply(&reply.raw, cut.at);
+    sink.warn(
+        WarningKind::Repetition,
+        format!(
+            "{} (after {} of its {made} bytes so far)",
+            cut.why,
+            reply.raw.len()
+        ),
+    );
+    Flow::Finished(FinishReason::Stop)
+}
+
+/// The stream's watchers of a runaway reply (none with `runaway_guard: false`).
+struct Watch {
+    /// Text that keeps repeating itself (`runaway.rs`).
+    repeats: Option<RepeatDetector>,
+    /// Calls that begin to repeat (`call_loop.rs`).
+    calls: Option<CallWatch>,
 }
 
 /// Keeps the first [`MAX_CALLS_PER_REPLY`] of a reply's calls; the rest are dropped from

@@ -1,7 +1,9 @@
 //! The loop and runaway guards, the generation cap, the tool choice and the explained
 //! strategy choice, in runs against scripted providers.
 
-use ollm_core::{ACT_NUDGE, ANSWER_NUDGE, ChatEvent, ChatOptions, DEFAULT_MAX_TOKENS, ToolMode};
+use ollm_core::{
+    ACT_NUDGE, ANSWER_NUDGE, CAN_NUDGE, ChatEvent, ChatOptions, DEFAULT_MAX_TOKENS, ToolMode,
+};
 use ollm_types::{
     Capability, FinishReason, ProviderErrorKind, ProviderEvent, Role, ToolChoice, WarningKind,
 };
@@ -140,12 +142,13 @@ fn count_text(texts: &[String], text: &str) -> usize {
 }
 
 /// A reply after a result that repeats itself is stopped, not recorded, and followed by
-/// the nudge and a request without tools; a second runaway ends the run.
+/// the nudge and a request without tools; a second runaway ends the run. (A reply of
+/// call lines is cut sooner, by the call-loop guard: the test after the next.)
 #[test]
 fn a_runaway_after_a_result_is_asked_again_once() {
     let runaway = || {
         let mut steps: Vec<Step> = (0..400)
-            .map(|_| Step::Event(ev::text("{\"name\": \"list_dir\", \"arguments\": {}}\n")))
+            .map(|_| Step::Event(ev::text("I will list the directory again.\n")))
             .collect();
         steps.push(Step::Hang);
         steps
@@ -225,6 +228,92 @@ fn with_the_runaway_guard_off_a_repeating_reply_streams_to_its_end() {
             "guard {guard}: {}",
             last.len()
         );
+    }
+}
+
+#[test]
+fn a_reply_that_keeps_writing_calls_is_cut_at_its_first_repeat() {
+    // Qwen2.5-Coder-0.5B's reply after a result (issue 24): call lines cycling through the
+    // tools until the generation cap. The stream never finishes: only the call-loop guard
+    // can end this turn.
+    let cycle = [
+        r#"{"name": "search_text", "arguments": {"pattern": "notes.txt"}}"#,
+        r#"{"name": "list_dir", "arguments": {"path": "."}}"#,
+        r#"{"name": "search_text", "arguments": {"pattern": "launch"}}"#,
+    ];
+    let mut steps: Vec<Step> = (0..100)
+        .flat_map(|_| {
+            cycle
+                .iter()
+                .map(|line| Step::Event(ev::text(format!("{line}\n"))))
+        })
+        .collect();
+    steps.push(Step::Hang);
+    let provider = MockProvider::builder()
+        .turn_steps(steps)
+        .turn(vec![ev::text("The launch code is 4471."), ev::finish()])
+        .build();
+    let tools = ["search_text", "list_dir"].map(RecordingTool::new);
+    let c = client(provider.clone(), registry(tools.clone()));
+    let events = block_on(chat(&c, "What is the launch code in notes.txt?"));
+    check_events(&events);
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    assert_eq!(warnings(&events, WarningKind::Repetition), 1);
+    assert_eq!(tools[0].call_count(), 2);
+    assert_eq!(tools[1].call_count(), 1);
+    assert_eq!(provider.requests().len(), 2);
+    check_history(&c.history());
+}
+
+#[test]
+fn a_reply_that_goes_through_the_tools_runs_its_first_tool_only() {
+    // The 0.5B's first reply: a call to each offered tool in the order offered, the right
+    // one first, then write_file with invented content.
+    let lines = [
+        r#"{"name": "read_file", "arguments": {"path": "config/app.toml"}}"#,
+        r#"{"name": "list_dir", "arguments": {"path": "."}}"#,
+        r#"{"name": "search_text", "arguments": {"pattern": "a"}}"#,
+        r#"{"name": "write_file", "arguments": {"path": "x.txt", "content": "Hello"}}"#,
+    ];
+    let reply = lines.join("\n");
+    let provider = MockProvider::builder()
+        .turn(vec![ev::text(reply), ev::finish()])
+        .turn(vec![ev::text("The port is 8123."), ev::finish()])
+        .build();
+    let tools = ["read_file", "list_dir", "search_text", "write_file"].map(RecordingTool::new);
+    let c = client(provider, registry(tools.clone()));
+    let events = block_on(chat(&c, "Which port is set in config/app.toml?"));
+    check_events(&events);
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    let counts: Vec<usize> = tools.iter().map(RecordingTool::call_count).collect();
+    assert_eq!(counts, [1, 0, 0, 0]);
+    assert_eq!(warnings(&events, WarningKind::Repetition), 1);
+    check_history(&c.history());
+}
+
+#[test]
+fn with_the_runaway_guard_off_a_reply_of_calls_is_read_whole() {
+    let line = r#"{"name": "list_dir", "arguments": {"path": "."}}"#;
+    let mut turn: Vec<_> = (0..3).map(|_| ev::text(format!("{line}\n"))).collect();
+    turn.push(ev::finish());
+    for (guard, warned) in [(true, 1), (false, 0)] {
+        let provider = MockProvider::builder()
+            .turn(turn.clone())
+            .turn(vec![ev::text("a.txt"), ev::finish()])
+            .build();
+        let tool = RecordingTool::new("list_dir");
+        let c = client_with(provider, registry([tool.clone()]), |cfg| {
+            cfg.runaway_guard = guard;
+        });
+        let events = block_on(chat(&c, "hi"));
+        check_events(&events);
+        assert_eq!(
+            warnings(&events, WarningKind::Repetition),
+            warned,
+            "guard {guard}"
+        );
+        // Either way the call runs once: twins are answered from one result (guard.rs).
+        assert_eq!(tool.call_count(), 1, "guard {guard}");
     }
 }
 
@@ -531,4 +620,76 @@ fn an_example_instead_of_a_call_is_asked_to_act_once() {
     assert_eq!(finish_reason(&events), FinishReason::Stop);
     let texts: Vec<String> = c.history().messages().iter().map(|m| m.text()).collect();
     assert_eq!(count_text(&texts, ACT_NUDGE), 0);
+}
+
+/// The texts of a client's history.
+fn texts_of(c: &ollm_core::ChatClient) -> Vec<String> {
+    c.history().messages().iter().map(|m| m.text()).collect()
+}
+
+#[test]
+fn an_answer_that_says_it_cannot_reach_the_files_is_asked_to_act_once() {
+    // The 1.5B's answer on a question about docs/guide.md, with read_file on offer.
+    let refusal = "I'm sorry, but I cannot execute external processes or interact with the \
+                   operating system.";
+    let text = |t: &str| vec![ev::text(t), ev::finish()];
+    let provider = MockProvider::builder()
+        .turn(text(refusal))
+        .turn(call_turn("c1", json!({"path": "docs"})))
+        .turn(text("The codename is Bluebird."))
+        .build();
+    let tool = RecordingTool::new("list_dir");
+    let c = client(provider, registry([tool.clone()]));
+    let events = block_on(chat(&c, "What is the release codename in docs/guide.md?"));
+    check_events(&events);
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    assert_eq!(tool.call_count(), 1);
+    assert_eq!(count_text(&texts_of(&c), CAN_NUDGE), 1);
+    check_history(&c.history());
+    // Twice in a row: the second is the answer (one nudge per run); with no tools on
+    // offer, never.
+    for (tools, nudges) in [(vec![RecordingTool::new("list_dir")], 1), (vec![], 0)] {
+        let provider = MockProvider::builder()
+            .turn(text(refusal))
+            .turn(text(refusal))
+            .build();
+        let c = client(provider, registry(tools));
+        let events = block_on(chat(&c, "What is in docs?"));
+        assert_eq!(finish_reason(&events), FinishReason::Stop);
+        assert_eq!(count_text(&texts_of(&c), CAN_NUDGE), nudges);
+    }
+}
+
+#[test]
+fn an_empty_answer_after_a_call_is_asked_for_again_once() {
+    // The 1.5B read src/counter.rs, then ended its next reply at once (issue 24).
+    let text = |t: &str| vec![ev::text(t), ev::finish()];
+    let empty = vec![ev::finish()];
+    for (after_empty, answer) in [
+        (text("main.rs and counter.rs"), "main.rs and counter.rs"),
+        (empty.clone(), ""),
+    ] {
+        let provider = MockProvider::builder()
+            .turn(call_turn("c1", json!({"path": "src"})))
+            .turn(empty.clone())
+            .turn(after_empty)
+            .build();
+        let c = client(provider.clone(), registry([RecordingTool::new("list_dir")]));
+        let events = block_on(chat(&c, "Which files are in src?"));
+        check_events(&events);
+        assert_eq!(finish_reason(&events), FinishReason::Stop);
+        assert_eq!(provider.request_count(), 3);
+        // The nudge asks with no tools; the empty reply is not in the history.
+        assert_eq!(provider.requests()[2].tools.len(), 0);
+        let texts = texts_of(&c);
+        assert_eq!(count_text(&texts, ANSWER_NUDGE), 1, "{texts:?}");
+        assert_eq!(texts.last().map(String::as_str), Some(answer), "{texts:?}");
+        check_history(&c.history());
+    }
+    // With no call before it, an empty answer ends the run as it is.
+    let provider = MockProvider::builder().turn(vec![ev::finish()]).build();
+    let c = client(provider.clone(), registry([RecordingTool::new("list_dir")]));
+    let events = block_on(chat(&c, "hi"));
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    assert_eq!(provider.request_count(), 1);
 }

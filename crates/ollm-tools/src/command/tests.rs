@@ -807,3 +807,30 @@ async fn git_status_ignores_an_fsmonitor_planted_in_the_repo_config() {
     assert!(out.as_str().unwrap().starts_with("exit status 0"), "{out}");
     assert!(!ran.exists(), "the planted fsmonitor ran");
 }
+
+#[test]
+fn a_command_line_written_as_the_program_is_split_into_words() {
+    let split = |program: &str, args: &[&str]| split_program(program.into(), strings(args));
+    // The 1.5B's call: {"program": "git show HEAD", "args": null}.
+    assert_eq!(
+        split("git show HEAD", &[]),
+        ("git".into(), strings(&["show", "HEAD"]))
+    );
+    assert_eq!(split("  ls  -la ", &[]), ("ls".into(), strings(&["-la"])));
+    // Left as written: given args, a quoted line (a shell's reading), one word.
+    assert_eq!(
+        split("git show", &["HEAD"]),
+        ("git show".into(), strings(&["HEAD"]))
+    );
+    assert_eq!(
+        split("grep -r 'a b' .", &[]),
+        ("grep -r 'a b' .".into(), vec![])
+    );
+    assert_eq!(split("ls", &[]), ("ls".into(), vec![]));
+    // The split words meet every rule: a metacharacter is still refused.
+    let (program, args) = split("cat a;rm", &[]);
+    assert!(matches!(
+        check_command(&allowed(), &program, &args),
+        Err(Refusal::Metacharacter(..))
+    ));
+}

@@ -211,17 +211,37 @@ async fn search_meets_the_way_small_models_ask() {
         "README.md:3: Maintainer: Dana Okafor",
     )
     .await;
-    check(json!({"pattern": "MAINTAINER"}), "no matches").await;
-    // An unsaid regex that finds nothing as text is tried as one; a said one is not.
+    // A capital that finds nothing: tried ignoring case, and said so.
     check(
-        json!({"pattern": "^small", "path": "data.csv"}),
-        "no matches as text; as a regular expression:\ndata.csv:2: small,1",
+        json!({"pattern": "MAINTAINER"}),
+        "no matches with that case; ignoring case:\nREADME.md:3: Maintainer: Dana Okafor",
     )
     .await;
-    check(json!({"pattern": "^small", "regex": false}), "no matches").await;
-    // A file's name searched in the files' text: the file is named.
     check(
-        json!({"pattern": "data.csv"}),
+        json!({"pattern": "Small.*", "regex": true}),
+        "no matches with that case; ignoring case:\ndata.csv:2: small,1",
+    )
+    .await;
+    check(json!({"pattern": "Nobody"}), "no matches").await;
+    // Nothing in one short file searched on its own: the file is shown.
+    check(
+        json!({"pattern": "server_port", "path": "data.csv"}),
+        "no matches in that file, which is short; data.csv: 2 lines\nname,size\nsmall,1\n",
+    )
+    .await;
+    // A regex that finds nothing as text is tried as one, said or not (the 1.5B sent
+    // `.*` with `"regex": false`), and the result says so.
+    let as_regex = "no matches as text; as a regular expression:\ndata.csv:2: small,1";
+    check(json!({"pattern": "^small", "path": "data.csv"}), as_regex).await;
+    check(json!({"pattern": "^small", "regex": false}), as_regex).await;
+    check(json!({"pattern": "^large", "regex": false}), "no matches").await;
+    // A file's name searched in the files' text: the file is shown, as read_file would.
+    let csv = "no matches in the files' text, but that is a file; data.csv: 2 lines\nname,size\nsmall,1\n";
+    check(json!({"pattern": "data.csv"}), csv).await;
+    check(json!({"pattern": "./DATA.csv"}), csv).await;
+    // A name that only part of a path holds: the paths are named.
+    check(
+        json!({"pattern": "data"}),
         "no matches in the files' text; paths whose name contains it: data.csv",
     )
     .await;
