@@ -231,6 +231,9 @@ async fn run_turn(
         }
         Streamed::Done(mut reply) => {
             reply.room = room;
+            if let Some(context) = settings.tools_context.as_deref() {
+                drop_echo(&mut reply.raw, context);
+            }
             let read = Read {
                 reply,
                 choice: &offer.choice,
@@ -292,6 +295,28 @@ fn before_first_prompt(messages: &mut [Message], context: &str) {
     if let Ok(prefixed) = Message::new(Role::User, parts, None, None) {
         *first = prefixed;
     }
+}
+
+/// Drops the run's tools context from the front of a reply that repeats it: the 0.5B
+/// began a reply with the `[Working folder: ...]` block it had been sent, then a fenced
+/// call, which the echo made prose with an example in it (issue 24). From the context's
+/// first line, when the reply opens with it, to the end of its last line.
+fn drop_echo(raw: &mut String, context: &str) {
+    let (Some(first), Some(last)) = (context.lines().next(), context.lines().last()) else {
+        return;
+    };
+    let body = raw.trim_start();
+    if first.trim().is_empty() || !body.starts_with(first.trim()) {
+        return;
+    }
+    let from = raw.len() - body.len();
+    let Some(end) = raw[from..]
+        .find(last.trim())
+        .map(|at| from + at + last.trim().len())
+    else {
+        return;
+    };
+    raw.replace_range(..end, "");
 }
 
 /// Makes the request fit the model's window before anything is sent: the window is
