@@ -38,6 +38,8 @@ pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
 const MAX_ENTRIES: usize = 500;
 /// The most matches `search_text` returns.
 const MAX_MATCHES: usize = 200;
+/// The most entries named when a folder is read as a file.
+const FOLDER_ENTRIES: usize = 30;
 /// A searched file this short is shown when nothing in it matched.
 const SHORT_FILE_BYTES: u64 = 4096;
 /// Matching lines longer than this are cut.
@@ -82,8 +84,12 @@ impl TypedTool for ReadFile {
         let path = self.ws.resolve_existing(&args.path)?;
         let shown = self.ws.display(&path);
         let limit = self.limit;
+        let ws = self.ws.clone();
         blocking(move || {
             let meta = std::fs::metadata(&path).map_err(|e| ToolError::Failed(e.to_string()))?;
+            if meta.is_dir() {
+                return Err(ToolError::Failed(a_folder(&ws, &path)));
+            }
             if !meta.is_file() {
                 return Err(ToolError::Failed("not a regular file".into()));
             }
@@ -103,6 +109,44 @@ impl TypedTool for ReadFile {
         })
         .await
     }
+}
+
+/// The error for `read_file` on a folder: what is in it, so the next call can name a
+/// file (the 0.5B read the working folder itself, `/tmp/.../project`, and `config/`,
+/// and a bare "not a regular file" led it nowhere).
+fn a_folder(ws: &Workspace, dir: &Path) -> String {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| {
+                    let mut name = e.file_name().to_string_lossy().into_owned();
+                    if e.file_type().is_ok_and(|t| t.is_dir()) {
+                        name.push('/');
+                    }
+                    name
+                })
+                .filter(|name| !crate::map::skipped(name.trim_end_matches('/')))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    let more = names.len().saturating_sub(FOLDER_ENTRIES);
+    names.truncate(FOLDER_ENTRIES);
+    let mut listed = names.join(", ");
+    if more > 0 {
+        listed.push_str(&format!(", and {more} more"));
+    }
+    let shown = ws.display(dir);
+    let inside = if shown == "." {
+        String::new()
+    } else {
+        format!("{shown}/")
+    };
+    format!(
+        "{shown} is a folder, not a file; read one of its files by its path (\
+         {inside}NAME). It holds: {listed}"
+    )
 }
 
 /// A file's contents under one line naming it and counting its lines

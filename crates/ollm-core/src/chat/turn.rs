@@ -153,7 +153,7 @@ impl Run {
         };
         let choice = offer.choice;
         let mut filter = self.settings.strategy.text_filter();
-        let reply = match self.stream_reply(*request, filter.as_mut()).await? {
+        let mut reply = match self.stream_reply(*request, filter.as_mut()).await? {
             Streamed::Done(reply) => reply,
             Streamed::Cancelled(partial) => {
                 self.record_unfinished(&partial, CANCELLED_RESULT);
@@ -167,6 +167,9 @@ impl Run {
         room.used = room.used.max(reported.map_or(0, |n| n as usize));
         if reply.finish == Some(FinishReason::Repetition) {
             return Ok(self.stopped(&reply));
+        }
+        if let Some(context) = self.settings.tools_context.as_deref() {
+            drop_echo(&mut reply.raw, context);
         }
         let end = self.conclude(&reply, &room, &choice, filter.as_mut()).await;
         self.complete(reply.usage);
@@ -695,6 +698,28 @@ impl Reply {
     fn is_empty(&self) -> bool {
         self.raw.is_empty() && self.calls.is_empty()
     }
+}
+
+/// Drops the run's tools context from the front of a reply that repeats it: the 0.5B
+/// began a reply with the `[Working folder: ...]` block it had been sent, then a fenced
+/// call, which the echo made prose with an example in it (issue 24). From the context's
+/// first line, when the reply opens with it, to the end of its last line.
+fn drop_echo(raw: &mut String, context: &str) {
+    let (Some(first), Some(last)) = (context.lines().next(), context.lines().last()) else {
+        return;
+    };
+    let body = raw.trim_start();
+    if first.trim().is_empty() || !body.starts_with(first.trim()) {
+        return;
+    }
+    let from = raw.len() - body.len();
+    let Some(end) = raw[from..]
+        .find(last.trim())
+        .map(|at| from + at + last.trim().len())
+    else {
+        return;
+    };
+    raw.replace_range(..end, "");
 }
 
 /// Warns that the reply was stopped because it kept repeating itself; the caller drops

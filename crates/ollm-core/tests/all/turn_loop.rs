@@ -278,3 +278,44 @@ fn the_tools_context_opens_the_first_prompt_only_in_runs_with_tools() {
     assert_eq!(texts[0], "what is in x?");
     assert!(texts.iter().all(|t| !t.contains("Working folder")));
 }
+
+#[test]
+fn a_reply_that_repeats_the_tools_context_is_read_without_it() {
+    // The 0.5B's second reply (issue 24): the context it was sent, then a fenced call.
+    let context = "[Working folder: /w\nTop entries: data.csv, notes.txt]";
+    let echo = format!(
+        "{context}\n\n```json\n{{\"name\": \"read\", \"arguments\": {{\"path\": \"data.csv\"}}}}\n```"
+    );
+    let provider = MockProvider::builder()
+        .turn(vec![ev::text(echo), ev::finish()])
+        .turn(vec![ev::text("6 lines"), ev::finish()])
+        .build();
+    let tool = RecordingTool::new("read").returns(json!("data.csv: 6 lines"));
+    let client = client_with(Arc::clone(&provider), registry([tool.clone()]), |c| {
+        c.tools_context = Some(context.into());
+    });
+    let events = block_on(chat(&client, "How many lines does data.csv have?"));
+    assert_eq!(tool.call_count(), 1);
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    let history = client.history();
+    assert!(
+        history
+            .messages()
+            .iter()
+            .all(|m| !m.text().contains("Working folder"))
+    );
+    check_history(&history);
+    // A reply that only mentions the folder later is left as it is.
+    let provider = MockProvider::builder()
+        .turn(vec![
+            ev::text("In [Working folder: /w] there is data.csv."),
+            ev::finish(),
+        ])
+        .build();
+    let client = client_with(Arc::clone(&provider), registry([tool]), |c| {
+        c.tools_context = Some(context.into());
+    });
+    block_on(chat(&client, "What is here?"));
+    let last = client.history().messages().last().unwrap().text();
+    assert_eq!(last, "In [Working folder: /w] there is data.csv.");
+}

@@ -246,3 +246,32 @@ async fn search_meets_the_way_small_models_ask() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn reading_a_folder_names_what_it_holds() {
+    let (_d, ws) = setup();
+    let reader = ReadFile::new(ws.clone(), 1000);
+    let error = |path: &str| {
+        let reader = &reader;
+        let path = path.to_owned();
+        async move {
+            match call(reader, json!({"path": path})).await {
+                Err(ToolError::Failed(message)) => message,
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+    };
+    // The hidden .git is not named.
+    assert_eq!(
+        error(".").await,
+        ". is a folder, not a file; read one of its files by its path (NAME). It holds: \
+         a.txt, sub/"
+    );
+    assert_eq!(
+        error("sub/").await,
+        "sub is a folder, not a file; read one of its files by its path (sub/NAME). It \
+         holds: b.rs"
+    );
+    let root = ws.root().to_str().unwrap();
+    assert!(error(root).await.starts_with(". is a folder"));
+}
