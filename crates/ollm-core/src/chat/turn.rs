@@ -391,7 +391,10 @@ impl Run {
                 answered,
                 prose,
             } => {
-                self.calls(&prose, calls, answered, false, reply, room)
+                // Native calls come back here too (the strategy answers some of them
+                // itself): they count as structured, text read as calls does not.
+                let structured = !reply.calls.is_empty();
+                self.calls(&prose, calls, answered, structured, reply, room)
                     .await
             }
         }

@@ -422,6 +422,25 @@ fn native_text_calls_are_learned_per_model() {
     assert_eq!((learned.text_calls, learned.native_calls), (1, 0));
 }
 
+#[test]
+fn native_structured_calls_are_learned_as_such() {
+    // A bug the issue-26 reshaping found: structured calls were counted as text ones.
+    let provider = MockProvider::builder()
+        .turn(call_turn("c1", json!({"path": "."})))
+        .turn(vec![ev::text("done"), ev::finish()])
+        .build();
+    let c = client_with(
+        provider,
+        registry([RecordingTool::new("list_dir")]),
+        |cfg| {
+            cfg.tool_mode = ToolMode::Native;
+        },
+    );
+    block_on(chat(&c, "go"));
+    let learned = c.learned("m");
+    assert_eq!((learned.text_calls, learned.native_calls), (0, 1));
+}
+
 /// Runs one prompt with `mode` and `choice` against `turns`; the events and the requests.
 fn run_choice(
     mode: ToolMode,
