@@ -381,6 +381,12 @@ fn no_matches(ws: &Workspace, wanted: &str, searched: &Path, limit: usize) -> St
             limit,
         );
     }
+    if let Some((name, text)) = mentioned_file(ws, &needle) {
+        return cap_output(
+            &format!("no matches in the files' text; the pattern names the file {name}: {text}"),
+            limit,
+        );
+    }
     let named: Vec<String> = ws
         .walk()
         .into_iter()
@@ -415,6 +421,21 @@ fn short_file(ws: &Workspace, path: &Path) -> Option<String> {
     }
     let text = String::from_utf8(std::fs::read(path).ok()?).ok()?;
     Some(with_header(&ws.display(path), &text))
+}
+
+/// The one file that a word of `needle` (lower case, several words) names exactly, and
+/// its text: the 0.5B searched for `launch code in notes.txt`, the question itself.
+fn mentioned_file(ws: &Workspace, needle: &str) -> Option<(String, String)> {
+    let words: Vec<&str> = needle
+        .split(|c: char| c.is_whitespace() || "\"'`,;()".contains(c))
+        .map(|w| w.trim_end_matches(['.', '?', '!', ':']))
+        .filter(|w| w.contains('.') && *w != needle)
+        .collect();
+    let mut found = words
+        .iter()
+        .filter_map(|w| named_file(ws, w).map(|text| ((*w).to_owned(), text)));
+    let first = found.next()?;
+    found.all(|(_, text)| text == first.1).then_some(first)
 }
 
 /// The text of the one file that `needle` (lower case) names exactly, by path or by

@@ -239,6 +239,13 @@ async fn search_meets_the_way_small_models_ask() {
     let csv = "no matches in the files' text, but that is a file; data.csv: 2 lines\nname,size\nsmall,1\n";
     check(json!({"pattern": "data.csv"}), csv).await;
     check(json!({"pattern": "./DATA.csv"}), csv).await;
+    // A pattern that mentions a file among other words: that file is shown.
+    check(
+        json!({"pattern": "launch code in data.csv?"}),
+        "no matches in the files' text; the pattern names the file data.csv: data.csv: 2 \
+         lines\nname,size\nsmall,1\n",
+    )
+    .await;
     // A name that only part of a path holds: the paths are named.
     check(
         json!({"pattern": "data"}),
