@@ -29,6 +29,7 @@ mod models;
 mod providers;
 mod render;
 mod run;
+mod sampling;
 mod serve;
 mod sessions;
 mod slash;

@@ -188,11 +188,7 @@ fn chat_config(model: String, d: &RunDefaults) -> ChatConfig {
     if let Some(n) = d.max_tokens {
         chat.max_tokens = Some(n);
     }
-    chat.options.temperature = d.temperature;
-    chat.options.top_p = d.top_p;
-    chat.options.top_k = d.top_k;
-    chat.options.seed = d.seed;
-    chat.options.stop = d.stop.clone().unwrap_or_default();
+    chat.options = d.sampling.clone().options();
     chat.runaway_guard = d.runaway_guard.unwrap_or(true);
     chat
 }
