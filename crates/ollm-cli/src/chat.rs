@@ -301,7 +301,7 @@ fn last_exchange(history: &[ollm_types::Message]) -> String {
             .iter()
             .rev()
             .find(|m| m.role() == role && !m.text().trim().is_empty())
-            .map(|m| crate::wrap::wrap(&crate::wrap::shorten(&m.text(), 300), width()))
+            .map(|m| crate::ui::wrap::wrap(&crate::ui::wrap::shorten(&m.text(), 300), width()))
     };
     let mut lines = Vec::new();
     if let Some(u) = last(Role::User) {

@@ -36,7 +36,6 @@ mod slash;
 mod tools;
 mod transcript;
 mod ui;
-mod wrap;
 
 use std::process::ExitCode;
 
