@@ -13,6 +13,12 @@
 //!   changes the model only (its `context_length` still follows, through core's table).
 //! - A value the flag would refuse is refused in the file too (a usage error naming the
 //!   table), so a typo never reaches the server.
+//! - The sampling options are one flattened [`Sampling`] (`sampling.rs`), the same struct
+//!   the flags parse into and the only one that converts into core's
+//!   `GenerationOptions`: this file layers it as a whole and never names its knobs
+//!   (issue 26 found them repeated field by field here, in the flags and in `run.rs`).
+//!   Because it is flattened, this struct's `deny_unknown_fields` is the one that refuses
+//!   an unknown key in any table that holds run defaults.
 //! - `context_length` is not here: core settles the window ([`crate::context`]).
 //! - Custom HTTP `headers` are per provider and global only (the HTTP client is built
 //!   once per provider); they live in `config.rs` with the provider's settings.
