@@ -23,6 +23,12 @@
 //!   are not edges: the root declares and re-exports. Edges from the root do not count
 //!   either, and neither do edges to the importing file's own module.
 //!
+//! **Leaves.** Some modules are leaves by design ([`LEAVES`]): neither the module nor
+//! any module under it imports a module of its crate outside it (the CLI's `ui`, whose
+//! warnings, hints and status line every part prints through, and `sampling`). A leaf
+//! cannot be on a cycle, and tidy says so at the first import out, before a cycle forms.
+//! A leaf that no longer exists is a problem too, so a rename cannot switch the rule off.
+//!
 //! A cycle is reported as the shortest loop through its first module in name order, with
 //! the line of every import on the way; the modules of a reported loop start no further
 //! report. Deliberately a token reader, not a Rust parser: the path syntax is small and
@@ -50,8 +56,44 @@ pub(crate) fn check(metadata: &Value) -> Result<Vec<String>> {
     for (krate, src) in member_sources(metadata)? {
         let sources = read_sources(root, &src)?;
         problems.extend(use_cycles(&krate, &sources).into_iter().map(|c| c.message));
+        for (_, leaf) in LEAVES.iter().filter(|(k, _)| *k == krate) {
+            problems.extend(leaf_breaches(&krate, &sources, leaf));
+        }
     }
     Ok(problems)
+}
+
+/// The modules that must stay leaves: (crate, module). See the module docs.
+pub(crate) const LEAVES: &[(&str, &str)] = &[("ollm-cli", "ui"), ("ollm-cli", "sampling")];
+
+/// Each import from inside `leaf` (the module or one under it) to a module of `krate`
+/// outside it, as problems; one problem when `leaf` is not a module of `krate`.
+pub(crate) fn leaf_breaches(krate: &str, sources: &[Source], leaf: &str) -> Vec<String> {
+    let inside = |module: &str| {
+        module == leaf
+            || module
+                .strip_prefix(leaf)
+                .is_some_and(|rest| rest.starts_with("::"))
+    };
+    if !sources.iter().any(|s| s.module == leaf) {
+        return vec![format!(
+            "`{krate}` has no module `{leaf}`, which tidy keeps a leaf \
+             (xtask/src/cycles.rs `LEAVES`)"
+        )];
+    }
+    let mut problems = Vec::new();
+    for (from, to) in import_edges(sources) {
+        if !inside(from) {
+            continue;
+        }
+        for (to, edge) in to.iter().filter(|(to, _)| !inside(to)) {
+            problems.push(format!(
+                "`{krate}`'s `{leaf}` is a leaf but {from} imports {to} ({}:{})",
+                edge.file, edge.line
+            ));
+        }
+    }
+    problems
 }
 
 /// Each workspace member's name and `src/` folder.
@@ -808,6 +850,33 @@ mod tests {
                  #[cfg(test)]\nuse crate::a::T;\n\
                  #[cfg(test)]\nfn helper() { crate::a::f(); }\n";
         check(&[("", ROOT), ("a", "use crate::b::B;\n"), ("b", b)], &[]);
+    }
+
+    #[test]
+    fn a_leaf_imports_nothing_outside_itself() {
+        let files = [
+            ("", "mod ui;\nmod render;\nmod wrap;\n"),
+            ("ui", "use self::status::Line;\nuse std::io;\n"),
+            (
+                "ui::status",
+                "use super::wrap::shorten;\nuse crate::ui::Voice;\n",
+            ),
+            ("ui::wrap", "fn f() { crate::wrap::cut(); }\n"),
+            ("render", "use crate::ui::status;\n"),
+            ("wrap", "use crate::render::X;\n"),
+        ];
+        assert_eq!(
+            leaf_breaches("k", &sources(&files), "ui"),
+            ["`k`'s `ui` is a leaf but ui::wrap imports wrap (ui/wrap.rs:1)"]
+        );
+        // Imported from outside, or importing only within: fine.
+        assert!(leaf_breaches("k", &sources(&files[..5]), "ui").is_empty());
+        // A prefix of a name is not a module under it.
+        assert_eq!(leaf_breaches("k", &sources(&files), "wrap").len(), 1);
+        assert_eq!(
+            leaf_breaches("k", &sources(&files), "gone"),
+            ["`k` has no module `gone`, which tidy keeps a leaf (xtask/src/cycles.rs `LEAVES`)"]
+        );
     }
 
     #[test]

@@ -10,6 +10,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use ollm_core::ToolMode;
 use ollm_types::{Think, ToolChoice};
 
+use crate::sampling::Sampling;
+
 /// What `ollm --help` and `ollm man` add after the options: the chat's commands, the
 /// environment and the exit codes (documented in full in docs/cli.md).
 const MORE: &str = "\
@@ -249,37 +251,7 @@ pub(crate) struct RunArgs {
     pub(crate) keep_alive: Option<String>,
     /// Sampling options sent with every request of the run.
     #[command(flatten)]
-    pub(crate) sampling: SamplingArgs,
-}
-
-/// `--temperature`, `--top-p`, `--top-k`, `--seed`, `--stop` (issue 14): what the
-/// library's `GenerationOptions` already carries to both adapters. Unset means the
-/// server's default.
-#[derive(Debug, Args, Default, Clone, PartialEq)]
-pub(crate) struct SamplingArgs {
-    /// Sampling temperature (0 picks the likeliest token).
-    #[arg(long, value_name = "T", value_parser = non_negative)]
-    pub(crate) temperature: Option<f32>,
-    /// Nucleus sampling: keep the likeliest tokens up to this total probability (0-1).
-    #[arg(long, value_name = "P", value_parser = probability)]
-    pub(crate) top_p: Option<f32>,
-    /// Keep only the K likeliest tokens.
-    #[arg(long, value_name = "K")]
-    pub(crate) top_k: Option<u32>,
-    /// Random seed, for repeatable sampling.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) seed: Option<i64>,
-    /// A sequence that ends generation (repeatable).
-    #[arg(long, value_name = "TEXT")]
-    pub(crate) stop: Vec<String>,
-}
-
-/// A finite number of at least 0.
-fn non_negative(text: &str) -> Result<f32, String> {
-    match text.parse::<f32>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!("`{text}` is not a number of at least 0")),
-    }
+    pub(crate) sampling: Sampling,
 }
 
 /// A `keep_alive` as Ollama reads it: whole seconds (`-1`: forever), or a Go duration,
@@ -317,14 +289,6 @@ pub(crate) fn keep_alive(text: &str) -> Result<String, String> {
         rest = &tail[unit.len()..];
     }
     Ok(text.to_owned())
-}
-
-/// A number from 0 to 1.
-fn probability(text: &str) -> Result<f32, String> {
-    match non_negative(text) {
-        Ok(v) if v <= 1.0 => Ok(v),
-        _ => Err(format!("`{text}` is not a number from 0 to 1")),
-    }
 }
 
 /// `--output-format`.
@@ -520,17 +484,17 @@ mod tests {
         ];
         assert_eq!(
             sampling_of(&all),
-            Some(SamplingArgs {
+            Some(Sampling {
                 temperature: Some(0.0),
                 top_p: Some(0.5),
                 top_k: Some(3),
                 seed: Some(-7),
-                stop: vec!["END".into(), "###".into()],
+                stop: Some(vec!["END".into(), "###".into()]),
             })
         );
         assert_eq!(
             sampling_of(&["ollm", "run", "m", "hi"]),
-            Some(SamplingArgs::default())
+            Some(Sampling::default())
         );
         for bad in [
             ["--temperature", "-1"],

@@ -128,11 +128,17 @@ impl MultiLine {
     }
 }
 
+/// What the chat keeps between prompts. No copy of the client's config: the plan's
+/// `ChatConfig` goes into the client at the start, and the chat asks the client
+/// (`config()`) and tells it (`set_config`, `set_model`), so `/set`, `/think` and
+/// `/model` have one owner. Nor a copy of the session's name: the session has it.
 struct State {
-    /// The run's plan. Its `chat` is only the config the client started with: the chat
-    /// keeps no copy of the client's config, it asks the client (`config()`) and tells
-    /// it (`set_config`, `set_model`), so `/set`, `/think` and `/model` have one owner.
-    plan: RunPlan,
+    /// How answers are shown.
+    printing: run::Printing,
+    /// Offer no tools (`--no-tools`, `/tools off`).
+    no_tools: bool,
+    /// `--context-length`, to say where the window came from.
+    context_flag: Option<u32>,
     /// The conversation's client: core's history is the only copy of the conversation.
     client: ChatClient,
     session: Option<Session>,
@@ -234,11 +240,13 @@ fn start(plan: RunPlan, settings: &Settings, parts: &Parts) -> Result<State, Cli
         ));
     }
     Ok(State {
-        images: plan.images.clone(),
+        printing: plan.printing,
+        no_tools: plan.no_tools,
+        context_flag: plan.context_flag,
+        images: plan.images,
         session_fresh: history.is_empty(),
         client,
         session,
-        plan,
         last: Summary::default(),
         total_prompt: 0,
         total_completion: 0,
@@ -301,7 +309,7 @@ fn last_exchange(history: &[ollm_types::Message]) -> String {
             .iter()
             .rev()
             .find(|m| m.role() == role && !m.text().trim().is_empty())
-            .map(|m| crate::wrap::wrap(&crate::wrap::shorten(&m.text(), 300), width()))
+            .map(|m| crate::ui::wrap::wrap(&crate::ui::wrap::shorten(&m.text(), 300), width()))
     };
     let mut lines = Vec::new();
     if let Some(u) = last(Role::User) {
@@ -316,11 +324,11 @@ fn last_exchange(history: &[ollm_types::Message]) -> String {
 /// Answers one prompt, then saves what the run added to the session.
 fn answer(text: &str, state: &mut State, settings: &Settings, rt: &tokio::runtime::Runtime) {
     let options = ChatOptions {
-        no_tools: state.plan.no_tools,
+        no_tools: state.no_tools,
         images: std::mem::take(&mut state.images),
         ..ChatOptions::default()
     };
-    let mut sink = run::plan_sink(&state.plan);
+    let mut sink = state.printing.sink();
     let model = state.client.config().model;
     crate::ui::status::set(format!("waiting for {model}…"));
     let outcome = rt.block_on(run::generate(
@@ -355,7 +363,7 @@ fn answer(text: &str, state: &mut State, settings: &Settings, rt: &tokio::runtim
         }
     }
     if let Some(line) = usage_line(&outcome.summary) {
-        say(&if state.plan.style.styled {
+        say(&if state.printing.style.styled {
             format!("\x1b[2m{line}\x1b[0m")
         } else {
             line
@@ -500,11 +508,11 @@ fn tools(c: &mut Chat<'_>, arg: Option<&str>) {
     let state = &mut *c.state;
     match arg {
         Some("on") => {
-            state.plan.no_tools = false;
+            state.no_tools = false;
             say("tools on");
         }
         Some("off") => {
-            state.plan.no_tools = true;
+            state.no_tools = true;
             say("tools off");
         }
         Some("yes") => {
@@ -515,7 +523,7 @@ fn tools(c: &mut Chat<'_>, arg: Option<&str>) {
         None => {
             // The client's tools, after any MCP `tools/list_changed`, not the start's.
             crate::mcp::before_prompt(c.parts.mcp.as_deref(), &state.client, c.rt);
-            let state_word = if state.plan.no_tools { "off" } else { "on" };
+            let state_word = if state.no_tools { "off" } else { "on" };
             say(&format!("tools are {state_word}:"));
             say(&approval_text(c.parts));
             for s in state.client.tools().schemas() {
@@ -582,7 +590,6 @@ fn load(c: &mut Chat<'_>, arg: Option<&str>) {
         say(&shown);
     }
     state.session = Some(s);
-    state.plan.session = Some(name.to_owned());
 }
 
 /// `/image PATH`: attaches an image to the next prompt, if the model may be sent one
@@ -724,7 +731,7 @@ fn window_text(
     let chat = state.client.config();
     let origin = crate::context::Origin {
         chat: &chat,
-        flag: state.plan.context_flag,
+        flag: state.context_flag,
         kind: settings.provider.kind,
     };
     let text = crate::context::describe(window, origin, info.as_ref());
@@ -758,7 +765,7 @@ fn status_text(state: &State, settings: &Settings, (window, source): &(usize, St
         context,
         state.total_prompt,
         state.total_completion,
-        state.plan.session.as_deref().unwrap_or("(none)")
+        state.session.as_ref().map_or("(none)", Session::name)
     )
 }
 

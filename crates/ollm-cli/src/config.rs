@@ -79,8 +79,11 @@ pub(crate) enum ProviderKind {
 }
 
 /// The config file.
+///
+/// `deny_unknown_fields` is left to the flattened [`RunDefaults`], which sees every key
+/// this table does not know and refuses the unknown ones (`sampling.rs`'s Decisions).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub(crate) struct FileConfig {
     /// The provider used when neither `--provider` nor `OLLM_PROVIDER` names one.
     pub(crate) default_provider: Option<String>,
@@ -110,9 +113,9 @@ pub(crate) struct FileConfig {
     pub(crate) run: RunDefaults,
 }
 
-/// One `[models."NAME"]` table.
+/// One `[models."NAME"]` table (unknown keys: see [`FileConfig`]).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 pub(crate) struct ModelEntry {
     /// The model's context window, in tokens (over every other setting but the flag).
     pub(crate) context_length: Option<u32>,
@@ -121,9 +124,8 @@ pub(crate) struct ModelEntry {
     pub(crate) run: RunDefaults,
 }
 
-/// One `[providers.NAME]` table.
+/// One `[providers.NAME]` table (unknown keys: see [`FileConfig`]).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct ProviderEntry {
     /// The backend.
     pub(crate) kind: ProviderKind,
@@ -1014,6 +1016,44 @@ api_key_env = "OLLM_TEST_LAB_KEY"
         assert!(matches!(err, CliError::Usage(_)));
         assert!(parse_file("[providers.x]\nkind = \"grpc\"").is_err());
         assert!(parse_file("bogus_key = 1").is_err());
+    }
+
+    /// The tables that flatten the run defaults leave unknown keys to them: every table
+    /// still refuses one, names it, and still reads its own and the sampling keys.
+    #[test]
+    fn every_table_refuses_an_unknown_key_and_reads_the_known_ones() {
+        let check = |text: &str, unknown: Option<&str>| {
+            let got = parse_file(text);
+            match unknown {
+                Some(key) => {
+                    let err = got.expect_err(text).to_string();
+                    assert!(err.contains(&format!("unknown field `{key}`")), "{err}");
+                }
+                None => assert!(got.is_ok(), "{text}: {got:?}"),
+            }
+        };
+        let provider = "[providers.p]\nkind = \"openai\"\n";
+        check("bogus = 1", Some("bogus"));
+        check(
+            "temperature = 0.5\ncontext_length = 9\ntop_k = 4\nsystem = \"s\"",
+            None,
+        );
+        check("[models.m]\nbogus = 1", Some("bogus"));
+        check("[models.m]\ncontext_length = 9\nseed = 3\nstop = []", None);
+        check(&format!("{provider}bogus = 1"), Some("bogus"));
+        check(
+            &format!("{provider}base_url = \"http://h\"\ntop_p = 0.5"),
+            None,
+        );
+        check("[tools]\nbogus = 1", Some("bogus"));
+        let file = parse_file(&format!(
+            "top_k = 1\n[models.m]\ntop_k = 2\n{provider}top_k = 3"
+        ))
+        .unwrap();
+        let top_k = |run: &RunDefaults| run.sampling.top_k;
+        assert_eq!(top_k(&file.run), Some(1));
+        assert_eq!(top_k(&file.models["m"].run), Some(2));
+        assert_eq!(top_k(&file.providers["p"].run), Some(3));
     }
 
     #[test]

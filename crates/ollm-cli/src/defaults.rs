@@ -13,6 +13,12 @@
 //!   changes the model only (its `context_length` still follows, through core's table).
 //! - A value the flag would refuse is refused in the file too (a usage error naming the
 //!   table), so a typo never reaches the server.
+//! - The sampling options are one flattened [`Sampling`] (`sampling.rs`), the same struct
+//!   the flags parse into and the only one that converts into core's
+//!   `GenerationOptions`: this file layers it as a whole and never names its knobs
+//!   (issue 26 found them repeated field by field here, in the flags and in `run.rs`).
+//!   Because it is flattened, this struct's `deny_unknown_fields` is the one that refuses
+//!   an unknown key in any table that holds run defaults.
 //! - `context_length` is not here: core settles the window ([`crate::context`]).
 //! - Custom HTTP `headers` are per provider and global only (the HTTP client is built
 //!   once per provider); they live in `config.rs` with the provider's settings.
@@ -26,6 +32,7 @@ use ollm_types::Think;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::exit::CliError;
+use crate::sampling::Sampling;
 
 /// The run defaults one table of the config file sets; every key is optional.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -49,21 +56,9 @@ pub(crate) struct RunDefaults {
     /// The most tokens one reply may generate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) max_tokens: Option<u32>,
-    /// Sampling temperature.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) temperature: Option<f32>,
-    /// Nucleus sampling.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) top_p: Option<f32>,
-    /// Top-k sampling.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) top_k: Option<u32>,
-    /// Random seed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) seed: Option<i64>,
-    /// Sequences that end generation.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) stop: Option<Vec<String>>,
+    /// `temperature`, `top_p`, `top_k`, `seed` and `stop` (`sampling.rs`).
+    #[serde(flatten)]
+    pub(crate) sampling: Sampling,
     /// How long Ollama keeps the model loaded: a duration (`"10m"`, `"1h"`, `"0"`) or
     /// seconds (`-1` forever). OpenAI-compatible servers have no such setting.
     #[serde(
@@ -76,11 +71,6 @@ pub(crate) struct RunDefaults {
     pub(crate) runaway_guard: Option<bool>,
 }
 
-/// `Some` only when `value` is not empty (an empty `--stop` list sets nothing).
-fn non_empty(value: &[String]) -> Option<Vec<String>> {
-    (!value.is_empty()).then(|| value.to_vec())
-}
-
 impl RunDefaults {
     /// Each setting from `self`, else from `lower`.
     fn or(self, lower: &RunDefaults) -> RunDefaults {
@@ -91,11 +81,7 @@ impl RunDefaults {
             tool_mode: self.tool_mode.or(lower.tool_mode),
             max_turns: self.max_turns.or(lower.max_turns),
             max_tokens: self.max_tokens.or(lower.max_tokens),
-            temperature: self.temperature.or(lower.temperature),
-            top_p: self.top_p.or(lower.top_p),
-            top_k: self.top_k.or(lower.top_k),
-            seed: self.seed.or(lower.seed),
-            stop: self.stop.or_else(|| lower.stop.clone()),
+            sampling: self.sampling.or(&lower.sampling),
             keep_alive: self.keep_alive.or_else(|| lower.keep_alive.clone()),
             runaway_guard: self.runaway_guard.or(lower.runaway_guard),
         }
@@ -103,7 +89,6 @@ impl RunDefaults {
 
     /// The flags of `ollm run` as a layer (an unset flag sets nothing).
     pub(crate) fn of_flags(args: &crate::args::RunArgs) -> RunDefaults {
-        let sampling = &args.sampling;
         RunDefaults {
             think: args.think,
             hide_thinking: args.hide_thinking.then_some(true),
@@ -111,11 +96,7 @@ impl RunDefaults {
             tool_mode: args.tool_mode,
             max_turns: args.max_turns,
             max_tokens: args.max_tokens,
-            temperature: sampling.temperature,
-            top_p: sampling.top_p,
-            top_k: sampling.top_k,
-            seed: sampling.seed,
-            stop: non_empty(&sampling.stop),
+            sampling: args.sampling.clone(),
             keep_alive: args.keep_alive.clone(),
             runaway_guard: args.no_runaway_guard.then_some(false),
         }
@@ -128,14 +109,8 @@ impl RunDefaults {
                 "{key} in {table} of the config {why}"
             )))
         };
-        if self
-            .temperature
-            .is_some_and(|t| !(t.is_finite() && t >= 0.0))
-        {
-            return bad("temperature", "must be a number of at least 0");
-        }
-        if self.top_p.is_some_and(|p| !(0.0..=1.0).contains(&p)) {
-            return bad("top_p", "must be a number from 0 to 1");
+        if let Some((key, why)) = self.sampling.refused() {
+            return bad(key, why);
         }
         if self.max_turns == Some(0) {
             return bad("max_turns", "must be at least 1");
@@ -241,14 +216,22 @@ mod tests {
         toml::from_str(text).unwrap()
     }
 
+    /// Defaults that set only the temperature.
+    fn warm(temperature: f32) -> RunDefaults {
+        RunDefaults {
+            sampling: Sampling {
+                temperature: Some(temperature),
+                ..Sampling::default()
+            },
+            ..RunDefaults::default()
+        }
+    }
+
     /// Precedence, one row per case: which layers set `temperature` (flag, model,
     /// provider, global) and the value the run gets.
     #[test]
     fn the_nearest_layer_that_sets_a_value_wins() {
-        let t = |v: f32| RunDefaults {
-            temperature: Some(v),
-            ..RunDefaults::default()
-        };
+        let t = warm;
         let none = RunDefaults::default;
         let check = |flag: RunDefaults,
                      model: RunDefaults,
@@ -260,15 +243,16 @@ mod tests {
                 provider,
                 models: [("m".to_owned(), model)].into(),
             };
-            let got = layers.resolve(&flag, "m").temperature;
+            let got = layers.resolve(&flag, "m").sampling.temperature;
             assert_eq!(got, expected);
             // Another model's table never applies.
-            let other = layers.resolve(&flag, "other").temperature;
+            let other = layers.resolve(&flag, "other").sampling.temperature;
             assert_eq!(
                 other,
-                flag.temperature
-                    .or(layers.provider.temperature)
-                    .or(layers.global.temperature)
+                flag.sampling
+                    .temperature
+                    .or(layers.provider.sampling.temperature)
+                    .or(layers.global.sampling.temperature)
             );
         };
         check(t(1.0), t(2.0), t(3.0), t(4.0), Some(1.0));
@@ -303,8 +287,11 @@ mod tests {
                 system: Some("provider".into()),
                 tool_mode: Some(ToolMode::React),
                 max_turns: Some(7),
-                temperature: Some(0.5),
-                stop: Some(vec!["A".into()]),
+                sampling: Sampling {
+                    temperature: Some(0.5),
+                    stop: Some(vec!["A".into()]),
+                    ..Sampling::default()
+                },
                 keep_alive: Some("10m".into()),
                 ..RunDefaults::default()
             }
@@ -332,11 +319,7 @@ mod tests {
         check("keep_alive = -1", Ok(keep("-1")));
         check("keep_alive = \"1h30m\"", Ok(keep("1h30m")));
         check("keep_alive = \"soon\"", Err(()));
-        let warm = RunDefaults {
-            temperature: Some(1.0),
-            ..RunDefaults::default()
-        };
-        check("temperature = 1", Ok(warm));
+        check("temperature = 1", Ok(warm(1.0)));
         check("bogus = 1", Err(()));
     }
 

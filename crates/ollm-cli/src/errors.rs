@@ -42,7 +42,7 @@ pub(crate) fn short_warning(w: &Warning) -> String {
     let clauses = if cause.starts_with("HTTP ") { 2 } else { 1 };
     let first = cause.splitn(clauses + 1, ": ").take(clauses);
     let first = first.collect::<Vec<_>>().join(": ");
-    format!("{head}: {}", crate::wrap::shorten(&first, 100))
+    format!("{head}: {}", crate::ui::wrap::shorten(&first, 100))
 }
 
 /// Whether `settings` point an Ollama provider at an OpenAI-style address.

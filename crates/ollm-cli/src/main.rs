@@ -29,13 +29,13 @@ mod models;
 mod providers;
 mod render;
 mod run;
+mod sampling;
 mod serve;
 mod sessions;
 mod slash;
 mod tools;
 mod transcript;
 mod ui;
-mod wrap;
 
 use std::process::ExitCode;
 

@@ -6,7 +6,7 @@
 //! In `text` the answer goes to stdout and everything else (thinking, tool calls, warnings,
 //! errors) to stderr, so `ollm run m "q" > answer.txt` holds the answer alone; on a
 //! terminal both streams show, styled, and the answer's markdown is rendered as it streams
-//! and wrapped at word boundaries to the terminal's width ([`crate::wrap::StreamWrap`]);
+//! and wrapped at word boundaries to the terminal's width ([`crate::ui::wrap::StreamWrap`]);
 //! piped output keeps the model's lines as they are.
 //! The JSON shapes are written out by hand here rather than derived from the runtime's
 //! serde, so that they stay what `docs/output-formats.md` says whatever the runtime does.
@@ -19,7 +19,7 @@ use ollm_types::{FinishReason, Message, ProviderError, ToolCall, Usage, Warning}
 use serde_json::{Value, json};
 
 use crate::args::OutputFormat;
-use crate::wrap::StreamWrap;
+use crate::ui::wrap::StreamWrap;
 
 /// The version of the JSON shapes; bumped only with an incompatible change.
 pub(crate) const SCHEMA_VERSION: u32 = 1;
@@ -328,7 +328,7 @@ impl<'a> TextSink<'a> {
             markdown: Markdown::default(),
             wrap: style
                 .terminal
-                .then(|| StreamWrap::new(crate::wrap::terminal_width())),
+                .then(|| StreamWrap::new(crate::ui::wrap::terminal_width())),
             pending_calls: BTreeMap::new(),
         }
     }
@@ -522,7 +522,7 @@ impl TextSink<'_> {
     /// The `⚙` line of a call; an approval question waits for it (`tools/prompter.rs`).
     fn show_call(&mut self, call: &ToolCall) -> io::Result<()> {
         self.pending_calls.insert(call.id.clone(), call.clone());
-        let args = crate::wrap::shorten(&call.arguments_value().to_string(), 160);
+        let args = crate::ui::wrap::shorten(&call.arguments_value().to_string(), 160);
         let line = format!(
             "{} {}{}",
             self.paint(CYAN, "⚙"),
@@ -553,7 +553,7 @@ impl TextSink<'_> {
             "  {} {} {}",
             self.paint(color, mark),
             name,
-            self.paint(DIM, &crate::wrap::shorten(content, 120))
+            self.paint(DIM, &crate::ui::wrap::shorten(content, 120))
         );
         self.status_line(&line)
     }

@@ -25,10 +25,8 @@ use ollm_tools::{Approver, Mode};
 pub(crate) struct RunPlan {
     /// The prompt of a one-shot run; `None` for an interactive chat.
     pub(crate) prompt: Option<String>,
-    /// The output format.
-    pub(crate) format: OutputFormat,
-    /// Text styling.
-    pub(crate) style: TextStyle,
+    /// How the run is shown.
+    pub(crate) printing: Printing,
     /// Offer no tools.
     pub(crate) no_tools: bool,
     /// The chat settings (the model, `think`, the tool mode, ...).
@@ -37,13 +35,43 @@ pub(crate) struct RunPlan {
     pub(crate) session: Option<String>,
     /// How tool calls are approved.
     pub(crate) approval: Mode,
-    /// Explain the run on stderr (`-v`, or more).
-    pub(crate) verbose: bool,
     /// `--context-length`, to say where the window came from (it is in `chat` too).
     pub(crate) context_flag: Option<u32>,
     /// The `--image` files, read and encoded (`(base64, MIME type)`); filled in after
     /// settling, which reads no files.
     pub(crate) images: Vec<(String, String)>,
+}
+
+/// How a run is shown: what its sink is made of.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Printing {
+    /// The output format.
+    pub(crate) format: OutputFormat,
+    /// Text styling.
+    pub(crate) style: TextStyle,
+    /// Explain the run on stderr (`-v`, or more).
+    pub(crate) verbose: bool,
+}
+
+impl Printing {
+    /// The sink a run is shown in: the format on stdout and stderr, with the
+    /// `--verbose` lines on stderr.
+    pub(crate) fn sink(&self) -> Box<dyn Sink> {
+        let inner = render::sink(
+            self.format,
+            self.style,
+            Box::new(std::io::stdout()),
+            Box::new(std::io::stderr()),
+        );
+        if self.verbose {
+            Box::new(Verbose {
+                inner,
+                err: Box::new(std::io::stderr()),
+            })
+        } else {
+            inner
+        }
+    }
 }
 
 /// What the terminal looks like, for settling.
@@ -101,17 +129,19 @@ pub(crate) fn settle(
     );
     Ok(RunPlan {
         prompt,
-        format: args.output_format,
-        style: TextStyle {
-            styled: term.stdout && !term.no_color,
-            terminal: term.stdout,
-            hide_thinking: settled.hide_thinking.unwrap_or(false),
+        printing: Printing {
+            format: args.output_format,
+            style: TextStyle {
+                styled: term.stdout && !term.no_color,
+                terminal: term.stdout,
+                hide_thinking: settled.hide_thinking.unwrap_or(false),
+            },
+            verbose: settings.verbose > 0,
         },
         no_tools: args.no_tools,
         chat,
         session: args.session.clone(),
         approval,
-        verbose: settings.verbose > 0,
         context_flag: args.context_length,
         images: Vec::new(),
     })
@@ -188,11 +218,7 @@ fn chat_config(model: String, d: &RunDefaults) -> ChatConfig {
     if let Some(n) = d.max_tokens {
         chat.max_tokens = Some(n);
     }
-    chat.options.temperature = d.temperature;
-    chat.options.top_p = d.top_p;
-    chat.options.top_k = d.top_k;
-    chat.options.seed = d.seed;
-    chat.options.stop = d.stop.clone().unwrap_or_default();
+    chat.options = d.sampling.clone().options();
     chat.runaway_guard = d.runaway_guard.unwrap_or(true);
     chat
 }
@@ -394,7 +420,7 @@ pub(crate) async fn one_shot(
         images: plan.images.clone(),
         ..ChatOptions::default()
     };
-    let mut sink = plan_sink(plan);
+    let mut sink = plan.printing.sink();
     let model = &plan.chat.model;
     let outcome = generate(&client, prompt, options, sink.as_mut(), model).await?;
     drop(sink);
@@ -405,25 +431,6 @@ pub(crate) async fn one_shot(
         save_turn(s, settings, model, loaded.is_empty(), change);
     }
     status_of(&outcome.summary)
-}
-
-/// The sink a plan's runs are shown in: its format on stdout and stderr, with the
-/// `--verbose` lines on stderr.
-pub(crate) fn plan_sink(plan: &RunPlan) -> Box<dyn Sink> {
-    let inner = render::sink(
-        plan.format,
-        plan.style,
-        Box::new(std::io::stdout()),
-        Box::new(std::io::stderr()),
-    );
-    if plan.verbose {
-        Box::new(Verbose {
-            inner,
-            err: Box::new(std::io::stderr()),
-        })
-    } else {
-        inner
-    }
 }
 
 /// A sink that also explains the run on `err` (`--verbose`): which tool strategy it
@@ -591,7 +598,7 @@ mod tests {
         let p = settle(&args(&["m"]), &s, PIPED, Some("from stdin".into())).unwrap();
         assert_eq!(p.prompt.as_deref(), Some("from stdin"));
         assert_eq!(p.approval, Mode::Headless);
-        assert!(!p.style.styled);
+        assert!(!p.printing.style.styled);
         let p = settle(&args(&["m", "sum up"]), &s, PIPED, Some("text".into())).unwrap();
         assert_eq!(p.prompt.as_deref(), Some("sum up\n\ntext"));
         let p = settle(&args(&["m"]), &s, TTY, None).unwrap();
@@ -634,14 +641,14 @@ mod tests {
         assert_eq!(p.chat.max_turns, 3);
         assert_eq!(p.chat.tool_mode, ToolMode::React);
         assert_eq!(p.chat.max_tokens, Some(ollm_core::DEFAULT_MAX_TOKENS));
-        assert!(!p.verbose);
+        assert!(!p.printing.verbose);
         let words = ["m", "--tool-choice", "none", "--max-tokens", "9", "x"];
         // `-v` is global: the settled configuration carries it.
         let loud = Settings { verbose: 1, ..s };
         let q = settle(&args(&words), &loud, TTY, None).unwrap();
         assert_eq!(q.chat.tool_choice, ollm_types::ToolChoice::None);
         assert_eq!(q.chat.max_tokens, Some(9));
-        assert!(q.verbose);
+        assert!(q.printing.verbose);
         assert_eq!(p.chat.think, Some(Think::Low));
         assert_eq!(p.chat.system.as_deref(), Some("be brief"));
     }

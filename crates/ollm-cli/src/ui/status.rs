@@ -124,7 +124,7 @@ fn draw(frame: usize) {
 /// The line's text: spinner, what, whole seconds.
 pub(crate) fn render(what: &str, elapsed: Duration, frame: usize) -> String {
     let spinner = FRAMES[frame % FRAMES.len()];
-    crate::wrap::shorten(&format!("{spinner} {what} {}s", elapsed.as_secs()), 70)
+    super::wrap::shorten(&format!("{spinner} {what} {}s", elapsed.as_secs()), 70)
 }
 
 #[cfg(test)]
