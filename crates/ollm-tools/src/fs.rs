@@ -111,6 +111,31 @@ impl TypedTool for ReadFile {
     }
 }
 
+/// `list_dir` on a file: the file, as `read_file` shows it, said to be one. The 0.5B
+/// listed `config/app.toml`, got "Not a directory (os error 20)" and answered that the
+/// port is 20. Files over the read limit are an error naming the file.
+fn a_file(ws: &Workspace, path: &Path, limit: usize) -> Result<Value, ToolError> {
+    let shown = ws.display(path);
+    let too_big = std::fs::metadata(path).map_or(true, |m| m.len() > MAX_FILE_BYTES);
+    let text = (!too_big)
+        .then(|| {
+            std::fs::read(path)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+        })
+        .flatten()
+        .ok_or_else(|| {
+            ToolError::Failed(format!(
+                "{shown} is a file, not a folder, and not a small text file"
+            ))
+        })?;
+    let out = format!(
+        "{shown} is a file, not a folder; its text: {}",
+        with_header(&shown, &text)
+    );
+    Ok(Value::String(cap_output(&out, limit)))
+}
+
 /// The error for `read_file` on a folder: what is in it, so the next call can name a
 /// file (the 0.5B read the working folder itself, `/tmp/.../project`, and `config/`,
 /// and a bare "not a regular file" led it nowhere).
@@ -197,7 +222,11 @@ impl TypedTool for ListDir {
             .ws
             .resolve_existing(args.path.as_deref().unwrap_or("."))?;
         let limit = self.limit;
+        let ws = self.ws.clone();
         blocking(move || {
+            if std::fs::metadata(&dir).is_ok_and(|m| m.is_file()) {
+                return a_file(&ws, &dir, limit);
+            }
             let mut names = Vec::new();
             for entry in std::fs::read_dir(&dir).map_err(|e| ToolError::Failed(e.to_string()))? {
                 let entry = entry.map_err(|e| ToolError::Failed(e.to_string()))?;

@@ -282,3 +282,15 @@ async fn reading_a_folder_names_what_it_holds() {
     let root = ws.root().to_str().unwrap();
     assert!(error(root).await.starts_with(". is a folder"));
 }
+
+#[tokio::test]
+async fn listing_a_file_shows_it() {
+    let (_d, ws) = setup();
+    let out = call(&ListDir::new(ws, 1000), json!({"path": "sub/b.rs"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        json!("sub/b.rs is a file, not a folder; its text: sub/b.rs: 1 line\nfn beta() {}\n")
+    );
+}
