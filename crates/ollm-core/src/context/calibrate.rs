@@ -1,5 +1,7 @@
 //! What a request really costs: the count of its text (the provider's tokenizer, else
-//! `ceil(chars / 4)`) corrected by what the server reported for earlier requests.
+//! `ceil(chars / 4)`) corrected by what the server reported for earlier requests. This
+//! is the one place ollm calibrates token cost: adapters report the server's prompt
+//! count (`Usage::prompt_tokens`) and learn nothing themselves.
 //!
 //! # Decisions
 //! - The text counted ([`crate::tokens::request_text`]) is not what the model reads: the
@@ -17,19 +19,21 @@
 //!   text); with the estimate it is mostly a ratio (the estimate's error grows with the
 //!   text), so the correction is a scale then. Either way only the largest gap seen is
 //!   kept and never lowered: a server that reports fewer tokens (a prompt cache hit
-//!   counted short) can only make us compact later, never send a prompt that is too
-//!   large.
+//!   counted short, or a prompt it cut) can only make us compact later, never send a
+//!   prompt that is too large.
 //! - Nothing is learned from a reply without a prompt count.
-//! - The Ollama adapter's own count is already a calibrated ratio of characters to the
-//!   server's prompt counts (`ollm-bridge`'s `ollama/truncation.rs`), which folds the
-//!   template in; the template prior then counts it twice there, erring high (an earlier
-//!   compaction), never low.
+//! - The corrected cost goes down on the request as
+//!   `ProviderRequest::estimated_prompt_tokens`, so an adapter that judges silent
+//!   truncation (Ollama's) compares the server's count with this estimate, not one of
+//!   its own. Until issue 26 the Ollama adapter kept a second, characters-per-token
+//!   calibration and answered `count_tokens` with it, so the template was counted twice
+//!   there; it is gone.
 
 use std::collections::HashMap;
 
 /// The learned correction for one model with or without tools.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(super) struct Correction {
+pub(crate) struct Correction {
     /// Tokens added to an exact count (the template's fixed text).
     offset: usize,
     /// Factor applied to an estimated count (at least 1).
@@ -38,15 +42,15 @@ pub(super) struct Correction {
 
 /// How one request was counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Counted {
+pub(crate) struct Counted {
     /// The tokens of the request's text.
-    pub(super) tokens: usize,
+    pub(crate) tokens: usize,
     /// Whether they came from the provider's tokenizer (else the estimate).
-    pub(super) exact: bool,
+    pub(crate) exact: bool,
     /// The template's tokens ([`crate::tokens::template_overhead`]).
-    pub(super) overhead: usize,
+    pub(crate) overhead: usize,
     /// Whether tools were offered.
-    pub(super) tools: bool,
+    pub(crate) tools: bool,
 }
 
 impl Counted {
@@ -58,13 +62,13 @@ impl Counted {
 
 /// The corrections learned so far, by model and whether tools were offered.
 #[derive(Debug, Default)]
-pub(super) struct Calibration {
+pub(crate) struct Calibration {
     learned: HashMap<(String, bool), Correction>,
 }
 
 impl Calibration {
     /// What `counted` costs for `model`, corrected.
-    pub(super) fn cost(&self, model: &str, counted: &Counted) -> usize {
+    pub(crate) fn cost(&self, model: &str, counted: &Counted) -> usize {
         let base = counted.base();
         match self.learned.get(&(model.to_owned(), counted.tools)) {
             None => base,
@@ -74,7 +78,7 @@ impl Calibration {
     }
 
     /// Learns from a reply to the request `counted`: the server read `reported` tokens.
-    pub(super) fn learn(&mut self, model: &str, counted: &Counted, reported: Option<u32>) {
+    pub(crate) fn learn(&mut self, model: &str, counted: &Counted, reported: Option<u32>) {
         let Some(reported) = reported.map(|n| n as usize) else {
             return;
         };
