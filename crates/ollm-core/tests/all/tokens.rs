@@ -165,6 +165,19 @@ fn check_learned(counted: usize, reported: u32, limit: usize, refused: bool) {
         "counted {counted}, reported {reported}, window {limit}"
     );
     assert_eq!(provider.request_count(), if refused { 1 } else { 2 });
+    // The corrected cost travels down on each request, for an adapter's truncation check
+    // (issue 26): 30 then 40 template tokens, plus what the first reply taught.
+    let learned = (reported as usize).saturating_sub(counted + 30);
+    let carried: Vec<_> = provider
+        .requests()
+        .iter()
+        .map(|r| r.estimated_prompt_tokens.map(|n| n as usize))
+        .collect();
+    let mut want = vec![Some(counted + 30)];
+    if !refused {
+        want.push(Some(counted + 40 + learned));
+    }
+    assert_eq!(carried, want, "counted {counted}, reported {reported}");
 }
 
 #[test]
