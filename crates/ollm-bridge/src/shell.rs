@@ -151,8 +151,7 @@ struct Chat<D, H> {
     queue: Vec<ProviderEvent>,
 }
 
-type Prepare<D, H> =
-    Pin<Box<dyn Future<Output = Result<Exchange<D, H>, ProviderError>> + Send>>;
+type Prepare<D, H> = Pin<Box<dyn Future<Output = Result<Exchange<D, H>, ProviderError>> + Send>>;
 
 enum Phase<D, H> {
     Preparing(Prepare<D, H>),

@@ -306,7 +306,10 @@ mod tests {
     fn a_num_ctx_parameter_is_the_servers_window() {
         for (parameters, window) in [
             ("num_ctx 16384", Some(16384)),
-            ("temperature 0.6\nnum_ctx     32768\nstop \"x\"", Some(32768)),
+            (
+                "temperature 0.6\nnum_ctx     32768\nstop \"x\"",
+                Some(32768),
+            ),
             ("temperature 0.6", None),
             ("num_ctx lots", None),
             ("num_ctx 0", None),

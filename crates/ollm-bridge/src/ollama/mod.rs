@@ -193,7 +193,11 @@ impl Inner {
     /// missing fails here without asking the server again (and is forgotten: the next
     /// chat asks, the model may have been pulled).
     fn plan(&self, req: &ProviderRequest) -> Result<ChatPlan, ProviderError> {
-        let missing = self.missing.lock().ok().and_then(|mut m| m.remove(&req.model));
+        let missing = self
+            .missing
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(&req.model));
         match missing {
             Some(error) => Err(error),
             None => Ok(ChatPlan {
@@ -211,9 +215,9 @@ fn prepare(inner: &Inner, req: &ProviderRequest) -> Result<Exchange, ProviderErr
     let plan = inner.plan(req)?;
     let body = serde_json::to_vec(&chat_body(req, &plan))
         .map_err(|e| ProviderError::new(ProviderErrorKind::BadRequest, e.to_string()))?;
-    let estimate = req.estimated_prompt_tokens.unwrap_or_else(|| {
-        u32::try_from(estimate_tokens(req.char_count())).unwrap_or(u32::MAX)
-    });
+    let estimate = req
+        .estimated_prompt_tokens
+        .unwrap_or_else(|| u32::try_from(estimate_tokens(req.char_count())).unwrap_or(u32::MAX));
     let check = TruncationCheck {
         num_ctx: req.options.context_length,
         estimated_prompt_tokens: estimate,

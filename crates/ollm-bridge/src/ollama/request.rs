@@ -307,7 +307,6 @@ mod tests {
         });
         let plan = ChatPlan {
             keep_alive: Some("10m".into()),
-            ..ChatPlan::default()
         };
         check(
             &req,

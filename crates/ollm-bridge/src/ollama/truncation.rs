@@ -170,11 +170,7 @@ mod tests {
                 false,
             ),
         ] {
-            assert_eq!(
-                is_fresh(&ask(messages.clone())),
-                sample,
-                "{messages:?}"
-            );
+            assert_eq!(is_fresh(&ask(messages.clone())), sample, "{messages:?}");
         }
     }
 }

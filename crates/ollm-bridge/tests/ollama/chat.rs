@@ -502,9 +502,8 @@ async fn silent_truncation_is_reported_and_a_fitting_prompt_is_not() {
 async fn truncation_is_judged_by_the_estimate_on_the_request() {
     let mock = MockOllama::start().await.unwrap();
     let p = provider(&mock);
-    let count = |text: &str| {
-        mock_token_count(&json!({"messages": [{"role": "user", "content": text}]}))
-    };
+    let count =
+        |text: &str| mock_token_count(&json!({"messages": [{"role": "user", "content": text}]}));
     // (prompt, estimate carried, warns): the mock reads each short prompt whole (well
     // under the window; each differs, so none is in its prompt cache), so only an
     // estimate far over the window says it was cut.

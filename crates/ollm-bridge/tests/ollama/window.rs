@@ -151,7 +151,7 @@ async fn the_runtimes_calibrated_estimate_errs_high_and_close() {
     let sentence = "The quick brown fox jumps over the lazy dog, again and again. ";
     for n in [3, 10, 25, 6, 18, 2, 30] {
         let events: Vec<_> = client
-            .chat(&sentence.repeat(n), ChatOptions::default())
+            .chat(sentence.repeat(n), ChatOptions::default())
             .collect()
             .await;
         assert!(matches!(

@@ -181,7 +181,11 @@ mod tests {
         );
         // A tiny prompt read as the template's tokens (4 estimated, 40 read: less than a
         // character a token) teaches nothing.
-        check(&[(4, false, true, Some(40))], counted(200, false, true), 220);
+        check(
+            &[(4, false, true, Some(40))],
+            counted(200, false, true),
+            220,
+        );
         // A server reading fewer tokens than counted never lowers the cost.
         check(
             &[(100, false, true, Some(50))],

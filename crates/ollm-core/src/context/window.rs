@@ -159,7 +159,14 @@ mod tests {
         }
         // A setting still wins.
         check_server(true, none, Some(3000), None, Some(40960), (3000, Setting));
-        check_server(true, (None, Some(2500)), None, None, Some(1024), (2500, Setting));
+        check_server(
+            true,
+            (None, Some(2500)),
+            None,
+            None,
+            Some(1024),
+            (2500, Setting),
+        );
         // A lower cap.
         let limits = ContextLimits {
             trained_cap: 4000,
