@@ -44,6 +44,9 @@ pub(super) struct Room {
     pub(super) used: usize,
     /// How its text was counted (what the reply's prompt count is compared with).
     pub(super) counted: Counted,
+    /// Its text's cost, corrected, without the template prior: what the request carries
+    /// down for an adapter's truncation check ([`crate::context::calibrate`]).
+    text: usize,
     chars_per_token: f64,
 }
 
@@ -102,12 +105,20 @@ async fn measure(
         overhead,
         tools: !request.tools.is_empty(),
     };
-    let used = lock(&shared.calibration).cost(&request.model, &counted);
+    let (used, text_cost) = {
+        let calibration = lock(&shared.calibration);
+        let model = &request.model;
+        (
+            calibration.cost(model, &counted),
+            calibration.text_cost(model, &counted),
+        )
+    };
     let chars = text.chars().count().max(1) as f64;
     Some(Room {
         window,
         used,
         counted,
+        text: text_cost,
         chars_per_token: (chars / tokens.max(1) as f64).clamp(1.0, 8.0),
     })
 }
@@ -191,9 +202,9 @@ fn check(settings: &RunSettings, room: &Room, sink: &Sink, mut request: Provider
         ),
         Budget::Fits => {}
     }
-    // The corrected cost travels with the request: an adapter judges a silent truncation
-    // by it (crate::context::calibrate).
-    request.estimated_prompt_tokens = u32::try_from(room.used).ok();
+    // The text's corrected cost travels with the request: an adapter judges a silent
+    // truncation by it (crate::context::calibrate).
+    request.estimated_prompt_tokens = u32::try_from(room.text).ok();
     Fitted::Send(Box::new(request), *room)
 }
 

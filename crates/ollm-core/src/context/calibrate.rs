@@ -25,13 +25,20 @@
 //!   tokens`, the template prior then added on top), so it folds the template's real
 //!   size in and errs high by about the prior. That is deliberate: in practice it is
 //!   learned from one reply, the first of a conversation (Ollama's prompt cache makes a
-//!   later turn count only its new tokens, which teaches nothing), often a short prompt
-//!   where the prior's error hides the text's. Measured against the mock Ollama
-//!   (3 characters a token): learning `reported / (tokens + prior)` undercounted later
-//!   requests by 22.5%; learning on the text, it never undercounts (see
-//!   `ollm-bridge`'s `the_runtimes_calibrated_estimate_errs_high_and_close`). A sample
-//!   that implies less than one character a token (a tiny prompt read as the template's
-//!   few dozen tokens) is ignored.
+//!   later turn count only its new tokens, which teaches nothing), where the prior's
+//!   error can hide the text's. Measured against the mock Ollama (3 characters a token,
+//!   a smaller template than the prior): learning `reported / (tokens + prior)`
+//!   undercounted later requests by 22.5%; learning on the text, even the text's cost
+//!   alone never undercounts (2.8% over at worst; see `ollm-bridge`'s
+//!   `the_runtimes_calibrated_estimate_errs_high_and_close`). Only
+//!   a sample whose text is at least the prior teaches a scale: on a shorter one the
+//!   template is most of what the server read (a 10-character question read as 12
+//!   tokens taught a scale of 4, and the next request was compacted at once).
+//! - What goes down on the request (`ProviderRequest::estimated_prompt_tokens`, for the
+//!   Ollama adapter's truncation check) is the text's corrected cost without the prior
+//!   ([`Calibration::text_cost`]): that check warns when the server read much less than
+//!   the estimate, so it needs an estimate that errs low, not high; a prior larger than
+//!   the real template warned on every short prompt.
 //! - Nothing is learned from a reply without a prompt count.
 //! - The corrected cost goes down on the request as
 //!   `ProviderRequest::estimated_prompt_tokens`, so an adapter that judges silent
@@ -41,10 +48,6 @@
 //!   there; it is gone.
 
 use std::collections::HashMap;
-
-/// The characters an estimated token stands for (`ceil(chars / 4)`), so a reported count
-/// above `tokens * 4` means less than a character a token: not a plausible sample.
-const CHARS_PER_ESTIMATED_TOKEN: usize = 4;
 
 /// The learned correction for one model with or without tools.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -94,6 +97,15 @@ impl Calibration {
         }
     }
 
+    /// What the text of `counted` costs for `model`, corrected, without the template
+    /// prior (see the module docs).
+    pub(crate) fn text_cost(&self, model: &str, counted: &Counted) -> usize {
+        match self.learned.get(&(model.to_owned(), counted.tools)) {
+            Some(c) if !counted.exact => (counted.tokens as f64 * c.scale.max(1.0)).ceil() as usize,
+            _ => counted.tokens,
+        }
+    }
+
     /// Learns from a reply to the request `counted`: the server read `reported` tokens.
     pub(crate) fn learn(&mut self, model: &str, counted: &Counted, reported: Option<u32>) {
         let Some(reported) = reported.map(|n| n as usize) else {
@@ -109,8 +121,7 @@ impl Calibration {
             });
         if counted.exact {
             entry.offset = entry.offset.max(reported.saturating_sub(base));
-        } else if counted.tokens > 0 && reported <= counted.tokens * CHARS_PER_ESTIMATED_TOKEN {
-            // At most one token a character: the estimate is `ceil(chars / 4)`.
+        } else if counted.tokens > 0 && counted.tokens >= counted.overhead {
             entry.scale = entry.scale.max(reported as f64 / counted.tokens as f64);
         }
     }
@@ -179,10 +190,10 @@ mod tests {
             counted(200, false, true),
             380,
         );
-        // A tiny prompt read as the template's tokens (4 estimated, 40 read: less than a
-        // character a token) teaches nothing.
+        // A prompt shorter than the prior (20), read as mostly template (4 estimated, 12
+        // read), teaches nothing.
         check(
-            &[(4, false, true, Some(40))],
+            &[(4, false, true, Some(12))],
             counted(200, false, true),
             220,
         );
@@ -197,5 +208,22 @@ mod tests {
             counted(200, true, true),
             220,
         );
+    }
+
+    /// The text's cost goes down without the prior: `(learned, later, text cost)`.
+    #[test]
+    fn the_text_cost_leaves_the_prior_out() {
+        for (learned, later, want) in [
+            (None, counted(200, false, true), 200),
+            (Some((100, false, 180)), counted(200, false, true), 360),
+            // Exact counts: the text as counted.
+            (Some((890, true, 1176)), counted(500, true, true), 500),
+        ] {
+            let mut calibration = Calibration::default();
+            if let Some((tokens, exact, reported)) = learned {
+                calibration.learn("m", &counted(tokens, exact, true), Some(reported));
+            }
+            assert_eq!(calibration.text_cost("m", &later), want, "{learned:?}");
+        }
     }
 }
