@@ -143,11 +143,12 @@ pub struct ProviderRequest {
     /// `keep_alive`, for example `"5m"` or `"0"`); ignored by servers without the notion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_alive: Option<String>,
-    /// What the runtime reckons the model reads for this request, in tokens: core's
-    /// count, corrected by what the server reported for earlier requests (its
-    /// `context::calibrate`, the one owner of token cost). Never sent; an adapter may
-    /// judge a silent truncation by it (the Ollama adapter does). `None` when the request
-    /// did not come through the runtime.
+    /// What the runtime reckons the request's text costs, in tokens: core's count,
+    /// corrected by what the server reported for earlier requests (its
+    /// `context::calibrate`, the one owner of token cost), without its estimate of the
+    /// chat template, so it errs low rather than high. Never sent; an adapter may judge
+    /// a silent truncation by it (the Ollama adapter does). `None` when the request did
+    /// not come through the runtime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated_prompt_tokens: Option<u32>,
 }

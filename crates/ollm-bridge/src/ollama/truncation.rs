@@ -5,8 +5,9 @@
 //! the final line's `prompt_eval_count` is then what it actually read. The adapter knows
 //! the `num_ctx` it sent (the request's `options.context_length`, which the runtime
 //! always sets) and an estimate `E` of the prompt: the runtime's, carried on the request
-//! (`ProviderRequest::estimated_prompt_tokens`, core's calibrated cost), else
-//! `ceil(chars / 4)`. With `N = num_ctx` and `P = prompt_eval_count`, it warns when
+//! (`ProviderRequest::estimated_prompt_tokens`, core's calibrated cost of the text, which
+//! leaves the template out so that `E` errs low: the rules below fire on a count well
+//! under `E`), else `ceil(chars / 4)`. With `N = num_ctx` and `P = prompt_eval_count`, it warns when
 //!
 //! `P <= N` (a count above the window means the server did not apply it) and `E > N`, and
 //! either
