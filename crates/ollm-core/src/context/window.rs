@@ -214,4 +214,35 @@ mod tests {
         check(none, None, None, None, (4096, Default));
         check(none, Some(0), Some(0), None, (4096, Default));
     }
+
+    proptest::proptest! {
+        /// With no setting and no window reported, the window never exceeds the trained
+        /// length; on a server sized per request it is the trained length capped, and
+        /// elsewhere it never goes over the default.
+        #[test]
+        fn a_trained_length_never_raises_past_its_cap(
+            trained in 1u32..200_000,
+            cap in 1usize..100_000,
+            per_request: bool,
+        ) {
+            let limits = ContextLimits {
+                trained_cap: cap,
+                ..ContextLimits::default()
+            };
+            let info = ModelInfo {
+                context_length: Some(trained),
+                window_per_request: per_request,
+                ..ModelInfo::default()
+            };
+            let got = settle_window(&limits, "m", None, Some(&info));
+            let trained = trained as usize;
+            proptest::prop_assert!(got.tokens <= trained);
+            let want = if per_request {
+                trained.min(cap)
+            } else {
+                trained.min(limits.default)
+            };
+            proptest::prop_assert_eq!(got.tokens, want);
+        }
+    }
 }
