@@ -250,9 +250,12 @@ impl ProviderAdapter for OllamaProvider {
         "ollama"
     }
 
+    /// Nothing happens until the stream is polled (the body is built, and a remembered
+    /// missing model taken, then).
     fn chat(&self, request: ProviderRequest) -> ProviderStream {
-        let prepared = prepare(&self.inner, &request);
-        shell::exchange_after(self.inner.transport.clone(), std::future::ready(prepared))
+        let inner = Arc::clone(&self.inner);
+        let prepared = futures::future::lazy(move |_| prepare(&inner, &request));
+        shell::exchange_after(self.inner.transport.clone(), prepared)
     }
 
     async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {
