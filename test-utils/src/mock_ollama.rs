@@ -8,8 +8,9 @@
 //! - `POST /api/chat`: 404 `model "<m>" not found, try pulling it first` for unknown
 //!   models; 400 `... does not support tools` / `... does not support thinking` when the
 //!   model lacks the capability; else a short streamed answer whose `prompt_eval_count`
-//!   comes from [`mock_token_count`], cut at `options.num_ctx` the way Ollama silently
-//!   truncates. Like Ollama's prompt cache, when the previous prompt to the same model
+//!   comes from [`mock_token_count`], cut at the window the way Ollama silently
+//!   truncates: the request's `options.num_ctx`, else the model's `num_ctx` parameter
+//!   ([`MockModel::num_ctx`]), else the server's default, [`MOCK_DEFAULT_NUM_CTX`]. Like Ollama's prompt cache, when the previous prompt to the same model
 //!   (same tools) is a prefix of this one, only the new messages are counted.
 //! - `POST /api/show`, `GET /api/tags`, `GET /api/ps`, `GET /api/version`,
 //!   `POST /api/pull` (streamed progress, the model is added on success),
@@ -35,6 +36,11 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
+
+/// The window the mock runs a model with when neither the request (`options.num_ctx`)
+/// nor the model's parameters name one: Ollama's default (`OLLAMA_CONTEXT_LENGTH`,
+/// 4096 in recent versions, 2048 before).
+pub const MOCK_DEFAULT_NUM_CTX: u32 = 4096;
 
 /// A model the mock has.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +83,21 @@ impl MockModel {
     pub fn context(mut self, context_length: u32) -> Self {
         self.context_length = context_length;
         self
+    }
+
+    /// The same model with a `num_ctx` among its parameters (a Modelfile's
+    /// `PARAMETER num_ctx`): the window the server runs it with when a request names none.
+    pub fn num_ctx(mut self, num_ctx: u32) -> Self {
+        self.parameters.push_str(&format!("\nnum_ctx {num_ctx}"));
+        self
+    }
+
+    /// The `num_ctx` among its parameters, if any.
+    fn num_ctx_parameter(&self) -> Option<u32> {
+        self.parameters.lines().find_map(|line| {
+            let rest = line.strip_prefix("num_ctx ")?;
+            rest.trim().parse().ok()
+        })
     }
 }
 
@@ -881,12 +902,12 @@ fn chat(s: &mut State, body: &Value, model: &str) -> Reply {
             }
         }
     }
-    if let Some(n) = body["options"]["num_ctx"]
+    let window = body["options"]["num_ctx"]
         .as_u64()
         .and_then(|n| u32::try_from(n).ok())
-    {
-        read = read.min(n);
-    }
+        .or_else(|| find(s, model).and_then(MockModel::num_ctx_parameter))
+        .unwrap_or(MOCK_DEFAULT_NUM_CTX);
+    read = read.min(window);
     let msg = |content: &str| {
         json!({"model": model, "created_at": "2025-05-01T12:00:00Z",
             "message": {"role": "assistant", "content": content}, "done": false})

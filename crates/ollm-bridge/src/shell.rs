@@ -108,34 +108,31 @@ fn append(last: &mut String, text: &str) {
     last.push_str(text);
 }
 
-/// One chat exchange, ready to send: the request, the decoder of its reply, the adapter's
-/// hints, and `on_end`, which sees the decoder once the reply has ended (Ollama learns its
-/// token ratio there).
-pub(crate) struct Exchange<D, H, E> {
+/// One chat exchange, ready to send: the request, the decoder of its reply and the
+/// adapter's hints. (Until issue 26 an `on_end` hook let the Ollama adapter learn a token
+/// ratio from the decoder; token cost is core's alone now.)
+pub(crate) struct Exchange<D, H> {
     pub(crate) spec: RequestSpec,
     pub(crate) decoder: D,
     pub(crate) hints: H,
-    pub(crate) on_end: E,
 }
 
 /// Sends the exchange through `transport` and streams the decoded reply.
-pub(crate) fn exchange<D, H, E>(transport: Transport, exchange: Exchange<D, H, E>) -> ProviderStream
+pub(crate) fn exchange<D, H>(transport: Transport, exchange: Exchange<D, H>) -> ProviderStream
 where
     D: Decoder + Unpin,
     H: Hints + Unpin,
-    E: FnOnce(&D) + Send + Unpin + 'static,
 {
     exchange_after(transport, std::future::ready(Ok(exchange)))
 }
 
-/// [`exchange`] once `prepare` has built the exchange (Ollama reads the model's window
-/// first); a preparation that fails is the stream's one `Error` event.
-pub(crate) fn exchange_after<D, H, E, F>(transport: Transport, prepare: F) -> ProviderStream
+/// [`exchange`] once `prepare` has built the exchange; a preparation that fails is the
+/// stream's one `Error` event.
+pub(crate) fn exchange_after<D, H, F>(transport: Transport, prepare: F) -> ProviderStream
 where
     D: Decoder + Unpin,
     H: Hints + Unpin,
-    E: FnOnce(&D) + Send + Unpin + 'static,
-    F: Future<Output = Result<Exchange<D, H, E>, ProviderError>> + Send + 'static,
+    F: Future<Output = Result<Exchange<D, H>, ProviderError>> + Send + 'static,
 {
     Box::pin(Chat {
         transport,
@@ -147,40 +144,37 @@ where
 /// The stream of one exchange: a hand-written state machine, so that an event costs a
 /// pop from the queue and a body chunk one poll and one decode (generators added a
 /// resume and a thread-local hand-off per event).
-struct Chat<D, H, E> {
+struct Chat<D, H> {
     transport: Transport,
-    phase: Phase<D, H, E>,
+    phase: Phase<D, H>,
     /// Events decoded and not yet handed out, last first (handed out by `pop`).
     queue: Vec<ProviderEvent>,
 }
 
-type Prepare<D, H, E> =
-    Pin<Box<dyn Future<Output = Result<Exchange<D, H, E>, ProviderError>> + Send>>;
+type Prepare<D, H> = Pin<Box<dyn Future<Output = Result<Exchange<D, H>, ProviderError>> + Send>>;
 
-enum Phase<D, H, E> {
-    Preparing(Prepare<D, H, E>),
+enum Phase<D, H> {
+    Preparing(Prepare<D, H>),
     Sending {
         attempts: BoxStream<'static, Attempt>,
-        reply: Reply<D, H, E>,
+        reply: Reply<D, H>,
     },
     Reading {
         body: BodyChunks,
-        reply: Reply<D, H, E>,
+        reply: Reply<D, H>,
     },
     Ended,
 }
 
-struct Reply<D, H, E> {
+struct Reply<D, H> {
     decoder: D,
     hints: H,
-    on_end: E,
 }
 
-impl<D, H, E> Chat<D, H, E>
+impl<D, H> Chat<D, H>
 where
     D: Decoder + Unpin,
     H: Hints + Unpin,
-    E: FnOnce(&D) + Send + Unpin + 'static,
 {
     /// Moves the exchange on by one step before the body (preparing, sending, retrying),
     /// queueing what it produced; `Pending` when it waits on the network. Out of line
@@ -194,14 +188,9 @@ where
                     spec,
                     decoder,
                     hints,
-                    on_end,
                 }) => {
                     let attempts = self.transport.send_retrying(spec);
-                    let reply = Reply {
-                        decoder,
-                        hints,
-                        on_end,
-                    };
+                    let reply = Reply { decoder, hints };
                     self.phase = Phase::Sending { attempts, reply };
                 }
                 Err(error) => self.end_with(error),
@@ -241,8 +230,8 @@ where
     }
 
     /// The reply has ended (its last event is in the queue, first): refines a final
-    /// error through the hints, lets the connection go back at once and runs `on_end`
-    /// (even if the consumer stops at the final event).
+    /// error through the hints and lets the connection go back at once (even if the
+    /// consumer stops at the final event).
     #[cold]
     #[inline(never)]
     fn ended(&mut self) {
@@ -255,7 +244,6 @@ where
             let taken = std::mem::replace(error, placeholder);
             *error = reply.hints.in_stream(taken);
         }
-        (reply.on_end)(&reply.decoder);
     }
 
     fn end_with(&mut self, error: ProviderError) {
@@ -274,8 +262,8 @@ fn trace_raw(chunk: &[u8]) {
 /// The body ended (`None`) or broke: the decoder closes the reply.
 #[cold]
 #[inline(never)]
-fn end_of_body<D: Decoder, H: Hints, E>(
-    reply: &mut Reply<D, H, E>,
+fn end_of_body<D: Decoder, H: Hints>(
+    reply: &mut Reply<D, H>,
     last: Option<Result<bytes::Bytes, BridgeError>>,
     out: &mut Vec<ProviderEvent>,
 ) {
@@ -286,11 +274,10 @@ fn end_of_body<D: Decoder, H: Hints, E>(
     }
 }
 
-impl<D, H, E> Stream for Chat<D, H, E>
+impl<D, H> Stream for Chat<D, H>
 where
     D: Decoder + Unpin,
     H: Hints + Unpin,
-    E: FnOnce(&D) + Send + Unpin + 'static,
 {
     type Item = ProviderEvent;
 

@@ -98,7 +98,9 @@ fn source(window: Window, origin: Origin<'_>, info: Option<&ModelInfo>) -> Strin
             }
             None => "config context_length".to_owned(),
         },
-        WindowSource::Server => match origin.kind {
+        // On Ollama the trained length capped (core's `context::window`) and a `num_ctx`
+        // parameter both come from `/api/show`.
+        WindowSource::Server | WindowSource::Trained => match origin.kind {
             ProviderKind::Ollama => "server: /api/show, sent as num_ctx".to_owned(),
             ProviderKind::Openai | ProviderKind::Anthropic
                 if info.and_then(|i| i.details.format.as_deref()) == Some("gguf") =>

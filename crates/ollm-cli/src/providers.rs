@@ -52,7 +52,6 @@ fn connect_with(
     let built: Result<Arc<dyn ProviderAdapter>, BridgeError> = match settings.kind {
         ProviderKind::Ollama => OllamaProvider::new(OllamaConfig {
             base_url: settings.address.expose().to_owned(),
-            num_ctx: settings.context_length,
             http,
             ..OllamaConfig::default()
         })

@@ -30,7 +30,14 @@ pub struct ContextLimits {
     /// server reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub every_model: Option<usize>,
+    /// The cap on a window taken from a model's trained length, on a server that sizes
+    /// the window per request (Ollama): memory grows with the window, and trained
+    /// lengths run to 128k and more ([`DEFAULT_TRAINED_CAP`]).
+    pub trained_cap: usize,
 }
+
+/// The default [`ContextLimits::trained_cap`].
+pub const DEFAULT_TRAINED_CAP: usize = 8192;
 
 impl Default for ContextLimits {
     fn default() -> Self {
@@ -38,6 +45,7 @@ impl Default for ContextLimits {
             models: BTreeMap::new(),
             default: 4096,
             every_model: None,
+            trained_cap: DEFAULT_TRAINED_CAP,
         }
     }
 }

@@ -98,12 +98,17 @@ pub struct ModelInfo {
     /// Its trained context window in tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_length: Option<u32>,
-    /// The window a chat gets on this server as it runs, in tokens: llama.cpp's per-slot
-    /// `n_ctx`, vLLM's `max_model_len`, or the `num_ctx` the Ollama adapter would ask
-    /// for. `None` when the server does not say. The runtime enforces this window unless
-    /// a setting names another one.
+    /// The window a chat gets on this server as it runs, in tokens, as the server reports
+    /// it: llama.cpp's per-slot `n_ctx`, vLLM's `max_model_len`, or a `num_ctx` among an
+    /// Ollama model's parameters. `None` when the server does not say. A fact, not a
+    /// decision: the runtime (core's `context::window`) settles the window from it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<u32>,
+    /// Whether the server sizes the window per request from `options.context_length`
+    /// (Ollama's `num_ctx`), so a chat may ask for more than [`ModelInfo::window`], up to
+    /// the trained length; `false` for servers that fix it at start (llama.cpp, vLLM).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub window_per_request: bool,
     /// Default runtime parameters, as the server lists them (one `name value` a line).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parameters: Option<String>,

@@ -30,7 +30,9 @@ pub struct GenerationOptions {
     /// Sequences that end generation.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
-    /// The context window to ask the server for, in tokens.
+    /// The context window to ask the server for, in tokens. The runtime always sets it
+    /// (core's `context::window` settles it); an adapter sends exactly this (Ollama's
+    /// `num_ctx`) or nothing, never a number of its own.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_length: Option<u32>,
 }
@@ -141,6 +143,14 @@ pub struct ProviderRequest {
     /// `keep_alive`, for example `"5m"` or `"0"`); ignored by servers without the notion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_alive: Option<String>,
+    /// What the runtime reckons the request's text costs, in tokens: core's count,
+    /// corrected by what the server reported for earlier requests (its
+    /// `context::calibrate`, the one owner of token cost), without its estimate of the
+    /// chat template, so it errs low rather than high. Never sent; an adapter may judge
+    /// a silent truncation by it (the Ollama adapter does). `None` when the request did
+    /// not come through the runtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated_prompt_tokens: Option<u32>,
 }
 
 impl ProviderRequest {
@@ -156,6 +166,7 @@ impl ProviderRequest {
             think: None,
             response_format: None,
             keep_alive: None,
+            estimated_prompt_tokens: None,
         }
     }
 

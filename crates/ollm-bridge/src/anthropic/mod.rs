@@ -299,7 +299,6 @@ impl ProviderAdapter for AnthropicProvider {
             spec,
             decoder,
             hints,
-            on_end: |_: &MessagesDecoder| {},
         };
         shell::exchange(self.inner.api.clone(), exchange)
     }

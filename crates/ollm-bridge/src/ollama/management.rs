@@ -66,8 +66,23 @@ pub(super) fn parse_ps(reply: TagsResponse) -> Vec<RunningModel> {
         .collect()
 }
 
-/// `/api/show` -> model info: capabilities, `<arch>.context_length` (the architecture
-/// from `general.architecture`; any `*.context_length` when that is missing), parameters.
+/// The `num_ctx` among a model's parameters (`num_ctx 16384`, one `name value` a line),
+/// if its Modelfile sets one: the window the server runs it with when a request names
+/// none.
+fn num_ctx_parameter(parameters: &str) -> Option<u32> {
+    parameters.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        (words.next() == Some("num_ctx"))
+            .then(|| words.next()?.parse().ok())
+            .flatten()
+            .filter(|n| *n > 0)
+    })
+}
+
+/// `/api/show` -> model info, facts only: capabilities, `<arch>.context_length` (the
+/// architecture from `general.architecture`; any `*.context_length` when that is
+/// missing), parameters, a `num_ctx` parameter as the server's window, and that Ollama
+/// sizes the window per request (`window_per_request`).
 pub(super) fn parse_show(model: &str, reply: ShowResponse) -> ModelInfo {
     let info = reply.model_info.unwrap_or_default();
     let as_u32 = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok());
@@ -91,6 +106,8 @@ pub(super) fn parse_show(model: &str, reply: ShowResponse) -> ModelInfo {
             .map(Capability::from)
             .collect(),
         context_length,
+        window: reply.parameters.as_deref().and_then(num_ctx_parameter),
+        window_per_request: true,
         parameters: reply.parameters.filter(|p| !p.is_empty()),
         ..ModelInfo::default()
     }
@@ -277,9 +294,32 @@ mod tests {
         assert!(info.has(&Capability::Thinking) && info.has(&Capability::Tools));
         assert_eq!(info.details.family.as_deref(), Some("qwen3"));
         assert!(info.parameters.unwrap().contains("temperature"));
+        // Facts only: no num_ctx parameter, no window; the runtime decides.
+        assert_eq!(info.window, None);
+        assert!(info.window_per_request);
         let bare: ShowResponse =
             serde_json::from_value(json!({"model_info": {"x.context_length": 2048}})).unwrap();
         assert_eq!(parse_show("m", bare).context_length, Some(2048));
+    }
+
+    #[test]
+    fn a_num_ctx_parameter_is_the_servers_window() {
+        for (parameters, window) in [
+            ("num_ctx 16384", Some(16384)),
+            (
+                "temperature 0.6\nnum_ctx     32768\nstop \"x\"",
+                Some(32768),
+            ),
+            ("temperature 0.6", None),
+            ("num_ctx lots", None),
+            ("num_ctx 0", None),
+            ("num_ctx_x 5", None),
+            ("", None),
+        ] {
+            let reply: ShowResponse =
+                serde_json::from_value(json!({ "parameters": parameters })).unwrap();
+            assert_eq!(parse_show("m", reply).window, window, "{parameters:?}");
+        }
     }
 
     #[test]

@@ -3,22 +3,27 @@
 //!
 //! Pure translators do the work, each with table tests: [`request`] builds the chat body,
 //! [`decode`]'s [`NdjsonDecoder`] turns bytes into events however they are split, [`host`]
-//! reads `OLLAMA_HOST` ([`parse_host`]), [`truncation`] judges the final token count and
-//! calibrates estimates. [`OllamaProvider`] plans the request (`num_ctx`) and hands it to
-//! the bridge's one adapter shell (send, retry before output, decode, map errors with
-//! Ollama's hints) on the shared [`crate::Transport`].
+//! reads `OLLAMA_HOST` ([`parse_host`]), [`truncation`] judges the final token count.
+//! [`OllamaProvider`] hands the request to the bridge's one adapter shell (send, retry
+//! before output, decode, map errors with Ollama's hints) on the shared
+//! [`crate::Transport`].
 //!
-//! # `num_ctx`
-//! Ollama's own default context window is small (2048-4096 depending on the version) and
-//! it silently drops the front of a longer prompt. The adapter therefore always sends
-//! `num_ctx`: the request's `options.context_length` when it sets one; else the
-//! configured [`OllamaConfig::num_ctx`]; else the model's trained context
-//! length (from `/api/show`) capped at [`OllamaConfig::num_ctx_cap`] (default
-//! [`DEFAULT_NUM_CTX_CAP`] = 8192, because memory grows with the window); else, when the
-//! server does not report a length, the cap itself. `show_model` reports that derived
-//! number as the model's `window`; the runtime settles its window from it and sends it
-//! back as `options.context_length`, so the window ollm enforces and the `num_ctx` sent
-//! are one number, computed once.
+//! # The window: facts up, one number down
+//! The adapter decides nothing about the context window; core's `context::window` does.
+//! It reports facts: `show_model` gives the trained length (`<arch>.context_length`),
+//! the server's own `num_ctx` as [`ModelInfo::window`] when the model's parameters set
+//! one (a Modelfile's `PARAMETER num_ctx`), and `window_per_request` (Ollama sizes the
+//! window from each request's `num_ctx`); every reply's `Usage::prompt_tokens` is the
+//! server's `prompt_eval_count`. A chat sends exactly the request's
+//! `options.context_length` as `num_ctx` (the runtime always sets it), and nothing when
+//! the request has none, which leaves the server's default. `/api/ps`'s
+//! `context_length` is reported by `running_models` but not taken as the window: it is
+//! whatever the last request asked for, so one run's window would stick to the next.
+//!
+//! Until issue 26 the adapter worked out a `num_ctx` of its own (`OllamaConfig::num_ctx`,
+//! else the trained length capped at `num_ctx_cap`, 8192), reported it as the window
+//! and kept a characters-per-token calibration for `count_tokens`; core settled the
+//! window again and calibrated again. Both now live in core only.
 //!
 //! # Capabilities
 //! `think` and tools are sent exactly as the request carries them: the runtime reads
@@ -26,10 +31,10 @@
 //! one gate, not two. A server refusing them anyway answers a typed `ThinkingUnsupported`
 //! or `ToolsUnsupported` error, whether as a 400 or as an error line inside the stream.
 //!
-//! `/api/show` is cached per model (for `num_ctx`), and a chat whose request carries
-//! `options.context_length` (the runtime always sets it) sends none. A model the server does not have is
-//! remembered until the next chat with it takes the answer, so the runtime's `show_model`
-//! and the chat that follows ask the server once, not twice; `pull` and `rm` forget both.
+//! `/api/show` is cached per model, and a chat sends none. A model the server does not
+//! have is remembered until the next chat with it takes the answer, so the runtime's
+//! `show_model` and the chat that follows ask the server once, not twice; `pull` and
+//! `rm` forget both.
 
 pub mod decode;
 mod errors;
@@ -44,6 +49,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use ollm_core::tokens::estimate_tokens;
 use ollm_core::{ProviderAdapter, ProviderStream, PullStream};
 use ollm_types::{ModelInfo, ProviderError, ProviderErrorKind, ProviderRequest, RunningModel};
 use reqwest::Method;
@@ -56,10 +62,7 @@ use errors::{provider_error, refine};
 pub use decode::NdjsonDecoder;
 pub use host::{DEFAULT_BASE_URL, parse_host};
 pub use request::{ChatPlan, chat_body};
-pub use truncation::{Calibration, TruncationCheck, truncation_warning};
-
-/// The default cap on the `num_ctx` taken from a model's trained context length.
-pub const DEFAULT_NUM_CTX_CAP: u32 = 8192;
+pub use truncation::{TruncationCheck, truncation_warning};
 
 /// How to reach and use an Ollama server.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,10 +72,6 @@ pub struct OllamaConfig {
     /// Keep-alive sent with requests that set none (`"5m"`, `"0"`, ...); `None` leaves the
     /// server's default.
     pub keep_alive: Option<String>,
-    /// The `num_ctx` to send; `None` derives it (see the module docs).
-    pub num_ctx: Option<u32>,
-    /// The cap on a derived `num_ctx`.
-    pub num_ctx_cap: u32,
     /// Timeouts and retries.
     pub http: HttpConfig,
     /// The longest NDJSON line accepted, in bytes.
@@ -84,8 +83,6 @@ impl Default for OllamaConfig {
         OllamaConfig {
             base_url: DEFAULT_BASE_URL.to_owned(),
             keep_alive: None,
-            num_ctx: None,
-            num_ctx_cap: DEFAULT_NUM_CTX_CAP,
             http: HttpConfig::default(),
             max_line: DEFAULT_MAX_LINE,
         }
@@ -115,11 +112,9 @@ struct Inner {
     shows: Mutex<HashMap<String, ModelInfo>>,
     /// Models `/api/show` said are missing, until a chat takes the answer.
     missing: Mutex<HashMap<String, ProviderError>>,
-    calibration: Calibration,
 }
 
-/// The Ollama provider. Cheap to clone; clones share the `/api/show` cache and the
-/// token calibration.
+/// The Ollama provider. Cheap to clone; clones share the `/api/show` cache.
 #[derive(Debug, Clone)]
 pub struct OllamaProvider {
     inner: Arc<Inner>,
@@ -135,7 +130,6 @@ impl OllamaProvider {
                 config,
                 shows: Mutex::new(HashMap::new()),
                 missing: Mutex::new(HashMap::new()),
-                calibration: Calibration::default(),
             }),
         })
     }
@@ -143,11 +137,6 @@ impl OllamaProvider {
     /// The base URL in use.
     pub fn base_url(&self) -> &str {
         self.inner.transport.base_url()
-    }
-
-    /// The learned characters-per-token ratio for `model`, if any reply taught one.
-    pub fn calibrated_ratio(&self, model: &str) -> Option<f64> {
-        self.inner.calibration.ratio(model)
     }
 }
 
@@ -174,10 +163,6 @@ impl Inner {
         }
         let info = management::show(&self.transport, model)
             .await
-            .map(|mut info| {
-                info.window = Some(self.num_ctx(Some(&info)));
-                info
-            })
             .map_err(|e| provider_error(e, Some(model)));
         match &info {
             Ok(info) => {
@@ -195,16 +180,6 @@ impl Inner {
         info
     }
 
-    /// The show for a chat: a missing model just reported by `show_model` is taken from
-    /// the memory (and forgotten) instead of being asked again.
-    async fn show_for_chat(&self, model: &str) -> Result<ModelInfo, ProviderError> {
-        let known_missing = self.missing.lock().ok().and_then(|mut m| m.remove(model));
-        match known_missing {
-            Some(error) => Err(error),
-            None => self.show(model).await,
-        }
-    }
-
     fn forget(&self, model: &str) {
         if let Ok(mut shows) = self.shows.lock() {
             shows.remove(model);
@@ -214,109 +189,60 @@ impl Inner {
         }
     }
 
-    /// The `num_ctx` this adapter asks for when a request names none: the configured
-    /// value, else the trained length capped at the cap, else the cap. `show_model`
-    /// reports it as the model's `window`, so the runtime enforces (and sends) the same
-    /// number.
-    fn num_ctx(&self, info: Option<&ModelInfo>) -> u32 {
-        let cap = self.config.num_ctx_cap;
-        self.config.num_ctx.unwrap_or_else(|| {
-            info.and_then(|i| i.context_length)
-                .map_or(cap, |c| c.min(cap))
-        })
-    }
-
-    /// The plan for a chat with `model`: the `num_ctx` to send.
-    async fn plan(&self, req: &ProviderRequest) -> Result<ChatPlan, ProviderError> {
-        let keep_alive = self.config.keep_alive.clone();
-        if req.options.context_length.is_some() {
-            // The runtime settled the window (it always does): `/api/show` has nothing
-            // to add, so none is sent (a thousand concurrent first chats sent a
-            // thousand). A model `show_model` just found missing still fails here.
-            return match self
-                .missing
-                .lock()
-                .ok()
-                .and_then(|mut m| m.remove(&req.model))
-            {
-                Some(error) => Err(error),
-                None => Ok(ChatPlan {
-                    num_ctx: None,
-                    keep_alive,
-                }),
-            };
-        }
-        match self.show_for_chat(&req.model).await {
-            Ok(info) => Ok(ChatPlan {
-                num_ctx: Some(self.num_ctx(Some(&info))),
-                keep_alive,
-            }),
-            // Unreachable or unknown model: the chat would fail the same way.
-            Err(e)
-                if matches!(
-                    e.kind,
-                    ProviderErrorKind::Connection | ProviderErrorKind::ModelNotFound
-                ) =>
-            {
-                Err(e)
-            }
-            // A server that cannot `show` (old, or a proxy): chat without the extras.
-            Err(_) => Ok(ChatPlan {
-                num_ctx: Some(self.num_ctx(None)),
-                keep_alive,
+    /// The plan for a chat: the default keep-alive. A model `show_model` just found
+    /// missing fails here without asking the server again (and is forgotten: the next
+    /// chat asks, the model may have been pulled).
+    fn plan(&self, req: &ProviderRequest) -> Result<ChatPlan, ProviderError> {
+        let missing = self
+            .missing
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(&req.model));
+        match missing {
+            Some(error) => Err(error),
+            None => Ok(ChatPlan {
+                keep_alive: self.config.keep_alive.clone(),
             }),
         }
     }
 }
 
-/// The chat: plan, then the shell's stream. The planning future hands over the shell's
-/// stream itself (`once(..).flatten()`) rather than re-yielding each of its events from
-/// a stream of its own, which cost every event a second generator resume.
-fn chat_stream(inner: Arc<Inner>, req: ProviderRequest) -> ProviderStream {
-    let transport = inner.transport.clone();
-    let prepared = async move {
-        let plan = inner.plan(&req).await?;
-        let body = serde_json::to_vec(&chat_body(&req, &plan))
-            .map_err(|e| ProviderError::new(ProviderErrorKind::BadRequest, e.to_string()))?;
-        let chars = req.char_count();
-        let num_ctx = request::num_ctx(&req, &plan);
-        let check = TruncationCheck {
-            num_ctx,
-            estimated_prompt_tokens: inner.calibration.estimate(&req.model, chars),
-            fresh: truncation::is_calibration_sample(&req),
-        };
-        let spec = RequestSpec {
-            method: Method::POST,
-            path: "/api/chat".into(),
-            body: Some(Bytes::from(body)),
-        };
-        let decoder = NdjsonDecoder::new(Some(check))
-            .with_max_line(inner.config.max_line)
-            .with_tools(req.tools.iter().map(|t| t.name.clone()));
-        let hints = ChatHints {
-            model: req.model.clone(),
-        };
-        let learner = Arc::clone(&inner);
-        let sample = check.fresh;
-        let model = req.model;
-        let learn = move |decoder: &NdjsonDecoder| {
-            let Some(read) = decoder.prompt_eval_count() else {
-                return;
-            };
-            let at_cap = num_ctx.is_some_and(|n| read >= n - (n / 32).max(16).min(n));
-            if !decoder.warned_truncation() && !at_cap && sample {
-                learner.calibration.observe(&model, chars, read);
-            }
-        };
-        Ok(shell::Exchange {
-            spec,
-            decoder,
-            hints,
-            on_end: learn,
-        })
+/// The exchange for one chat: the body as the request carries it (`num_ctx` is its
+/// `options.context_length`, see the module docs), and a decoder that judges truncation
+/// against the runtime's estimate carried on the request (else `ceil(chars / 4)`, core's
+/// plain estimate, for a request that did not come through the runtime).
+fn prepare(inner: &Inner, req: &ProviderRequest) -> Result<Exchange, ProviderError> {
+    let plan = inner.plan(req)?;
+    let body = serde_json::to_vec(&chat_body(req, &plan))
+        .map_err(|e| ProviderError::new(ProviderErrorKind::BadRequest, e.to_string()))?;
+    let estimate = req
+        .estimated_prompt_tokens
+        .unwrap_or_else(|| u32::try_from(estimate_tokens(req.char_count())).unwrap_or(u32::MAX));
+    let check = TruncationCheck {
+        num_ctx: req.options.context_length,
+        estimated_prompt_tokens: estimate,
+        fresh: truncation::is_fresh(req),
     };
-    shell::exchange_after(transport, prepared)
+    let spec = RequestSpec {
+        method: Method::POST,
+        path: "/api/chat".into(),
+        body: Some(Bytes::from(body)),
+    };
+    let decoder = NdjsonDecoder::new(Some(check))
+        .with_max_line(inner.config.max_line)
+        .with_tools(req.tools.iter().map(|t| t.name.clone()));
+    let hints = ChatHints {
+        model: req.model.clone(),
+    };
+    Ok(shell::Exchange {
+        spec,
+        decoder,
+        hints,
+    })
 }
+
+/// One Ollama exchange.
+type Exchange = shell::Exchange<NdjsonDecoder, ChatHints>;
 
 #[async_trait]
 impl ProviderAdapter for OllamaProvider {
@@ -324,18 +250,12 @@ impl ProviderAdapter for OllamaProvider {
         "ollama"
     }
 
+    /// Nothing happens until the stream is polled (the body is built, and a remembered
+    /// missing model taken, then).
     fn chat(&self, request: ProviderRequest) -> ProviderStream {
-        chat_stream(Arc::clone(&self.inner), request)
-    }
-
-    /// The calibrated estimate (see [`truncation`]): `None` until a reply from `model` has
-    /// taught a ratio, since until then it is no better than `ceil(chars / 4)`.
-    async fn count_tokens(&self, model: &str, text: &str) -> Result<Option<usize>, ProviderError> {
-        let chars = text.chars().count();
-        Ok(self.inner.calibration.ratio(model).map(|_| {
-            let tokens = self.inner.calibration.estimate(model, chars);
-            usize::try_from(tokens).unwrap_or(usize::MAX)
-        }))
+        let inner = Arc::clone(&self.inner);
+        let prepared = futures::future::lazy(move |_| prepare(&inner, &request));
+        shell::exchange_after(self.inner.transport.clone(), prepared)
     }
 
     async fn list_models(&self) -> Result<Vec<ModelInfo>, ProviderError> {

@@ -1,8 +1,10 @@
 //! `ProviderRequest` -> the body of `POST /api/chat`: a pure function with table tests.
 //!
-//! What the I/O shell decided beforehand (the `num_ctx` to send, the default keep-alive)
-//! comes in as [`ChatPlan`], so this module never asks the server anything. `think` is
-//! sent exactly as the request carries it: the runtime decided it (and warned) already.
+//! What the I/O shell decided beforehand (the default keep-alive) comes in as
+//! [`ChatPlan`], so this module never asks the server anything. `think` is sent exactly
+//! as the request carries it: the runtime decided it (and warned) already, and so is
+//! `num_ctx`: it is the request's `options.context_length` (core's `context::window`
+//! settled it) or absent, never a number of this adapter's.
 
 use std::borrow::Cow;
 
@@ -17,16 +19,8 @@ use super::wire::{
 /// What the shell settled before building the body.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChatPlan {
-    /// The context window to ask for (`options.num_ctx`).
-    pub num_ctx: Option<u32>,
     /// Keep-alive used when the request has none.
     pub keep_alive: Option<String>,
-}
-
-/// The `num_ctx` to send: the request's `options.context_length` first, then the plan's
-/// configured or derived value.
-pub fn num_ctx(req: &ProviderRequest, plan: &ChatPlan) -> Option<u32> {
-    req.options.context_length.or(plan.num_ctx)
 }
 
 /// The `format` value for a structured-output request.
@@ -63,6 +57,7 @@ fn think_value(think: Think) -> WireThink {
 /// - `tool_choice: none` sends no tools; `tool_choice: <name>` sends only that tool
 ///   (Ollama has no `tool_choice`);
 /// - `think` as the request carries it (the runtime decides it, never this adapter);
+/// - `options.context_length` as `num_ctx`, exactly (none when the request has none);
 /// - `format` from `response_format` (`"json"` or the schema).
 pub fn chat_body<'a>(req: &'a ProviderRequest, plan: &'a ChatPlan) -> ChatRequest<'a> {
     let mut messages = Vec::with_capacity(req.messages.len() + 1);
@@ -91,7 +86,7 @@ pub fn chat_body<'a>(req: &'a ProviderRequest, plan: &'a ChatPlan) -> ChatReques
             seed: o.seed,
             num_predict: o.max_tokens,
             stop: &o.stop,
-            num_ctx: num_ctx(req, plan),
+            num_ctx: o.context_length,
         },
         stream: true,
         keep_alive: req
@@ -263,7 +258,6 @@ mod tests {
         req.think = Some(Think::High);
         req.response_format = Some(ResponseFormat::Json);
         let plan = ChatPlan {
-            num_ctx: Some(8192),
             keep_alive: Some("10m".into()),
         };
         check(
@@ -277,27 +271,28 @@ mod tests {
     }
 
     #[test]
-    fn num_ctx_prefers_the_requested_context_length() {
-        // (options.context_length, plan.num_ctx, num_ctx sent)
-        for (asked, planned, sent) in [
-            (Some(999), Some(8192), Some(999_u32)),
-            (Some(32768), Some(8192), Some(32768)),
-            (None, Some(8192), Some(8192)),
-            (Some(512), None, Some(512)),
-            (None, None, None),
+    fn num_ctx_is_exactly_the_requested_context_length() {
+        // (options.context_length, num_ctx sent): nothing of the adapter's own.
+        for (asked, sent) in [
+            (Some(999), Some(999_u64)),
+            (Some(32768), Some(32768)),
+            (Some(512), Some(512)),
+            (None, None),
         ] {
             let mut req = ProviderRequest::new("m", vec![Message::user("x")]);
             req.options.context_length = asked;
+            req.estimated_prompt_tokens = Some(7);
             let plan = ChatPlan {
-                num_ctx: planned,
-                ..ChatPlan::default()
+                keep_alive: Some("1m".into()),
             };
             let body = serde_json::to_value(chat_body(&req, &plan)).unwrap();
             assert_eq!(
                 body["options"].get("num_ctx").and_then(Value::as_u64),
-                sent.map(u64::from),
-                "asked {asked:?}, planned {planned:?}"
+                sent,
+                "asked {asked:?}"
             );
+            // The runtime's estimate is for the adapter, not the server.
+            assert!(!body.to_string().contains("estimated"), "{body}");
         }
     }
 
@@ -312,7 +307,6 @@ mod tests {
         });
         let plan = ChatPlan {
             keep_alive: Some("10m".into()),
-            ..ChatPlan::default()
         };
         check(
             &req,

@@ -1,11 +1,13 @@
-//! Silent front truncation (ollama#3839) and the per-model calibration of token estimates.
+//! Silent front truncation (ollama#3839): judging the final token count.
 //!
 //! # The truncation rule
 //! Ollama cuts the *front* of a prompt that does not fit `num_ctx` and still answers 200;
 //! the final line's `prompt_eval_count` is then what it actually read. The adapter knows
-//! the `num_ctx` it sent (it always sends one when it knows the model, see
-//! [`super::OllamaConfig`]) and an estimate `E` of the prompt it sent (calibrated, see
-//! below). With `N = num_ctx` and `P = prompt_eval_count`, it warns when
+//! the `num_ctx` it sent (the request's `options.context_length`, which the runtime
+//! always sets) and an estimate `E` of the prompt: the runtime's, carried on the request
+//! (`ProviderRequest::estimated_prompt_tokens`, core's calibrated cost of the text, which
+//! leaves the template out so that `E` errs low: the rules below fire on a count well
+//! under `E`), else `ceil(chars / 4)`. With `N = num_ctx` and `P = prompt_eval_count`, it warns when
 //!
 //! `P <= N` (a count above the window means the server did not apply it) and `E > N`, and
 //! either
@@ -15,7 +17,7 @@
 //! - **`E > N * 1.25`**: the estimate exceeds the window by more than any
 //!   estimate error we measured, and the server cannot have read more than `N`.
 //!
-//! or, on a **fresh** request (the first of a conversation, see [`is_calibration_sample`]),
+//! or, on a **fresh** request (the first of a conversation, see [`is_fresh`]),
 //!
 //! - **`P < N` and `2 P < E`**: the server read less than half the prompt although the
 //!   window sent was not full. No earlier turn of this conversation can be in the prompt
@@ -29,19 +31,10 @@
 //! is given. The warning says what to do: raise the window (`num_ctx`; ollm's
 //! `context_length` option, `--context-length` on the command line) or send less.
 //!
-//! # Calibration
-//! `ceil(chars / 4)` is a rough tokenizer. On a prompt-cache hit Ollama's `P` counts only
-//! the tokens it newly read, so a sample is taken only from a request that cannot hit the
-//! cache for its own conversation: the first of a conversation (no assistant message; the
-//! shell decides, see [`is_calibration_sample`]). A sample must also be plausible for the
-//! characters sent (between 1 and 8 characters a token) and the reply not truncated. The
-//! per-model ratio is the **minimum** `chars / P` seen, not an average: the estimate
-//! `ceil(chars / ratio)` then errs high, which is the safe side for budgeting a context
-//! window (an undercount lets a prompt overflow silently). The ratio folds in the chat
-//! template's overhead for the conversation shapes the model actually gets.
-
-use std::collections::HashMap;
-use std::sync::Mutex;
+//! # No calibration here
+//! Token cost is calibrated once, in core (`context::calibrate`), from the prompt count
+//! this adapter reports in `Usage`. Until issue 26 this module kept its own per-model
+//! characters-per-token ratio as well (the template then counted twice in core's cost).
 
 use ollm_types::{ProviderRequest, Role, Warning, WarningKind};
 
@@ -53,7 +46,7 @@ pub struct TruncationCheck {
     /// The estimated prompt size in tokens.
     pub estimated_prompt_tokens: u32,
     /// Whether the request is the first of its conversation, so no earlier turn can be in
-    /// the server's prompt cache ([`is_calibration_sample`]).
+    /// the server's prompt cache ([`is_fresh`]).
     pub fresh: bool,
 }
 
@@ -87,56 +80,11 @@ pub fn truncation_warning(sent: &TruncationCheck, prompt_eval_count: u32) -> Opt
     })
 }
 
-/// Whether a reply to `req` may teach the calibration: only the first request of a
-/// conversation (no assistant message), which no earlier turn can have put in Ollama's
-/// prompt cache, so its `prompt_eval_count` counts the whole prompt.
-pub fn is_calibration_sample(req: &ProviderRequest) -> bool {
+/// Whether `req` is fresh: the first request of a conversation (no assistant message),
+/// which no earlier turn can have put in Ollama's prompt cache, so its
+/// `prompt_eval_count` counts the whole prompt.
+pub fn is_fresh(req: &ProviderRequest) -> bool {
     !req.messages.iter().any(|m| m.role() == Role::Assistant)
-}
-
-/// Learned characters-per-token ratios, per model. Shared by the streams of one provider.
-#[derive(Debug, Default)]
-pub struct Calibration {
-    ratios: Mutex<HashMap<String, f64>>,
-}
-
-/// The default ratio, matching `ceil(chars / 4)`.
-pub const DEFAULT_CHARS_PER_TOKEN: f64 = 4.0;
-
-impl Calibration {
-    /// The learned ratio for `model`, if any reply has taught one.
-    pub fn ratio(&self, model: &str) -> Option<f64> {
-        self.ratios.lock().ok()?.get(model).copied()
-    }
-
-    /// Estimated tokens for `chars` characters for `model` (learned ratio, else 4).
-    pub fn estimate(&self, model: &str, chars: usize) -> u32 {
-        let ratio = self.ratio(model).unwrap_or(DEFAULT_CHARS_PER_TOKEN);
-        let tokens = (chars as f64 / ratio).ceil();
-        if tokens >= f64::from(u32::MAX) {
-            u32::MAX
-        } else {
-            tokens as u32
-        }
-    }
-
-    /// Learns from a reply: `chars` characters sent, the server read `prompt_eval_count`.
-    /// Implausible samples (see module docs) are ignored.
-    pub fn observe(&self, model: &str, chars: usize, prompt_eval_count: u32) {
-        if prompt_eval_count == 0 || chars == 0 {
-            return;
-        }
-        let sample = chars as f64 / f64::from(prompt_eval_count);
-        if !(1.0..=8.0).contains(&sample) {
-            return;
-        }
-        if let Ok(mut ratios) = self.ratios.lock() {
-            ratios
-                .entry(model.to_owned())
-                .and_modify(|r| *r = r.min(sample))
-                .or_insert(sample);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -208,26 +156,7 @@ mod tests {
     }
 
     #[test]
-    fn calibration_learns_and_ignores_implausible_samples() {
-        let cal = Calibration::default();
-        assert_eq!(cal.estimate("m", 400), 100);
-        cal.observe("m", 400, 125); // 3.2 chars a token
-        assert_eq!(cal.ratio("m"), Some(3.2));
-        assert_eq!(cal.estimate("m", 320), 100);
-        cal.observe("m", 4000, 10); // a cached prompt: 400 chars a token, ignored
-        assert_eq!(cal.ratio("m"), Some(3.2));
-        assert_eq!(cal.ratio("other"), None);
-        // The ratio keeps the lowest sample, so estimates err high.
-        // (chars, prompt_eval_count, ratio after)
-        for (chars, read, ratio) in [(400, 100, 3.2), (300, 100, 3.0), (500, 100, 3.0)] {
-            cal.observe("m", chars, read);
-            assert_eq!(cal.ratio("m"), Some(ratio), "after {chars}/{read}");
-        }
-        assert_eq!(cal.estimate("m", 300), 100);
-    }
-
-    #[test]
-    fn only_first_requests_of_a_conversation_calibrate() {
+    fn only_first_requests_of_a_conversation_are_fresh() {
         use ollm_types::Message;
         let ask = |messages| ProviderRequest::new("m", messages);
         for (messages, sample) in [
@@ -242,11 +171,7 @@ mod tests {
                 false,
             ),
         ] {
-            assert_eq!(
-                is_calibration_sample(&ask(messages.clone())),
-                sample,
-                "{messages:?}"
-            );
+            assert_eq!(is_fresh(&ask(messages.clone())), sample, "{messages:?}");
         }
     }
 }

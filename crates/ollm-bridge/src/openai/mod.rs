@@ -226,7 +226,6 @@ impl ProviderAdapter for OpenAiProvider {
             spec,
             decoder,
             hints,
-            on_end: |_: &SseDecoder| {},
         };
         shell::exchange(self.inner.api.clone(), exchange)
     }

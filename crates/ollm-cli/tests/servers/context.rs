@@ -15,7 +15,7 @@ fn num_ctx_sent(c: &Case<Ollama>) -> Option<u64> {
 #[test]
 fn the_window_setting_is_the_num_ctx_sent() {
     // (config file, flags, num_ctx sent): the flag over `[models."NAME"]` over
-    // `context_length`, over what the server reports (qwen3:8b: 40960 capped at 8192).
+    // `context_length`, over what the server reports (qwen3:8b: 40960 capped at 8192 by core).
     let cases: [(&str, &[&str], u64); 5] = [
         ("", &[], 8192),
         ("context_length = 3000\n", &[], 3000),

@@ -10,7 +10,7 @@
 //!   (`ProviderAdapter::count_request`: the Messages API's `count_tokens`, template and
 //!   tools included, so no template estimate is added), else from the provider's
 //!   tokenizer when it answers, else `ceil(chars / 4)`, each corrected by what the
-//!   server reported for earlier requests ([`super::calibrate`]);
+//!   server reported for earlier requests ([`crate::context::calibrate`]);
 //!   the ratio of characters to tokens of the whole request prices single messages.
 //! - With compaction off, today's rule stands: a warning near the limit, a refusal over
 //!   it (with a hint that compaction is off).
@@ -22,10 +22,10 @@ use futures::FutureExt;
 use ollm_types::{Message, ProviderErrorKind, ProviderRequest, WarningKind};
 use tokio_util::sync::CancellationToken;
 
-use super::calibrate::Counted;
 use super::event::ChatEvent;
 use super::settle::RunSettings;
 use super::shared::{Shared, Sink, lock};
+use crate::context::calibrate::Counted;
 use crate::context::split::turns_in;
 use crate::context::{
     Compaction, CompactionConfig, SUMMARY_HEADER, Window, cut_result, plan_split,
@@ -40,10 +40,13 @@ use crate::{CoreError, History};
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Room {
     pub(super) window: usize,
-    /// The request's cost, corrected ([`super::calibrate`]).
+    /// The request's cost, corrected ([`crate::context::calibrate`]).
     pub(super) used: usize,
     /// How its text was counted (what the reply's prompt count is compared with).
     pub(super) counted: Counted,
+    /// Its text's cost, corrected, without the template prior: what the request carries
+    /// down for an adapter's truncation check ([`crate::context::calibrate`]).
+    text: usize,
     chars_per_token: f64,
 }
 
@@ -102,12 +105,20 @@ async fn measure(
         overhead,
         tools: !request.tools.is_empty(),
     };
-    let used = lock(&shared.calibration).cost(&request.model, &counted);
+    let (used, text_cost) = {
+        let calibration = lock(&shared.calibration);
+        let model = &request.model;
+        (
+            calibration.cost(model, &counted),
+            calibration.text_cost(model, &counted),
+        )
+    };
     let chars = text.chars().count().max(1) as f64;
     Some(Room {
         window,
         used,
         counted,
+        text: text_cost,
         chars_per_token: (chars / tokens.max(1) as f64).clamp(1.0, 8.0),
     })
 }
@@ -161,7 +172,7 @@ pub(super) async fn fit(
 }
 
 /// The near-limit warning, or the refusal over the window.
-fn check(settings: &RunSettings, room: &Room, sink: &Sink, request: ProviderRequest) -> Fitted {
+fn check(settings: &RunSettings, room: &Room, sink: &Sink, mut request: ProviderRequest) -> Fitted {
     let (estimated, limit) = (room.used, room.window);
     match budget(estimated, limit) {
         Budget::Over => {
@@ -191,6 +202,9 @@ fn check(settings: &RunSettings, room: &Room, sink: &Sink, request: ProviderRequ
         ),
         Budget::Fits => {}
     }
+    // The text's corrected cost travels with the request: an adapter judges a silent
+    // truncation by it (crate::context::calibrate).
+    request.estimated_prompt_tokens = u32::try_from(room.text).ok();
     Fitted::Send(Box::new(request), *room)
 }
 

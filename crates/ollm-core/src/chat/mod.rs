@@ -8,7 +8,8 @@
 //! `Run` value whose methods are one turn's steps) and `calls` (running the calls).
 //! Below them, leaves that import none of them: `event` ([`ChatEvent`]), `config`
 //! ([`ChatConfig`], [`ChatOptions`]), `shared` (what a run shares with its client, and
-//! the sink its events and records go through) and `calibrate`; this file only declares
+//! the sink its events and records go through); the cost calibration is
+//! `crate::context::calibrate`. This file only declares
 //! and re-exports, so no module of the chat module imports another in a circle (`cargo
 //! xtask tidy` checks it). A turn is:
 //! 1. build the request from the history (system prompt, messages, tools as the
@@ -109,7 +110,6 @@
 //! - A panic anywhere in a run (provider, tool, this loop) becomes an `Error` event and a
 //!   `Finish`; the client stays usable.
 
-mod calibrate;
 mod call_loop;
 mod calls;
 mod client;

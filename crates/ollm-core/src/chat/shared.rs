@@ -21,9 +21,9 @@ use ollm_types::{
 };
 use tokio::sync::mpsc;
 
-use super::calibrate::Calibration;
 use super::config::ChatConfig;
 use super::event::ChatEvent;
+use crate::context::calibrate::Calibration;
 use crate::context::{Compactor, ModelSummary};
 use crate::strategy::{Learned, Shown};
 use crate::{History, ProviderAdapter, ToolRegistry};

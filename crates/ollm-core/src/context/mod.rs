@@ -8,6 +8,8 @@
 //! - [`summary`]: the [`Compactor`] seam and its default, [`ModelSummary`], which asks
 //!   the same model with a fixed prompt.
 //! - [`bound`]: cutting a tool result that would take too much of the remaining window.
+//! - `calibrate`: what a request really costs, corrected by the server's prompt counts
+//!   (the one token-cost calibration in ollm).
 //!
 //! # Decisions
 //! - The window is computed once per run ([`settle_window`]) and sent down as
@@ -24,6 +26,7 @@
 //!   over the window is never sent.
 
 pub mod bound;
+pub(crate) mod calibrate;
 pub mod split;
 pub mod summary;
 pub mod window;

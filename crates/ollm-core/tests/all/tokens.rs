@@ -165,6 +165,39 @@ fn check_learned(counted: usize, reported: u32, limit: usize, refused: bool) {
         "counted {counted}, reported {reported}, window {limit}"
     );
     assert_eq!(provider.request_count(), if refused { 1 } else { 2 });
+    // The text's cost travels down on each request, for an adapter's truncation check
+    // (issue 26): with the provider's tokenizer, the text as counted, whatever was learned.
+    let carried: Vec<_> = provider
+        .requests()
+        .iter()
+        .map(|r| r.estimated_prompt_tokens.map(|n| n as usize))
+        .collect();
+    let sent = if refused { 1 } else { 2 };
+    assert_eq!(
+        carried,
+        vec![Some(counted); sent],
+        "counted {counted}, reported {reported}"
+    );
+}
+
+/// Issue 26: with the `ceil(chars / 4)` estimate, what a request carries down is the
+/// text's estimate scaled by what the first reply taught, without the template prior.
+#[test]
+fn an_estimate_carried_down_is_the_texts_corrected_cost() {
+    let text = "word ".repeat(40); // 200 characters: 50 estimated.
+    let provider = MockProvider::builder()
+        .then_forever(vec![ev::text("ok"), ev::usage(75, 1), ev::finish()])
+        .build();
+    let c = client_with(provider.clone(), Default::default(), |_| {});
+    block_on(chat(&c, &text));
+    block_on(chat(&c, &text));
+    let carried: Vec<_> = provider
+        .requests()
+        .iter()
+        .map(|r| r.estimated_prompt_tokens)
+        .collect();
+    // 50, read as 75: a scale of 1.5; the second request's text is 100 + "ok" (1).
+    assert_eq!(carried, vec![Some(50), Some(152)]);
 }
 
 #[test]

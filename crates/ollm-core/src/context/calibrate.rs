@@ -1,5 +1,7 @@
 //! What a request really costs: the count of its text (the provider's tokenizer, else
-//! `ceil(chars / 4)`) corrected by what the server reported for earlier requests.
+//! `ceil(chars / 4)`) corrected by what the server reported for earlier requests. This
+//! is the one place ollm calibrates token cost: adapters report the server's prompt
+//! count (`Usage::prompt_tokens`) and learn nothing themselves.
 //!
 //! # Decisions
 //! - The text counted ([`crate::tokens::request_text`]) is not what the model reads: the
@@ -17,36 +19,56 @@
 //!   text); with the estimate it is mostly a ratio (the estimate's error grows with the
 //!   text), so the correction is a scale then. Either way only the largest gap seen is
 //!   kept and never lowered: a server that reports fewer tokens (a prompt cache hit
-//!   counted short) can only make us compact later, never send a prompt that is too
-//!   large.
+//!   counted short, or a prompt it cut) can only make us compact later, never send a
+//!   prompt that is too large.
+//! - The scale of an estimate is learned on the text's estimate alone (`reported /
+//!   tokens`, the template prior then added on top), so it folds the template's real
+//!   size in and errs high by about the prior. That is deliberate: in practice it is
+//!   learned from one reply, the first of a conversation (Ollama's prompt cache makes a
+//!   later turn count only its new tokens, which teaches nothing), where the prior's
+//!   error can hide the text's. Measured against the mock Ollama (3 characters a token,
+//!   a smaller template than the prior): learning `reported / (tokens + prior)`
+//!   undercounted later requests by 22.5%; learning on the text, even the text's cost
+//!   alone never undercounts (2.8% over at worst; see `ollm-bridge`'s
+//!   `the_runtimes_calibrated_estimate_errs_high_and_close`). Only
+//!   a sample whose text is at least the prior teaches a scale: on a shorter one the
+//!   template is most of what the server read (a 10-character question read as 12
+//!   tokens taught a scale of 4, and the next request was compacted at once).
+//! - What goes down on the request (`ProviderRequest::estimated_prompt_tokens`, for the
+//!   Ollama adapter's truncation check) is the text's corrected cost without the prior
+//!   ([`Calibration::text_cost`]): that check warns when the server read much less than
+//!   the estimate, so it needs an estimate that errs low, not high; a prior larger than
+//!   the real template warned on every short prompt.
 //! - Nothing is learned from a reply without a prompt count.
-//! - The Ollama adapter's own count is already a calibrated ratio of characters to the
-//!   server's prompt counts (`ollm-bridge`'s `ollama/truncation.rs`), which folds the
-//!   template in; the template prior then counts it twice there, erring high (an earlier
-//!   compaction), never low.
+//! - The corrected cost goes down on the request as
+//!   `ProviderRequest::estimated_prompt_tokens`, so an adapter that judges silent
+//!   truncation (Ollama's) compares the server's count with this estimate, not one of
+//!   its own. Until issue 26 the Ollama adapter kept a second, characters-per-token
+//!   calibration and answered `count_tokens` with it, so the template was counted twice
+//!   there; it is gone.
 
 use std::collections::HashMap;
 
 /// The learned correction for one model with or without tools.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(super) struct Correction {
+pub(crate) struct Correction {
     /// Tokens added to an exact count (the template's fixed text).
     offset: usize,
-    /// Factor applied to an estimated count (at least 1).
+    /// Factor applied to the text's estimated count (at least 1).
     scale: f64,
 }
 
 /// How one request was counted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Counted {
+pub(crate) struct Counted {
     /// The tokens of the request's text.
-    pub(super) tokens: usize,
+    pub(crate) tokens: usize,
     /// Whether they came from the provider's tokenizer (else the estimate).
-    pub(super) exact: bool,
+    pub(crate) exact: bool,
     /// The template's tokens ([`crate::tokens::template_overhead`]).
-    pub(super) overhead: usize,
+    pub(crate) overhead: usize,
     /// Whether tools were offered.
-    pub(super) tools: bool,
+    pub(crate) tools: bool,
 }
 
 impl Counted {
@@ -58,23 +80,34 @@ impl Counted {
 
 /// The corrections learned so far, by model and whether tools were offered.
 #[derive(Debug, Default)]
-pub(super) struct Calibration {
+pub(crate) struct Calibration {
     learned: HashMap<(String, bool), Correction>,
 }
 
 impl Calibration {
     /// What `counted` costs for `model`, corrected.
-    pub(super) fn cost(&self, model: &str, counted: &Counted) -> usize {
+    pub(crate) fn cost(&self, model: &str, counted: &Counted) -> usize {
         let base = counted.base();
         match self.learned.get(&(model.to_owned(), counted.tools)) {
             None => base,
             Some(c) if counted.exact => base + c.offset,
-            Some(c) => (base as f64 * c.scale.max(1.0)).ceil() as usize,
+            Some(c) => {
+                (counted.tokens as f64 * c.scale.max(1.0)).ceil() as usize + counted.overhead
+            }
+        }
+    }
+
+    /// What the text of `counted` costs for `model`, corrected, without the template
+    /// prior (see the module docs).
+    pub(crate) fn text_cost(&self, model: &str, counted: &Counted) -> usize {
+        match self.learned.get(&(model.to_owned(), counted.tools)) {
+            Some(c) if !counted.exact => (counted.tokens as f64 * c.scale.max(1.0)).ceil() as usize,
+            _ => counted.tokens,
         }
     }
 
     /// Learns from a reply to the request `counted`: the server read `reported` tokens.
-    pub(super) fn learn(&mut self, model: &str, counted: &Counted, reported: Option<u32>) {
+    pub(crate) fn learn(&mut self, model: &str, counted: &Counted, reported: Option<u32>) {
         let Some(reported) = reported.map(|n| n as usize) else {
             return;
         };
@@ -88,8 +121,8 @@ impl Calibration {
             });
         if counted.exact {
             entry.offset = entry.offset.max(reported.saturating_sub(base));
-        } else if base > 0 {
-            entry.scale = entry.scale.max(reported as f64 / base as f64);
+        } else if counted.tokens > 0 && counted.tokens >= counted.overhead {
+            entry.scale = entry.scale.max(reported as f64 / counted.tokens as f64);
         }
     }
 }
@@ -150,11 +183,19 @@ mod tests {
             counted(500, true, true),
             786,
         );
-        // Estimated counts learn a ratio: 100 + 20 estimated, 180 read: 1.5.
+        // Estimated counts learn a ratio on the text: 100 (+ 20) estimated, 180 read:
+        // 1.8, so 200 cost 360 + 20.
         check(
             &[(100, false, true, Some(180))],
             counted(200, false, true),
-            330,
+            380,
+        );
+        // A prompt shorter than the prior (20), read as mostly template (4 estimated, 12
+        // read), teaches nothing.
+        check(
+            &[(4, false, true, Some(12))],
+            counted(200, false, true),
+            220,
         );
         // A server reading fewer tokens than counted never lowers the cost.
         check(
@@ -167,5 +208,22 @@ mod tests {
             counted(200, true, true),
             220,
         );
+    }
+
+    /// The text's cost goes down without the prior: `(learned, later, text cost)`.
+    #[test]
+    fn the_text_cost_leaves_the_prior_out() {
+        for (learned, later, want) in [
+            (None, counted(200, false, true), 200),
+            (Some((100, false, 180)), counted(200, false, true), 360),
+            // Exact counts: the text as counted.
+            (Some((890, true, 1176)), counted(500, true, true), 500),
+        ] {
+            let mut calibration = Calibration::default();
+            if let Some((tokens, exact, reported)) = learned {
+                calibration.learn("m", &counted(tokens, exact, true), Some(reported));
+            }
+            assert_eq!(calibration.text_cost("m", &later), want, "{learned:?}");
+        }
     }
 }
