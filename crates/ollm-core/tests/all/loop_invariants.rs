@@ -34,10 +34,18 @@ fn arb_plan() -> impl Strategy<Value = Vec<Vec<(Kind, bool)>>> {
     prop::collection::vec(prop::collection::vec((kind, any::<bool>()), 1..4), 0..4)
 }
 
-/// Whether none of a turn's calls runs (all name an unknown tool): the answer nudge
-/// follows it in the history.
+/// Whether none of a turn's calls runs (all name an unknown tool).
 fn idle(turn: &[(Kind, bool)]) -> bool {
     turn.iter().all(|(k, _)| *k == Kind::Unknown)
+}
+
+/// Per turn of `plan`, whether the answer nudge follows it in the history: every idle
+/// turn but the run's first, which gets another try with the tools (guard.rs).
+fn nudged(plan: &[Vec<(Kind, bool)>]) -> Vec<bool> {
+    let mut first = true;
+    plan.iter()
+        .map(|turn| idle(turn) && !std::mem::replace(&mut first, false))
+        .collect()
 }
 
 struct Scenario {
@@ -147,16 +155,17 @@ proptest! {
         let h = s.client.history();
         let msgs = h.messages();
         let calls: usize = s.plan.iter().map(Vec::len).sum();
-        let nudges = s.plan.iter().filter(|t| idle(t)).count();
+        let nudged = nudged(&s.plan);
+        let nudges = nudged.iter().filter(|n| **n).count();
         prop_assert_eq!(msgs.len(), 1 + s.plan.len() + calls + nudges + 1);
         prop_assert_eq!(msgs[0].role(), Role::User);
         prop_assert_eq!(msgs[0].text(), "go");
         let mut i = 1;
-        for turn in &s.plan {
+        for (turn, nudged) in s.plan.iter().zip(nudged) {
             prop_assert_eq!(msgs[i].role(), Role::Assistant);
             prop_assert_eq!(msgs[i].tool_calls().count(), turn.len());
             i += 1 + turn.len();
-            if idle(turn) {
+            if nudged {
                 prop_assert_eq!(msgs[i].text(), ANSWER_NUDGE);
                 i += 1;
             }
@@ -184,7 +193,7 @@ proptest! {
         let h = s.client.history();
         let msgs = h.messages();
         let mut i = 1;
-        for turn in &s.plan {
+        for (turn, nudged) in s.plan.iter().zip(nudged(&s.plan)) {
             let calls: Vec<_> = msgs[i].tool_calls().cloned().collect();
             for (k, (kind, _)) in turn.iter().enumerate() {
                 let m = &msgs[i + 1 + k];
@@ -197,7 +206,7 @@ proptest! {
                 prop_assert_eq!(m.tool_call_id(), Some(calls[k].id.as_str()));
                 prop_assert!(!calls[k].id.is_empty());
             }
-            i += 1 + turn.len() + usize::from(idle(turn));
+            i += 1 + turn.len() + usize::from(nudged);
         }
     }
 
@@ -211,7 +220,7 @@ proptest! {
         let msgs = h.messages();
         let mut i = 1;
         let mut ok_runs = 0;
-        for (t, turn) in s.plan.iter().enumerate() {
+        for ((t, turn), nudged) in s.plan.iter().enumerate().zip(nudged(&s.plan)) {
             for (k, (kind, _)) in turn.iter().enumerate() {
                 let content = msgs[i + 1 + k].text();
                 match kind {
@@ -224,7 +233,7 @@ proptest! {
                     Kind::Invalid => prop_assert!(content.starts_with("Error: invalid arguments for ok"), "{}", content),
                 }
             }
-            i += 1 + turn.len() + usize::from(idle(turn));
+            i += 1 + turn.len() + usize::from(nudged);
         }
         // Invalid arguments never reached the tool.
         prop_assert_eq!(s.ok_calls, ok_runs);
