@@ -10,12 +10,15 @@
 //!
 //! - **Columns**: `plain,native,auto` by default, so the table shows what ollm adds over
 //!   a bare client and what auto adds over native.
-//! - **Sampling** is what a user gets unless `--temperature T` is given: llama.cpp's
-//!   default sampling. The server xtask starts pins `--temp 0` for the e2e suite and the
-//!   demo, so when its `/props` reports a default temperature other than llama.cpp's own
-//!   (0.8) the eval sends `temperature: 0.8` (the other defaults, top-k 40, top-p 0.95,
-//!   min-p 0.05, are the server's untouched) and never a seed; the result file says what
-//!   was sent. `--temperature 0` is the second column, and `--smoke`'s default.
+//! - **Sampling** is what a user gets unless `--temperature T` is given: the default
+//!   column starts its server with llama.cpp's own sampling (not the e2e suite's pinned
+//!   `--temp 0`) and sends no temperature, so each client's own defaults apply: the plain
+//!   loop gets the server's 0.8, `ollm` its greedy tool turns
+//!   (`ChatConfig::tool_temperature`). When a server's `/props` still reports another
+//!   default temperature, the eval sends `temperature: 0.8` (the other defaults, top-k
+//!   40, top-p 0.95, min-p 0.05, are the server's untouched) and never a seed; the result
+//!   file says what was sent. Result files from before 2026-11-25T02 sent 0.8 to every
+//!   column. `--temperature 0` is the second column, and `--smoke`'s default.
 //! - **Repeats**: 3 by default (1 for `--smoke`); a repeat is one pass over the tasks,
 //!   and the table reports the mean and the spread over repeats.
 //! - **Two runs at once**, one per server slot (`-np 2`). Runs go repeat by repeat and,
@@ -153,7 +156,17 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     // Read now: the worktree may move on while the eval runs (its copy does not).
     let measured = describe_ollm(root, options, options.ollm.as_deref().unwrap_or(&ollm));
     let tools = tool_schemas(root)?;
-    let server = llama::start(model)?;
+    // The default column meets a server as users run it: llama.cpp's own sampling, and
+    // nothing sent, so each client's own defaults apply (ollm's greedy tool turns).
+    let stock = options.temperature.is_none() && !options.smoke;
+    let server = llama::start_with(
+        model,
+        if stock {
+            llama::Sampling::Stock
+        } else {
+            llama::Sampling::Pinned
+        },
+    )?;
     let server_note = server_note(&server);
     let (temperature, sampling, sampling_note) = sampling(options, &server.base_url())?;
     println!("eval: sampling {sampling}: {sampling_note}");

@@ -101,6 +101,21 @@ pub(crate) const MODEL_ALIAS: &str = QWEN_05B.alias;
 /// (so each gets half), a default temperature of 0 for requests that set none (the demo:
 /// `ollm run` has no temperature flag), and no web UI.
 const SERVER_ARGS: &[&str] = &["-c", "16384", "-np", "2", "--temp", "0", "--no-webui"];
+/// [`SERVER_ARGS`], without the pinned temperature for [`Sampling::Stock`].
+fn server_args(sampling: Sampling) -> impl Iterator<Item = &'static str> {
+    let mut skip = 0;
+    SERVER_ARGS.iter().copied().filter(move |arg| {
+        if sampling == Sampling::Stock && *arg == "--temp" {
+            skip = 2;
+        }
+        if skip > 0 {
+            skip -= 1;
+            return false;
+        }
+        true
+    })
+}
+
 /// How long the server may take to load the model and answer its first completion.
 const READY_TIMEOUT: Duration = Duration::from_secs(180);
 /// The end-to-end test file; until it exists, `e2e` only checks the server.
@@ -125,6 +140,20 @@ const DEMO_ANSWER: &str = "8123";
 /// Chooses, installs and starts the server with `model`, and waits until it is ready.
 /// Prints the path taken and why, what CPU code runs, and the cold-start split.
 pub(crate) fn start(model: &Model) -> Result<Server> {
+    start_with(model, Sampling::Pinned)
+}
+
+/// What a request that sets no sampling gets from the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sampling {
+    /// Temperature 0 ([`SERVER_ARGS`]): the e2e suite and the demo.
+    Pinned,
+    /// llama.cpp's own defaults, as a user's server has them: the eval's default column.
+    Stock,
+}
+
+/// [`start`], with the server's default sampling as `sampling` says.
+pub(crate) fn start_with(model: &Model, sampling: Sampling) -> Result<Server> {
     section("llama-server: choose");
     let choice = install::choose(&Facts::gather()?)?;
     println!(
@@ -133,13 +162,13 @@ pub(crate) fn start(model: &Model) -> Result<Server> {
         choice.why
     );
     let cache = cache_dir()?;
-    match start_from(&choice.origin, model, &cache) {
+    match start_from(&choice.origin, model, &cache, sampling) {
         Err(err) if choice.automatic && choice.origin == Origin::Prebuilt && falls_back(&err) => {
             println!("\n{err:#}\n");
             println!(
                 "llama-server: falling back to the portable source build (the prebuilt server cannot run here, above)"
             );
-            start_from(&Origin::Source, model, &cache)
+            start_from(&Origin::Source, model, &cache, sampling)
         }
         result => result,
     }
@@ -153,7 +182,7 @@ fn falls_back(err: &anyhow::Error) -> bool {
         || err.downcast_ref::<install::Unusable>().is_some()
 }
 
-fn start_from(origin: &Origin, model: &Model, cache: &Path) -> Result<Server> {
+fn start_from(origin: &Origin, model: &Model, cache: &Path, sampling: Sampling) -> Result<Server> {
     section(&format!(
         "llama-server: install or reuse ({})",
         origin.label()
@@ -170,7 +199,7 @@ fn start_from(origin: &Origin, model: &Model, cache: &Path) -> Result<Server> {
     section("llama-server: start");
     let mut args = vec!["-m".to_owned(), model_path.display().to_string()];
     args.extend(["--alias", model.alias, "--jinja"].map(str::to_owned));
-    args.extend(SERVER_ARGS.iter().map(|a| (*a).to_owned()));
+    args.extend(server_args(sampling).map(str::to_owned));
     let logs = cache.join("logs");
     let mut server = Server::launch(&Launch {
         binary: &binary,
@@ -412,4 +441,17 @@ pub(crate) fn cache_dir() -> Result<PathBuf> {
     }
     let home = env::var_os("HOME").context("neither OLLM_CACHE_DIR nor HOME is set")?;
     Ok(PathBuf::from(home).join(".cache").join("ollm"))
+}
+
+#[cfg(test)]
+mod sampling_tests {
+    use super::*;
+
+    #[test]
+    fn a_stock_server_keeps_llama_cpp_s_sampling() {
+        let pinned: Vec<&str> = server_args(Sampling::Pinned).collect();
+        assert_eq!(pinned, SERVER_ARGS);
+        let stock: Vec<&str> = server_args(Sampling::Stock).collect();
+        assert_eq!(stock, ["-c", "16384", "-np", "2", "--no-webui"]);
+    }
 }

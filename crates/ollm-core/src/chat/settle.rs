@@ -52,6 +52,9 @@ pub(super) struct RunSettings {
     pub(super) choice: ToolChoice,
     pub(super) options: GenerationOptions,
     pub(super) think: Option<Think>,
+    /// The temperature of requests that offer tools when `options` sets none
+    /// ([`super::ChatConfig::tool_temperature`]; `None` in a run that thinks).
+    pub(super) tool_temperature: Option<f32>,
     pub(super) limits: ContextLimits,
     pub(super) compaction: CompactionConfig,
     /// Whether a reply that keeps repeating itself is stopped (`runaway.rs`).
@@ -115,6 +118,7 @@ impl RunSettings {
             choice,
             options: generation,
             think: think(shared, config, options, info.as_ref(), sink),
+            tool_temperature: None,
             limits: config.context_limits.clone(),
             compaction: config.compaction.clone(),
             runaway_guard: config.runaway_guard,
@@ -122,6 +126,11 @@ impl RunSettings {
             info,
             tools,
             offered,
+        })
+        .map(|mut settings| {
+            let thinks = settings.think.is_some_and(|t| t != Think::Off);
+            settings.tool_temperature = config.tool_temperature.filter(|_| !thinks);
+            settings
         })
     }
 

@@ -214,6 +214,9 @@ impl Run {
         let mut request = ProviderRequest::new(&settings.model, messages);
         request.system = history.system_text();
         request.options = settings.options.clone();
+        if !offer.tools.is_empty() && request.options.temperature.is_none() {
+            request.options.temperature = settings.tool_temperature;
+        }
         request.think = settings.think;
         request.keep_alive.clone_from(&settings.keep_alive);
         settings

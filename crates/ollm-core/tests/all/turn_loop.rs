@@ -319,3 +319,47 @@ fn a_reply_that_repeats_the_tools_context_is_read_without_it() {
     let last = client.history().messages().last().unwrap().text();
     assert_eq!(last, "In [Working folder: /w] there is data.csv.");
 }
+
+#[test]
+fn requests_that_offer_tools_are_greedy_unless_the_options_say_otherwise() {
+    // (tool_temperature, the options' temperature, think) -> what each request carries.
+    let check = |tool_temperature: Option<f32>,
+                 set: Option<f32>,
+                 think: Option<ollm_types::Think>,
+                 with_tools: Option<f32>| {
+        let provider = MockProvider::builder()
+            .turn(vec![ev::call("c1", "read", json!({})), ev::finish()])
+            .turn(vec![ev::text("done"), ev::finish()])
+            .turn(vec![ev::text("plain"), ev::finish()])
+            .build();
+        let tools = registry([RecordingTool::new("read").returns(json!("x"))]);
+        let client = client_with(Arc::clone(&provider), tools, |c| {
+            c.tool_temperature = tool_temperature;
+            c.options.temperature = set;
+            c.think = think;
+        });
+        block_on(chat(&client, "what is in x?"));
+        let no_tools = ChatOptions {
+            no_tools: true,
+            ..ChatOptions::default()
+        };
+        block_on(crate::support::collect(client.chat("and?", no_tools)));
+        let sent: Vec<Option<f32>> = provider
+            .requests()
+            .iter()
+            .map(|r| r.options.temperature)
+            .collect();
+        // Both requests of the tool run, then the run without tools.
+        assert_eq!(
+            sent,
+            [with_tools, with_tools, set],
+            "{tool_temperature:?} {set:?} {think:?}"
+        );
+    };
+    assert_eq!(ollm_core::ChatConfig::default().tool_temperature, Some(0.0));
+    check(Some(0.0), None, None, Some(0.0));
+    check(Some(0.0), Some(0.7), None, Some(0.7));
+    check(None, None, None, None);
+    check(Some(0.0), None, Some(ollm_types::Think::On), None);
+    check(Some(0.0), None, Some(ollm_types::Think::Off), Some(0.0));
+}
