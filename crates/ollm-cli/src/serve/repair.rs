@@ -118,6 +118,9 @@ fn repaired(
         tool_choice: request.tool_choice.clone(),
         max_tokens: request.options.max_tokens,
         options: request.options.clone(),
+        // The client's sampling passes through as sent: a proxy does not make tool turns
+        // greedy behind its back (`ollm run` does, as its own default).
+        tool_temperature: None,
         think: request.think,
         compaction: CompactionConfig {
             enabled: false,

@@ -186,6 +186,9 @@ async fn the_next_turn_with_a_tool_result_goes_up_as_the_client_sent_it() {
         .filter_map(|m| m["role"].as_str())
         .collect();
     assert_eq!(roles, ["user", "assistant", "tool"], "{sent}");
+    // The client set no temperature: none goes up (ollm run's greedy tool turns are
+    // its own default, not the proxy's).
+    assert!(sent.get("temperature").is_none(), "{sent}");
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 }
 

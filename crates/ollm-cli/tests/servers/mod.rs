@@ -1307,17 +1307,15 @@ mod openai_native {
             err.contains("✗ launch_code Error: Unknown tool \"launch_code\"; available: "),
             "{err}"
         );
-        // The unknown tool's result, then the answer nudge (no call ran), and no tools.
+        // The unknown tool's result, naming the tools on offer, which are offered again:
+        // the run's first turn of unknown tools gets another try (core's guard.rs).
         let second = &s.mock.requests()[1];
         let messages = second["messages"].as_array().unwrap();
-        let result = &messages[messages.len() - 2];
+        let result = &messages[messages.len() - 1];
         assert_eq!(result["role"], "tool");
         let content = result["content"].as_str().unwrap();
         assert!(content.contains("read_file"), "{content}");
-        let nudge = &messages[messages.len() - 1];
-        assert_eq!(nudge["role"], "user");
-        assert_eq!(nudge["content"], ollm_core::ANSWER_NUDGE);
-        assert!(second.get("tools").is_none(), "{second}");
+        assert!(second.get("tools").is_some(), "{second}");
     }
 
     #[test]
@@ -1634,9 +1632,35 @@ mod sampling {
         let out = o.run(&["--provider", "openai", "--host", &url, "run", "m", "hi"]);
         assert_eq!(code(&out), 0, "{}", stderr(&out));
         let body = &s.mock.requests()[0];
-        for key in ["temperature", "top_p", "top_k", "seed", "stop"] {
+        for key in ["top_p", "top_k", "seed", "stop"] {
             assert!(body.get(key).is_none(), "{key} sent: {body:#}");
         }
+        // The one default of ollm's own: a request that offers tools is greedy (core's
+        // `ChatConfig::tool_temperature`); without tools, nothing.
+        assert_eq!(body["temperature"], 0.0, "{body:#}");
+        s.mock.push_reply(
+            mock_openai::Reply::sse()
+                .content("ok")
+                .finish("stop")
+                .done()
+                .reply(),
+        );
+        let out = o.run(&[
+            "--provider",
+            "openai",
+            "--host",
+            &url,
+            "run",
+            "--no-tools",
+            "m",
+            "hi",
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let body = &s.mock.requests()[1];
+        assert!(
+            body.get("temperature").is_none(),
+            "temperature sent: {body:#}"
+        );
     }
 
     #[test]
