@@ -156,17 +156,7 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     // Read now: the worktree may move on while the eval runs (its copy does not).
     let measured = describe_ollm(root, options, options.ollm.as_deref().unwrap_or(&ollm));
     let tools = tool_schemas(root)?;
-    // The default column meets a server as users run it: llama.cpp's own sampling, and
-    // nothing sent, so each client's own defaults apply (ollm's greedy tool turns).
-    let stock = options.temperature.is_none() && !options.smoke;
-    let server = llama::start_with(
-        model,
-        if stock {
-            llama::Sampling::Stock
-        } else {
-            llama::Sampling::Pinned
-        },
-    )?;
+    let server = start_server(model, options)?;
     let server_note = server_note(&server);
     let (temperature, sampling, sampling_note) = sampling(options, &server.base_url())?;
     println!("eval: sampling {sampling}: {sampling_note}");
@@ -345,6 +335,19 @@ fn describe_ollm(root: &Path, options: &Options, path: &Path) -> String {
 }
 
 /// Which server ran: the path `llama::start` took (after any fallback), and its flags.
+/// The eval's server. The default column meets a server as users run it: llama.cpp's
+/// own sampling, and nothing sent, so each client's own defaults apply (ollm's greedy
+/// tool turns); a set temperature, and the smoke run, use the pinned server.
+fn start_server(model: &llama::Model, options: &Options) -> Result<llama::Server> {
+    let stock = options.temperature.is_none() && !options.smoke;
+    let sampling = if stock {
+        llama::Sampling::Stock
+    } else {
+        llama::Sampling::Pinned
+    };
+    llama::start_with(model, sampling)
+}
+
 fn server_note(server: &llama::Server) -> String {
     format!(
         "llama-server: {} --jinja -c 16384 -np 2, via xtask's llama::start",

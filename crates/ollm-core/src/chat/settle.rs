@@ -109,6 +109,7 @@ impl RunSettings {
             .max_tokens
             .or(generation.max_tokens)
             .or(config.max_tokens);
+        let think = think(shared, config, options, info.as_ref(), sink);
         Some(RunSettings {
             model: config.model.clone(),
             auto: mode == ToolMode::Auto,
@@ -117,8 +118,8 @@ impl RunSettings {
             strategy,
             choice,
             options: generation,
-            think: think(shared, config, options, info.as_ref(), sink),
-            tool_temperature: None,
+            tool_temperature: tool_temperature(config, think),
+            think,
             limits: config.context_limits.clone(),
             compaction: config.compaction.clone(),
             runaway_guard: config.runaway_guard,
@@ -126,11 +127,6 @@ impl RunSettings {
             info,
             tools,
             offered,
-        })
-        .map(|mut settings| {
-            let thinks = settings.think.is_some_and(|t| t != Think::Off);
-            settings.tool_temperature = config.tool_temperature.filter(|_| !thinks);
-            settings
         })
     }
 
@@ -277,4 +273,11 @@ fn think(
         return None;
     }
     Some(think)
+}
+
+/// The temperature of requests that offer tools: the config's, unless the run thinks
+/// (greedy decoding sends reasoning models into loops).
+fn tool_temperature(config: &ChatConfig, think: Option<Think>) -> Option<f32> {
+    let thinks = think.is_some_and(|t| t != Think::Off);
+    config.tool_temperature.filter(|_| !thinks)
 }
