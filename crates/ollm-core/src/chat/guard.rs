@@ -37,13 +37,7 @@
 //!   about the error (0-2 of 4 probes, tools offered or not); after its first result and
 //!   the nudge it answers from the result (4 of 4 answered, about 1.5 s). After
 //!   `Unknown tool "multiply"` it invents `unknown_tool` calls; with the nudge it
-//!   answers "42" (2 of 2 probes). The run's first turn of unknown tools only is the
-//!   exception: its `Unknown tool ...; available: ...` results are recorded and the next
-//!   request still offers the tools, once; a second such turn gets the nudge. Asked
-//!   about a file in plain words, the 0.5B named a tool after the question
-//!   (`launch_code`, `read_docs_guide_md`, `maintainer`, `docs/guide.md`: 5 of 21 runs
-//!   in issue 24's eval), and the nudge then made it answer with no tool to read the
-//!   file. A reply after a result that the runaway detector
+//!   answers "42" (2 of 2 probes). A reply after a result that the runaway detector
 //!   stops (this model lists the same calls line after line) is treated alike: not
 //!   recorded, the nudge follows, once. A call it still writes as text is read and run as
 //!   usual, and a turn with a fresh call offers the tools again, so a two-step task
@@ -103,8 +97,6 @@ pub(super) struct CallMemory {
     asked_to_act: bool,
     /// Whether the run already asked again for an answer that came empty.
     asked_to_answer: bool,
-    /// Whether a turn of unknown tools only already got another try with the tools.
-    retried_unknown: bool,
 }
 
 /// A call made in this run: its result and how often it was asked for.
@@ -160,15 +152,6 @@ impl CallMemory {
         let ask = !self.asked_to_answer && self.any();
         self.asked_to_answer = true;
         ask
-    }
-
-    /// Whether a turn whose calls all named tools that are not offered gets another try
-    /// with the tools, rather than the answer nudge: the run's first such turn. Marks it
-    /// used.
-    pub(super) fn retry_unknown(&mut self) -> bool {
-        let retry = !self.retried_unknown;
-        self.retried_unknown = true;
-        retry
     }
 
     /// Where each of `calls` gets its result from.

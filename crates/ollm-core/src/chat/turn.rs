@@ -559,9 +559,6 @@ impl Run {
         let tools = &self.settings.tools;
         let idle = (0..calls.len())
             .all(|i| !tools.contains(&calls[i].name) || ran.sources[i] == Source::Earlier);
-        // The first turn of unknown tools only gets another try with the tools.
-        let unknown_only = calls.iter().all(|c| !tools.contains(&c.name));
-        let idle = idle && !(unknown_only && self.memory.retry_unknown());
         self.memory.set_answer_due(idle && stuck.is_none());
         let mut record = Vec::new();
         if !self.memory.repeated() {

@@ -712,26 +712,3 @@ fn an_empty_answer_after_a_call_is_asked_for_again_once() {
     assert_eq!(finish_reason(&events), FinishReason::Stop);
     assert_eq!(provider.request_count(), 1);
 }
-
-#[test]
-fn the_first_turn_of_unknown_tools_gets_another_try_with_the_tools() {
-    // The 0.5B named a tool after the question (`launch_code`), issue 24.
-    let unknown = |id: &str| vec![ev::call(id, "launch_code", json!({})), ev::finish()];
-    let provider = MockProvider::builder()
-        .turn(unknown("c1"))
-        .turn(call_turn("c2", json!({"path": "."})))
-        .turn(unknown("c3"))
-        .turn(vec![ev::text("4471-KESTREL"), ev::finish()])
-        .build();
-    let tool = RecordingTool::new("list_dir").returns(json!("notes.txt"));
-    let c = client(provider.clone(), registry([tool.clone()]));
-    let events = block_on(chat(&c, "What is the launch code in notes.txt?"));
-    check_events(&events);
-    assert_eq!(finish_reason(&events), FinishReason::Stop);
-    assert_eq!(tool.call_count(), 1);
-    // Tools after the first unknown turn; none after the second (the nudge).
-    let offered: Vec<usize> = provider.requests().iter().map(|r| r.tools.len()).collect();
-    assert_eq!(offered, [1, 1, 1, 0]);
-    assert_eq!(count_text(&texts_of(&c), ANSWER_NUDGE), 1);
-    check_history(&c.history());
-}

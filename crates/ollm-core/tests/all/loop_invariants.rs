@@ -34,18 +34,10 @@ fn arb_plan() -> impl Strategy<Value = Vec<Vec<(Kind, bool)>>> {
     prop::collection::vec(prop::collection::vec((kind, any::<bool>()), 1..4), 0..4)
 }
 
-/// Whether none of a turn's calls runs (all name an unknown tool).
+/// Whether none of a turn's calls runs (all name an unknown tool): the answer nudge
+/// follows it in the history.
 fn idle(turn: &[(Kind, bool)]) -> bool {
     turn.iter().all(|(k, _)| *k == Kind::Unknown)
-}
-
-/// Per turn of `plan`, whether the answer nudge follows it in the history: every idle
-/// turn but the run's first, which gets another try with the tools (guard.rs).
-fn nudged(plan: &[Vec<(Kind, bool)>]) -> Vec<bool> {
-    let mut first = true;
-    plan.iter()
-        .map(|turn| idle(turn) && !std::mem::replace(&mut first, false))
-        .collect()
 }
 
 struct Scenario {
@@ -155,17 +147,16 @@ proptest! {
         let h = s.client.history();
         let msgs = h.messages();
         let calls: usize = s.plan.iter().map(Vec::len).sum();
-        let nudged = nudged(&s.plan);
-        let nudges = nudged.iter().filter(|n| **n).count();
+        let nudges = s.plan.iter().filter(|t| idle(t)).count();
         prop_assert_eq!(msgs.len(), 1 + s.plan.len() + calls + nudges + 1);
         prop_assert_eq!(msgs[0].role(), Role::User);
         prop_assert_eq!(msgs[0].text(), "go");
         let mut i = 1;
-        for (turn, nudged) in s.plan.iter().zip(nudged) {
+        for turn in &s.plan {
             prop_assert_eq!(msgs[i].role(), Role::Assistant);
             prop_assert_eq!(msgs[i].tool_calls().count(), turn.len());
             i += 1 + turn.len();
-            if nudged {
+            if idle(turn) {
                 prop_assert_eq!(msgs[i].text(), ANSWER_NUDGE);
                 i += 1;
             }
@@ -193,7 +184,7 @@ proptest! {
         let h = s.client.history();
         let msgs = h.messages();
         let mut i = 1;
-        for (turn, nudged) in s.plan.iter().zip(nudged(&s.plan)) {
+        for turn in &s.plan {
             let calls: Vec<_> = msgs[i].tool_calls().cloned().collect();
             for (k, (kind, _)) in turn.iter().enumerate() {
                 let m = &msgs[i + 1 + k];
@@ -206,7 +197,7 @@ proptest! {
                 prop_assert_eq!(m.tool_call_id(), Some(calls[k].id.as_str()));
                 prop_assert!(!calls[k].id.is_empty());
             }
-            i += 1 + turn.len() + usize::from(nudged);
+            i += 1 + turn.len() + usize::from(idle(turn));
         }
     }
 
@@ -220,7 +211,7 @@ proptest! {
         let msgs = h.messages();
         let mut i = 1;
         let mut ok_runs = 0;
-        for ((t, turn), nudged) in s.plan.iter().enumerate().zip(nudged(&s.plan)) {
+        for (t, turn) in s.plan.iter().enumerate() {
             for (k, (kind, _)) in turn.iter().enumerate() {
                 let content = msgs[i + 1 + k].text();
                 match kind {
@@ -233,7 +224,7 @@ proptest! {
                     Kind::Invalid => prop_assert!(content.starts_with("Error: invalid arguments for ok"), "{}", content),
                 }
             }
-            i += 1 + turn.len() + usize::from(nudged);
+            i += 1 + turn.len() + usize::from(idle(turn));
         }
         // Invalid arguments never reached the tool.
         prop_assert_eq!(s.ok_calls, ok_runs);
