@@ -1307,15 +1307,17 @@ mod openai_native {
             err.contains("✗ launch_code Error: Unknown tool \"launch_code\"; available: "),
             "{err}"
         );
-        // The unknown tool's result, naming the tools on offer, which are offered again:
-        // the run's first turn of unknown tools gets another try (core's guard.rs).
+        // The unknown tool's result, then the answer nudge (no call ran), and no tools.
         let second = &s.mock.requests()[1];
         let messages = second["messages"].as_array().unwrap();
-        let result = &messages[messages.len() - 1];
+        let result = &messages[messages.len() - 2];
         assert_eq!(result["role"], "tool");
         let content = result["content"].as_str().unwrap();
         assert!(content.contains("read_file"), "{content}");
-        assert!(second.get("tools").is_some(), "{second}");
+        let nudge = &messages[messages.len() - 1];
+        assert_eq!(nudge["role"], "user");
+        assert_eq!(nudge["content"], ollm_core::ANSWER_NUDGE);
+        assert!(second.get("tools").is_none(), "{second}");
     }
 
     #[test]
