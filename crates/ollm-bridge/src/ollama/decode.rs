@@ -3,7 +3,8 @@
 //! The decoder decodes complete lines straight from each chunk and keeps only a cut line
 //! in its [`LineSplitter`] (the body is never re-copied per line, nor copied at all but for cut lines); it parses
 //! each line once, straight into the borrowed [`ChatLine`] (the final line a second time,
-//! for its statistics: [`FinalLine`]); text is copied only into the
+//! for its statistics: [`FinalLine`]), as text whose UTF-8 was checked once for the whole
+//! line ([`parse_json`]); text is copied only into the
 //! event that carries it. Feed it chunks cut anywhere (mid-line, mid-character) with
 //! [`NdjsonDecoder::push`], then call [`NdjsonDecoder::finish`] at the end of the body. It
 //! closes every stream with exactly one `Finish` or `Error` event and emits nothing after.
@@ -18,7 +19,7 @@ use serde_json::{Map, Value};
 
 use super::truncation::{TruncationCheck, truncation_warning};
 use super::wire::{ChatLine, FinalLine, WireStr, WireToolCallIn};
-use crate::lines::DEFAULT_MAX_LINE;
+use crate::lines::{DEFAULT_MAX_LINE, parse_json};
 use crate::repair::Offered;
 use crate::shell::{Decoder, partial, push_text, push_thinking};
 use crate::{BridgeError, LineSplitter};
@@ -327,7 +328,7 @@ fn decode_line(
     {
         return Ok(());
     }
-    let parsed: ChatLine<'_> = serde_json::from_slice(line).map_err(|e| protocol(line, e))?;
+    let parsed: ChatLine<'_> = parse_json(line).map_err(|e| protocol(line, e))?;
     if let Some(error) = parsed.error {
         in_stream_error(error, seen, out);
         return Ok(());
@@ -386,7 +387,7 @@ fn final_line(
     check: Option<TruncationCheck>,
     out: &mut Vec<ProviderEvent>,
 ) -> Result<(), BridgeError> {
-    let last: FinalLine<'_> = serde_json::from_slice(line).map_err(|e| protocol(line, e))?;
+    let last: FinalLine<'_> = parse_json(line).map_err(|e| protocol(line, e))?;
     seen.ended = true;
     seen.prompt_eval_count = last.prompt_eval_count;
     out.push(ProviderEvent::Usage {

@@ -149,7 +149,7 @@ pub(super) fn pull_step(line: &[u8]) -> Result<Option<PullProgress>, ProviderErr
     if line.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let parsed: PullLine = serde_json::from_slice(line).map_err(|e| {
+    let parsed: PullLine = crate::lines::parse_json(line).map_err(|e| {
         ProviderError::from(BridgeError::Decode {
             line: BridgeError::cap(&String::from_utf8_lossy(line), 200),
             message: e.to_string(),
