@@ -97,8 +97,6 @@ struct Seen {
     text_chars: usize,
     calls: usize,
     ended: bool,
-    prompt_eval_count: Option<u32>,
-    truncation_warned: bool,
 }
 
 /// The incremental decoder of one `/api/chat` stream.
@@ -151,16 +149,6 @@ impl NdjsonDecoder {
     pub fn with_tools(mut self, names: impl IntoIterator<Item = String>) -> Self {
         self.ids.offered = Offered::new(names);
         self
-    }
-
-    /// The final line's `prompt_eval_count`, once seen.
-    pub fn prompt_eval_count(&self) -> Option<u32> {
-        self.seen.prompt_eval_count
-    }
-
-    /// Whether the final line was judged a silent truncation (a warning was emitted).
-    pub fn warned_truncation(&self) -> bool {
-        self.seen.truncation_warned
     }
 }
 
@@ -389,7 +377,6 @@ fn final_line(
 ) -> Result<(), BridgeError> {
     let last: FinalLine<'_> = parse_json(line).map_err(|e| protocol(line, e))?;
     seen.ended = true;
-    seen.prompt_eval_count = last.prompt_eval_count;
     out.push(ProviderEvent::Usage {
         usage: Usage {
             prompt_tokens: last.prompt_eval_count,
@@ -402,7 +389,6 @@ fn final_line(
     });
     if let (Some(check), Some(read)) = (check, last.prompt_eval_count) {
         if let Some(warning) = truncation_warning(&check, read) {
-            seen.truncation_warned = true;
             out.push(ProviderEvent::Warning { warning });
         }
     }
