@@ -175,8 +175,14 @@ mod tests {
         }
         let check = |line: &[u8], want: Result<&str, &str>| {
             let got: serde_json::Result<Line<'_>> = parse_json(line);
-            let got = got.map(|l| l.content.into_owned()).map_err(|e| e.to_string());
-            assert_eq!(got, want.map(str::to_owned).map_err(str::to_owned), "{line:?}");
+            let got = got
+                .map(|l| l.content.into_owned())
+                .map_err(|e| e.to_string());
+            assert_eq!(
+                got,
+                want.map(str::to_owned).map_err(str::to_owned),
+                "{line:?}"
+            );
         };
         check(br#"{"content":"hi \u00e9","model":"m"}"#, Ok("hi é"));
         check("{\"content\":\"é\"}".as_bytes(), Ok("é"));
@@ -186,7 +192,10 @@ mod tests {
             b"{\"content\":\"\xff\"}",
             Err("invalid unicode code point at line 1 column 13"),
         );
-        check(b"{\"content\":", Err("EOF while parsing a value at line 1 column 11"));
+        check(
+            b"{\"content\":",
+            Err("EOF while parsing a value at line 1 column 11"),
+        );
     }
 
     proptest! {

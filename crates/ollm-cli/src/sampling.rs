@@ -102,16 +102,16 @@ fn probability_ok(p: f32) -> bool {
     (0.0..=1.0).contains(&p)
 }
 
-/// `--temperature`'s parser.
-fn temperature(text: &str) -> Result<f32, String> {
+/// `--temperature`'s parser (and `/set parameter temperature`'s).
+pub(crate) fn temperature(text: &str) -> Result<f32, String> {
     match text.parse::<f32>() {
         Ok(v) if temperature_ok(v) => Ok(v),
         _ => Err(format!("`{text}` is not a number of at least 0")),
     }
 }
 
-/// `--top-p`'s parser.
-fn probability(text: &str) -> Result<f32, String> {
+/// `--top-p`'s parser (and `/set parameter top_p`'s).
+pub(crate) fn probability(text: &str) -> Result<f32, String> {
     match text.parse::<f32>() {
         Ok(v) if probability_ok(v) => Ok(v),
         _ => Err(format!("`{text}` is not a number from 0 to 1")),

@@ -13,6 +13,8 @@
 use ollm_core::ChatConfig;
 use ollm_types::Think;
 
+use crate::sampling;
+
 /// The usage text for `/set`.
 pub(crate) const SET_USAGE: &str = "usage: /set system TEXT | /set parameter NAME VALUE | /set think | /set nothink\n  parameters: temperature, top_p, top_k, repeat_penalty, seed, num_predict, num_ctx, stop";
 
@@ -64,11 +66,16 @@ fn parse<T: std::str::FromStr>(name: &str, value: &str) -> Result<T, String> {
         .map_err(|_| format!("invalid value {value:?} for parameter {name}"))
 }
 
+fn ruled<T>(name: &str, value: Result<T, String>) -> Result<T, String> {
+    value.map_err(|why| format!("invalid value for parameter {name}: {why}"))
+}
+
 fn set_parameter(name: &str, value: &str, config: &mut ChatConfig) -> Result<(), String> {
     let o = &mut config.options;
     match name {
-        "temperature" => o.temperature = Some(parse(name, value)?),
-        "top_p" => o.top_p = Some(parse(name, value)?),
+        // The same rules as the flags and the config file.
+        "temperature" => o.temperature = Some(ruled(name, sampling::temperature(value))?),
+        "top_p" => o.top_p = Some(ruled(name, sampling::probability(value))?),
         "top_k" => o.top_k = Some(parse(name, value)?),
         "repeat_penalty" => o.repeat_penalty = Some(parse(name, value)?),
         "seed" => o.seed = Some(parse(name, value)?),
@@ -168,6 +175,10 @@ mod tests {
         check("think", true, |c| c.think == Some(Think::On));
         check("nothink", true, |c| c.think == Some(Think::Off));
         check("parameter temperature warm", false, |_| true);
+        // The flags' and the config's rules: refused here too.
+        check("parameter temperature -1", false, |_| true);
+        check("parameter temperature NaN", false, |_| true);
+        check("parameter top_p 1.5", false, |_| true);
         check("parameter top_k -1", false, |_| true);
         check("parameter nosuch 1", false, |_| true);
         check("parameter temperature", false, |_| true);

@@ -82,11 +82,11 @@ impl Case {
 }
 
 fn cases(quick: bool) -> Vec<Case> {
-    let (single, (streams, chunks), pairs, per_chunk_pairs, many_pairs, startup_pairs) =
-        match quick {
-            false => (200_000, (1000, 1000), 9, 15, 9, 15),
-            true => (20_000, (200, 200), 3, 3, 5, 7),
-        };
+    let (single, (streams, chunks), pairs, per_chunk_pairs, many_pairs, startup_pairs) = match quick
+    {
+        false => (200_000, (1000, 1000), 9, 15, 9, 15),
+        true => (20_000, (200, 200), 3, 3, 5, 7),
+    };
     let mut out = Vec::new();
     for proto in [Proto::Ollama, Proto::OpenAi] {
         let case = |chunks, streams, writes, pairs| Case {
