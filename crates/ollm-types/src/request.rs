@@ -130,6 +130,13 @@ pub struct ProviderRequest {
     /// Whether the model should call a tool.
     #[serde(default)]
     pub tool_choice: ToolChoice,
+    /// Whether the model may call several tools in one reply. `None` means yes, as in
+    /// OpenAI's API; the OpenAI-compatible adapter says so out loud, since llama-server
+    /// defaults to no and its grammar then ends the reply after the first call.
+    /// `Some(false)` asks for one call at most (sent to OpenAI-compatible servers, and to
+    /// Anthropic as `disable_parallel_tool_use`; Ollama has no such switch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
     /// Sampling options.
     #[serde(default)]
     pub options: GenerationOptions,
@@ -162,6 +169,7 @@ impl ProviderRequest {
             messages,
             tools: Vec::new(),
             tool_choice: ToolChoice::Auto,
+            parallel_tool_calls: None,
             options: GenerationOptions::default(),
             think: None,
             response_format: None,

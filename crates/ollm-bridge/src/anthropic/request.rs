@@ -84,7 +84,11 @@ pub(crate) fn count_request(request: &ProviderRequest) -> Value {
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
-        body.insert("tool_choice".into(), tool_choice(&request.tool_choice));
+        let mut choice = tool_choice(&request.tool_choice);
+        if request.parallel_tool_calls == Some(false) && choice["type"] != "none" {
+            choice["disable_parallel_tool_use"] = Value::Bool(true);
+        }
+        body.insert("tool_choice".into(), choice);
     }
     Value::Object(body)
 }
@@ -285,6 +289,19 @@ mod tests {
             with(ToolChoice::Tool("f".into())),
             json!({"type": "tool", "name": "f"})
         );
+        // One call at most: Anthropic's `disable_parallel_tool_use` (not with `none`).
+        let one = |choice: ToolChoice| {
+            let mut r = base(vec![Message::user("x")]);
+            r.tools = vec![ToolSchema::new("f", "", json!({"type": "object"}))];
+            r.tool_choice = choice;
+            r.parallel_tool_calls = Some(false);
+            messages_request(&r)["tool_choice"].clone()
+        };
+        assert_eq!(
+            one(ToolChoice::Auto),
+            json!({"type": "auto", "disable_parallel_tool_use": true})
+        );
+        assert_eq!(one(ToolChoice::None), json!({"type": "none"}));
         // No tools: no tool_choice.
         let mut r = base(vec![Message::user("x")]);
         r.tool_choice = ToolChoice::Required;

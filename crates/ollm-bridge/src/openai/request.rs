@@ -7,7 +7,11 @@
 //! - Assistant messages carry their `tool_calls` with the arguments as a JSON **string**;
 //!   an assistant message that only calls tools has `content: null`.
 //! - Tool results are `role: "tool"` messages with the `tool_call_id` they answer.
-//! - `tool_choice` is sent only with tools (several servers refuse it without).
+//! - `tool_choice` is sent only with tools (several servers refuse it without), and so
+//!   is `parallel_tool_calls`, `true` unless the request says otherwise: OpenAI's
+//!   default, which llama-server does not share (its grammar ends a reply after one
+//!   call when it is `false`, its default), so a model that calls two tools at once
+//!   could not.
 //! - `think`: `off`/`on` become `chat_template_kwargs.enable_thinking` (llama.cpp, vLLM);
 //!   `low`/`medium`/`high` become `reasoning_effort`.
 //! - Structured output: `response_format` `json_object`, or `json_schema` with
@@ -53,6 +57,8 @@ pub(crate) fn chat_request(request: &ProviderRequest) -> ChatRequest {
         ToolChoice::Required => json!("required"),
         ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
     });
+    let parallel_tool_calls =
+        (!tools.is_empty()).then_some(request.parallel_tool_calls.unwrap_or(true));
     let (reasoning_effort, chat_template_kwargs) = think(request.think);
     let response_format = request.response_format.as_ref().map(response_format);
     let o = &request.options;
@@ -61,6 +67,7 @@ pub(crate) fn chat_request(request: &ProviderRequest) -> ChatRequest {
         messages,
         tools,
         tool_choice,
+        parallel_tool_calls,
         stream: true,
         stream_options: StreamOptions {
             include_usage: true,
@@ -219,6 +226,7 @@ mod tests {
                 "tools": [{"type": "function", "function":
                     {"name": "add", "description": "adds", "parameters": {"type": "object"}}}],
                 "tool_choice": {"type": "function", "function": {"name": "add"}},
+                "parallel_tool_calls": true,
                 "stream": true,
                 "stream_options": {"include_usage": true},
                 "max_tokens": 10,
@@ -231,6 +239,23 @@ mod tests {
                     {"name": "out", "schema": {"type": "object"}, "strict": true}},
             }),
         );
+    }
+
+    #[test]
+    fn several_calls_in_one_reply_are_allowed_unless_the_request_says_no() {
+        let body = |tools: bool, parallel: Option<bool>| {
+            let mut r = base(vec![Message::user("x")]);
+            if tools {
+                r.tools = vec![ToolSchema::new("add", "adds", json!({"type": "object"}))];
+            }
+            r.parallel_tool_calls = parallel;
+            serde_json::to_value(chat_request(&r)).unwrap()["parallel_tool_calls"].clone()
+        };
+        // llama-server's own default is false: said out loud, or a second call is cut.
+        assert_eq!(body(true, None), json!(true));
+        assert_eq!(body(true, Some(true)), json!(true));
+        assert_eq!(body(true, Some(false)), json!(false));
+        assert_eq!(body(false, Some(false)), Value::Null, "only with tools");
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub(crate) struct ChatRequest {
     pub(crate) tools: Vec<WireTool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) tool_choice: Option<Value>,
+    /// Sent with tools: llama-server's default is `false`, OpenAI's and vLLM's `true`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) parallel_tool_calls: Option<bool>,
     pub(crate) stream: bool,
     pub(crate) stream_options: StreamOptions,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -116,6 +116,7 @@ fn repaired(
         system: request.system.clone(),
         max_turns: 1,
         tool_choice: request.tool_choice.clone(),
+        parallel_tool_calls: request.parallel_tool_calls,
         max_tokens: request.options.max_tokens,
         options: request.options.clone(),
         // The client's sampling passes through as sent: a proxy does not make tool turns

@@ -173,6 +173,7 @@ async fn the_next_turn_with_a_tool_result_goes_up_as_the_client_sent_it() {
             "function": {"name": "read_file", "arguments": "{\"path\":\"notes.txt\"}"}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "hello"},
     ]);
+    turn["parallel_tool_calls"] = json!(false);
     let (status, text) = post(&base, &turn).await;
     assert_eq!(status, 200, "{text}");
     let reply: Value = serde_json::from_str(&text).expect("json");
@@ -189,6 +190,8 @@ async fn the_next_turn_with_a_tool_result_goes_up_as_the_client_sent_it() {
     // The client set no temperature: none goes up (ollm run's greedy tool turns are
     // its own default, not the proxy's).
     assert!(sent.get("temperature").is_none(), "{sent}");
+    // The client's one-call-at-most goes up as sent.
+    assert_eq!(sent["parallel_tool_calls"], json!(false), "{sent}");
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 }
 

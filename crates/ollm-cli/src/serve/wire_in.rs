@@ -79,6 +79,16 @@ pub(crate) fn parse(body: &[u8]) -> Result<ClientRequest, WireError> {
     request.system = system;
     request.tools = tools(body.get("tools"))?;
     request.tool_choice = tool_choice(body.get("tool_choice"))?;
+    request.parallel_tool_calls = match body.get("parallel_tool_calls") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(_) => {
+            return Err(bad(
+                "parallel_tool_calls",
+                "`parallel_tool_calls` is a boolean",
+            ));
+        }
+    };
     request.options = options(&body)?;
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let include_usage = body
@@ -343,7 +353,8 @@ mod tests {
                 {"role": "tool", "tool_call_id": "c1", "content": "hello"}
             ],
             "tools": [{"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}],
-            "tool_choice": {"type": "function", "function": {"name": "read"}}
+            "tool_choice": {"type": "function", "function": {"name": "read"}},
+            "parallel_tool_calls": false
         });
         let got = check(body, Ok(())).expect("parsed");
         let r = &got.request;
@@ -354,6 +365,11 @@ mod tests {
         assert_eq!(r.messages[2].name(), Some("read"));
         assert_eq!(r.tools[0].name, "read");
         assert_eq!(r.tool_choice, ToolChoice::Tool("read".into()));
+        assert_eq!(
+            r.parallel_tool_calls,
+            Some(false),
+            "the client's choice goes up"
+        );
         assert_eq!(r.options.temperature, Some(0.0));
         assert_eq!(r.options.max_tokens, Some(64));
         assert_eq!(r.options.stop, vec!["END".to_owned()]);
@@ -387,6 +403,10 @@ mod tests {
         check(
             json!({"model": "m", "messages": user, "temperature": "hot"}),
             Err("temperature"),
+        );
+        check(
+            json!({"model": "m", "messages": user, "parallel_tool_calls": "yes"}),
+            Err("parallel_tool_calls"),
         );
         let remote_image = json!([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}]);
         check(

@@ -31,6 +31,10 @@ pub struct ChatConfig {
     pub tool_mode: ToolMode,
     /// Whether, and which, tool the model must call (see the chat module's Decisions).
     pub tool_choice: ToolChoice,
+    /// Whether the model may call several tools in one reply
+    /// ([`ProviderRequest::parallel_tool_calls`](ollm_types::ProviderRequest); default
+    /// `None`: yes). The turn loop runs every call of a reply either way.
+    pub parallel_tool_calls: Option<bool>,
     /// How [`ToolMode::Auto`] weighs what earlier runs learned about a model.
     pub auto: AutoRules,
     /// The generation cap per reply, in tokens, when the sampling options set none
@@ -70,6 +74,7 @@ impl Default for ChatConfig {
             max_turns: 10,
             tool_mode: ToolMode::default(),
             tool_choice: ToolChoice::default(),
+            parallel_tool_calls: None,
             auto: AutoRules::default(),
             max_tokens: Some(DEFAULT_MAX_TOKENS),
             options: GenerationOptions::default(),

@@ -50,6 +50,8 @@ pub(super) struct RunSettings {
     pub(super) strategy: Strategy,
     /// The tool choice the run was asked for.
     pub(super) choice: ToolChoice,
+    /// Sent as the request's `parallel_tool_calls`.
+    pub(super) parallel_tool_calls: Option<bool>,
     pub(super) options: GenerationOptions,
     pub(super) think: Option<Think>,
     /// The temperature of requests that offer tools when `options` sets none
@@ -117,6 +119,7 @@ impl RunSettings {
             keep_alive: config.keep_alive.clone(),
             strategy,
             choice,
+            parallel_tool_calls: config.parallel_tool_calls,
             options: generation,
             tool_temperature: tool_temperature(config, think),
             think,

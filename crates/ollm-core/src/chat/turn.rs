@@ -218,6 +218,7 @@ impl Run {
             request.options.temperature = settings.tool_temperature;
         }
         request.think = settings.think;
+        request.parallel_tool_calls = settings.parallel_tool_calls;
         request.keep_alive.clone_from(&settings.keep_alive);
         settings
             .strategy
