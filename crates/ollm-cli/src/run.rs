@@ -464,6 +464,8 @@ pub(crate) fn verbose_line(event: &ChatEvent) -> Option<String> {
         ChatEvent::Warning { warning } if warning.kind == ollm_types::WarningKind::Retrying => {
             Some(format!("ollm: detail: {}", warning.message))
         }
+        // The coach's short line (or none) hides what it did; here is all of it.
+        ChatEvent::Coached { rule, detail, .. } => Some(format!("ollm: coach: {rule}: {detail}")),
         _ => None,
     }
 }
@@ -768,6 +770,21 @@ mod tests {
         assert_eq!(
             written,
             "ollm: tool strategy: react (auto: because)\nollm: tool strategy: none (no tools)\n"
+        );
+    }
+
+    /// What the coach did, in full, is a `--verbose` line naming its rule; the short line
+    /// (or none) is the text sink's.
+    #[test]
+    fn verbose_tells_what_the_coach_did_in_full() {
+        let coached = ChatEvent::Coached {
+            rule: Rule::ListedToolsCut,
+            call_id: None,
+            detail: "the reply ... (after 81 of its 279 bytes so far)".into(),
+        };
+        assert_eq!(
+            verbose_line(&coached).as_deref(),
+            Some("ollm: coach: listed-tools-cut: the reply ... (after 81 of its 279 bytes so far)")
         );
     }
 

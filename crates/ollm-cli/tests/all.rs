@@ -536,6 +536,11 @@ mod terminal {
             t.send(&[question, "Enter"]);
             t.wait_for_prompt(answer, |s| s.contains(answer));
         }
+        let screen = t.screen();
+        assert!(
+            screen.contains("warning: the model repeated a call; answered from the earlier result"),
+            "{screen}"
+        );
         let requests = s.mock.requests();
         assert_eq!(requests.len(), 6, "{requests:#?}");
         assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
