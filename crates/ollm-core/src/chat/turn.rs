@@ -674,9 +674,9 @@ fn stopped_repeating(reply: &Reply, sink: &Sink) {
     sink.coached(Rule::RunawayStop, None, detail, true);
 }
 
-/// Cuts a reply that kept writing calls where it began to repeat them
-/// (`call_loop.rs`), and warns; the caller drops the stream, which cancels the request,
-/// and reads what is left as the whole reply.
+/// Cuts a reply that kept writing calls where the coach said (`call-loop-cut`,
+/// `listed-tools-cut`), and warns; the caller drops the stream, which cancels the
+/// request, and reads what is left as the whole reply.
 fn stopped_calling(reply: &mut Reply, cut: Cut, sink: &Sink) -> Flow {
     let made = reply.raw.len();
     reply.raw = cut_reply(&reply.raw, cut.at);

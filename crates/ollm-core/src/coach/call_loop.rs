@@ -17,13 +17,13 @@
 //!   text. Prose that quotes JSON, and code in other fences, is never cut.
 //! - **What counts as a call**: a complete top-level JSON object (braces counted outside
 //!   strings, so `[{..},{..}]` is two) and a line that opens with `{`. Objects are
-//!   compared as canonical JSON (`guard.rs`), lines as written.
+//!   compared as canonical JSON (`memory.rs`), lines as written.
 //! - **The cut**: before the first object or line that repeats an earlier one of the same
 //!   reply, or before the one past [`MAX_CALLS_PER_REPLY`] (`call-loop-cut`). The stream is then dropped
 //!   (which cancels the request), the text up to the cut is read as the whole reply (an
 //!   open fence is closed) and its calls run as usual; a warning says what happened. A
 //!   reply that repeats a call is no batch a user asked for: the guard already answers
-//!   such twins from one result (`guard.rs`), so what is cut is only ever repeats.
+//!   such twins from one result (`repeat-guard`), so what is cut is only ever repeats.
 //! - **A reply that names [`LISTED_TOOLS`] different tools** is the model going through
 //!   its tools, not using them: it is cut before the second tool's first call, so only
 //!   the first tool's calls run. The 0.5B's first reply often called every offered tool

@@ -20,8 +20,8 @@
 //! Where later work belongs: recovering calls a model writes as text is `crate::recover`,
 //! wired in by `native` (its `Hold` display and `interpret`); choosing a strategy
 //! from more server facts goes in `Strategy::resolve` (called from `chat/settle.rs`).
-//! Guards that hold for every strategy (refusing the same call over and over, stopping
-//! a looping reply) belong to the loop: `chat/guard.rs` and `chat/runaway.rs`.
+//! Rules that help a small model whatever the strategy (refusing the same call over and
+//! over, stopping a looping reply, the nudges) belong to the coach: [`crate::coach`].
 //!
 //! # Decisions
 //! - [`ToolMode::Auto`], in order: ReAct when the server refused native tools for the

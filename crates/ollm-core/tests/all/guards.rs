@@ -336,7 +336,7 @@ fn with_the_runaway_guard_off_a_reply_of_calls_is_read_whole() {
             warned,
             "guard {guard}"
         );
-        // Either way the call runs once: twins are answered from one result (guard.rs).
+        // Either way the call runs once: twins are answered from one result (repeat-guard).
         assert_eq!(tool.call_count(), 1, "guard {guard}");
     }
 }
