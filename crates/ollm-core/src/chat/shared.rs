@@ -226,3 +226,54 @@ fn forget_coached(history: &mut History, added: &[(Message, bool)]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What is left of `history` after a run that added `added` (`true`: the coach said
+    /// it) ends.
+    fn check(history: &[&str], added: &[(&str, bool)], expected: &[&str]) {
+        let mut h = History::new();
+        h.extend(history.iter().map(|t| Message::user(*t)));
+        let added: Vec<(Message, bool)> = added
+            .iter()
+            .map(|(t, coached)| (Message::user(*t), *coached))
+            .collect();
+        forget_coached(&mut h, &added);
+        let left: Vec<String> = h.messages().iter().map(Message::text).collect();
+        assert_eq!(left, expected, "{history:?} after {added:?}");
+    }
+
+    #[test]
+    fn what_the_coach_said_leaves_with_the_run() {
+        let run = [
+            ("q", false),
+            ("call", false),
+            ("nudge", true),
+            ("answer", false),
+        ];
+        check(
+            &["q", "call", "nudge", "answer"],
+            &run,
+            &["q", "call", "answer"],
+        );
+        // The same words typed by the user in an earlier run stay.
+        check(
+            &["nudge", "a0", "q", "call", "nudge", "answer"],
+            &run,
+            &["nudge", "a0", "q", "call", "answer"],
+        );
+        // A compaction in the run summarised its start: the nudge after it still goes.
+        check(
+            &["q0", "summary", "nudge", "answer"],
+            &run,
+            &["q0", "summary", "answer"],
+        );
+        // It summarised the nudge too: it is words of the summary now, and nothing of
+        // the history before the summary is touched.
+        let summarised = ["nudge", "summary", "answer"];
+        check(&summarised, &run, &summarised);
+        check(&["q"], &[("q", false)], &["q"]);
+    }
+}

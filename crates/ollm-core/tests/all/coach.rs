@@ -2,7 +2,7 @@
 //! needed it, over several runs of one client (an interactive chat).
 
 use ollm_core::{ChatEvent, CoachConfig, Nudge, Rule};
-use ollm_types::{FinishReason, ProviderEvent, Role};
+use ollm_types::{FinishReason, ProviderEvent, Role, WarningKind};
 use serde_json::json;
 use test_utils::mock_provider::{MockProvider, ev};
 use test_utils::recording_tool::{RecordingTool, registry};
@@ -83,4 +83,90 @@ fn a_nudge_never_outlives_the_run_that_needed_it() {
         "the three questions, and no other user message"
     );
     check_history(&history);
+}
+
+/// What the coach did comes as typed `Coached` events: a repeat's names the call it
+/// answered and comes before that call's result; every `Repetition` warning comes right
+/// after the `Coached` event of the rule that acted (the CLI words that one, and skips
+/// the warning).
+#[test]
+fn what_the_coach_did_is_typed_and_comes_first() {
+    let listing = [
+        r#"{"name": "list_dir", "arguments": {"path": "."}}"#,
+        r#"{"name": "read_file", "arguments": {"path": "a"}}"#,
+        r#"{"name": "search_text", "arguments": {"pattern": "x"}}"#,
+    ]
+    .join("\n");
+    let provider = MockProvider::builder()
+        .turn(vec![ev::text(listing), ev::finish()])
+        .turn(call_turn("c2"))
+        .turn(text("a.txt"))
+        .build();
+    let tools = ["list_dir", "read_file", "search_text"].map(RecordingTool::new);
+    let c = client(provider, registry(tools.clone()));
+    let events = block_on(chat(&c, "list it"));
+    check_events(&events);
+    let rules: Vec<(Rule, Option<String>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::Coached { rule, call_id, .. } => Some((*rule, call_id.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            (Rule::ListedToolsCut, None),
+            (Rule::RepeatGuard, Some("c2".to_owned())),
+            (Rule::AnswerAfterIdle, None),
+        ]
+    );
+    for (i, e) in events.iter().enumerate() {
+        match e {
+            ChatEvent::Warning { warning } if warning.kind == WarningKind::Repetition => {
+                assert!(
+                    matches!(&events[i - 1], ChatEvent::Coached { .. }),
+                    "{:?}",
+                    events[i - 1]
+                );
+            }
+            ChatEvent::Coached {
+                rule: Rule::RepeatGuard,
+                call_id: Some(id),
+                ..
+            } => assert!(
+                matches!(&events[i + 1], ChatEvent::ToolResult { call_id, .. } if call_id == id),
+                "{:?}",
+                events[i + 1]
+            ),
+            _ => {}
+        }
+    }
+    assert_eq!(tools[0].call_count(), 1, "list_dir ran once");
+}
+
+/// With every rule off the loop is a plain client's: a repeated call runs again and no
+/// nudge is said.
+#[test]
+fn with_the_coach_off_a_repeat_runs_again_and_nothing_is_said() {
+    let tool = RecordingTool::new("list_dir").returns(json!("a.txt"));
+    let provider = MockProvider::builder()
+        .turn(call_turn("c1"))
+        .turn(call_turn("c2"))
+        .turn(text("a.txt"))
+        .build();
+    let c = crate::support::client_with(provider.clone(), registry([tool.clone()]), |cfg| {
+        cfg.coach = CoachConfig::all_off();
+    });
+    let events = block_on(chat(&c, "list it"));
+    check_events(&events);
+    assert_eq!(tool.call_count(), 2);
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, ChatEvent::Coached { .. }))
+    );
+    let requests = provider.requests();
+    assert!(requests.iter().all(|r| r.tools.len() == 1));
+    assert!(requests.iter().all(|r| r.options.temperature.is_none()));
 }
