@@ -33,6 +33,7 @@ struct Seen {
 
 /// Where each call of a turn gets its result from.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Source {
     /// Run it.
     Run,
