@@ -62,7 +62,11 @@ Tasks:
   e2e [--pending] [-- ARGS]
                        run the end-to-end suite against a real llama-server
                        (--pending: also the tests today's core fails)
-  demo [PROMPT]        run `ollm run` against a real llama-server (the main job)
+  demo [--model ALIAS] [--server-sampling pinned|default] [PROMPT]
+                       the main job: `ollm run` answers 'Which port does config.toml
+                       set?' against a real llama-server (default model
+                       qwen2.5-coder-1.5b; `default` sampling: llama.cpp's own, not
+                       --temp 0); fails unless the answer gives 8123
   server [--model ALIAS]
                        start llama-server and keep it running until Ctrl-C
                        (qwen2.5-coder-0.5b, the default, or qwen2.5-coder-1.5b)
@@ -148,14 +152,7 @@ fn run() -> Result<()> {
         }
         "ci" => ci::run(&root, ci_options(&rest)?),
         "e2e" => run_e2e(&root, &rest),
-        "demo" => {
-            let prompt = match rest.as_slice() {
-                [] => None,
-                [prompt] => Some(prompt.as_str()),
-                _ => bail!("`demo` takes at most one argument, the prompt (quote it)\n\n{HELP}"),
-            };
-            llama::demo(&root, prompt)
-        }
+        "demo" => llama::demo::run(&root, &llama::demo::Options::parse(&rest)?),
         "eval" if rest.iter().any(|a| a == "--bfcl") => {
             eval::bfcl::run(&root, &eval::bfcl::Options::parse(&rest)?)
         }
