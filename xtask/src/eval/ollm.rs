@@ -3,7 +3,8 @@
 //! # Decisions
 //!
 //! - **The binary, as a user runs it**: `ollm run --provider openai --host URL --tool-mode
-//!   M --output-format stream-json --yes --max-turns N [--temperature T] MODEL PROMPT`.
+//!   M --output-format stream-json --yes --max-turns N [--temperature T] [--coach-off
+//!   RULE] MODEL PROMPT`.
 //!   `stream-json` rather than `json` because it keeps what happened before a timeout and
 //!   says which calls got an error result.
 //! - Output goes to a file, not a pipe, so a chatty run can never block on a full pipe
@@ -20,32 +21,19 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use super::context::{RUN_TIMEOUT, RunContext};
+use super::context::{Column, RUN_TIMEOUT, RunContext};
 use super::grade::{Call, Run};
 
-/// Runs `prompt` under `mode` in `project`; `Err` only when ollm could not be started
+/// Runs `prompt` in `column` in `project`; `Err` only when ollm could not be started
 /// (a broken harness), never for what the model did.
-pub(super) fn run(ctx: &RunContext, mode: &str, prompt: &str, project: &Path) -> Result<Run> {
+pub(super) fn run(ctx: &RunContext, column: &Column, prompt: &str, project: &Path) -> Result<Run> {
     let log_path = project
         .parent()
         .context("the project folder has a parent")?
         .join("out.jsonl");
     let log = File::create(&log_path)?;
-    let mut cmd = Command::new(&ctx.ollm);
+    let mut cmd = command(ctx, column, prompt);
     cmd.current_dir(project)
-        .args(["run", "--provider", "openai", "--host", &ctx.base_url])
-        .args([
-            "--tool-mode",
-            mode,
-            "--output-format",
-            "stream-json",
-            "--yes",
-        ])
-        .args(["--max-turns", &ctx.max_turns.to_string()]);
-    if let Some(t) = ctx.temperature {
-        cmd.args(["--temperature", &t.to_string()]);
-    }
-    cmd.args([ctx.model, prompt])
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(log)
@@ -72,6 +60,34 @@ pub(super) fn run(ctx: &RunContext, mode: &str, prompt: &str, project: &Path) ->
         None => seen.finish = Some("timeout".into()),
     }
     Ok(seen)
+}
+
+/// `ollm run` with the module docs' flags for `column`.
+fn command(ctx: &RunContext, column: &Column, prompt: &str) -> Command {
+    let mut cmd = Command::new(&ctx.ollm);
+    cmd.args(["run", "--provider", "openai", "--host", &ctx.base_url])
+        .args(["--tool-mode", &column.mode])
+        .args(["--output-format", "stream-json", "--yes"])
+        .args(["--max-turns", &ctx.max_turns.to_string()]);
+    if let Some(t) = ctx.temperature {
+        cmd.args(["--temperature", &t.to_string()]);
+    }
+    if let Some(rule) = &column.off {
+        cmd.args(["--coach-off", rule]);
+    }
+    cmd.args([ctx.model, prompt]);
+    cmd
+}
+
+/// Whether the `ollm` at `path` takes `--coach-off` (the coach's switch, which the
+/// ablation needs): its `run --help` names it.
+pub(super) fn has_coach_off(path: &Path) -> Result<bool> {
+    let out = Command::new(path)
+        .args(["run", "--help"])
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("starting {}", path.display()))?;
+    Ok(String::from_utf8_lossy(&out.stdout).contains("--coach-off"))
 }
 
 /// Reads a run's `stream-json` lines (see `docs/output-formats.md`).
@@ -152,6 +168,7 @@ mod tests {
                 turns: 2,
                 prompt_tokens: 30,
                 completion_tokens: 5,
+                ..Run::default()
             }
         );
     }
