@@ -133,6 +133,67 @@ pub(super) fn observe(text: &str) -> Run {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    fn ctx(ollm: PathBuf) -> RunContext {
+        RunContext {
+            ollm,
+            base_url: "http://127.0.0.1:1/v1".into(),
+            model: "m",
+            workspaces: BTreeMap::new(),
+            temperature: None,
+            max_turns: 4,
+            tools: Value::Null,
+            traces: PathBuf::new(),
+            deadline: None,
+        }
+    }
+
+    #[test]
+    fn a_column_with_a_rule_off_passes_coach_off() {
+        let args = |column: &Column| -> Vec<String> {
+            command(&ctx("ollm".into()), column, "hi?")
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        let off = args(&Column::without("repeat-guard"));
+        let at = off.iter().position(|a| a == "--coach-off").unwrap();
+        assert_eq!(off[at + 1], "repeat-guard");
+        assert_eq!(off[off.len() - 2..], ["m", "hi?"]);
+        let auto = args(&Column::parse("auto").unwrap());
+        assert!(!auto.iter().any(|a| a == "--coach-off"), "{auto:?}");
+        assert!(auto.windows(2).any(|w| w == ["--tool-mode", "auto"]));
+    }
+
+    /// An executable script at `dir/name` that prints `help`.
+    #[cfg(unix)]
+    fn fake_ollm(dir: &Path, name: &str, help: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        fs::write(&path, format!("#!/bin/sh\necho '{help}'\n")).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_ablation_needs_an_ollm_whose_help_names_coach_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = fake_ollm(
+            dir.path(),
+            "with",
+            "      --coach-off <RULE>  switch a rule off",
+        );
+        let without = fake_ollm(dir.path(), "without", "      --tool-mode <MODE>");
+        // A thread of another test that forks while a script is being written holds its
+        // file open until it execs: starting the script may then fail with ETXTBSY.
+        let help = |path: &Path| (0..5).find_map(|_| has_coach_off(path).ok()).unwrap();
+        assert!(help(&with));
+        assert!(!help(&without));
+        assert!(has_coach_off(&dir.path().join("missing")).is_err());
+    }
 
     #[test]
     fn stream_json_lines_become_what_the_run_did() {
