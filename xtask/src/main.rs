@@ -73,15 +73,21 @@ Tasks:
   portable             build llama-server from source for a baseline CPU, check its
                        libraries hold no AMX or AVX-512 code, run it on an emulated
                        Haswell (qemu-user) where the prebuilt server must die of SIGILL
-  eval [--smoke] [--model ALIAS] [--columns C,..] [--tasks ID,..] [--repeats N]
-       [--temperature T] [--budget MIN] [--ollm PATH]
-                       the tool-calling eval on the real model: each task in each
-                       column (plain, native, react, constrained, auto; default
-                       plain,native,auto), N repeats (default 3) at llama.cpp's
-                       default sampling or temperature T; the result file goes to
-                       docs/eval/ (--smoke: 3 tasks, plain,auto, 1 repeat,
-                       temperature 0, to target/eval/)
-  eval --table         regenerate docs/tool-calling.md's table from docs/eval/
+  eval [--smoke] [--model ALIAS] [--part tuning|held-out|all] [--columns C,..]
+       [--tasks ID,..] [--repeats N] [--temperature T] [--budget MIN] [--ollm PATH]
+                       the tool-calling eval on the real model: each task (84: 28
+                       intents x 3 wordings, 4 workspaces; a tuning part and a
+                       held-out part, default all) in each column (plain, native,
+                       react, constrained, auto; default plain,native,auto), N
+                       repeats (default 3) at llama.cpp's default sampling or
+                       temperature T; the result file goes to docs/eval/ (--smoke:
+                       3 tasks, plain,auto, 1 repeat, temperature 0, to target/eval/)
+  eval --ablate --rules R,.. [--part P] [--model ALIAS] [--repeats N] ...
+                       the auto column with each coach rule off in turn
+                       (ollm run --coach-off R; `all`: every rule) beside a
+                       baseline, on the tuning part: the change per rule
+  eval --list          task counts per part, kind and workspace
+  eval --table         regenerate docs/tool-calling.md's tables from docs/eval/
   eval --regrade       grade the runs in docs/eval/ again with today's grader
   eval --bfcl [--model ALIAS] [--limit N] [--columns C,..] [--budget MIN]
                        BFCL's simple, multiple, parallel and irrelevance questions
