@@ -27,6 +27,11 @@
 //! 13. `cargo xtask portable` (skipped with `--no-e2e`): the source-build path still
 //!     builds, holds no AMX or AVX-512 code and runs on an emulated Haswell (see
 //!     `xtask/src/llama/portable.rs`); about 8-15 minutes on 2 cores from an empty cache
+//! 14. `cargo xtask e2e --engine vllm` (skipped with `--no-e2e`, and skipped with a
+//!     message on a machine with less than 10 GB of free disk or 8 GB of available
+//!     memory): the suite against a real vLLM on the CPU (see `xtask/src/vllm/`).
+//!     Measured on the shared 2-core machine: TIME_COLD from an empty cache (install
+//!     3.5 min, conversion 2 min), TIME_WARM with a warm one
 //!
 //! Each step prints a header and its time; the first failure stops the run with a
 //! non-zero exit.
@@ -37,7 +42,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{cargo, eval, examples, llama, release, run_cmd, secs, section, tidy};
+use crate::{cargo, eval, examples, llama, release, run_cmd, secs, section, tidy, vllm};
 
 /// What `ci` runs beyond the fixed steps.
 pub(crate) struct Options {
@@ -162,6 +167,7 @@ fn real_server(root: &Path) -> Vec<Step<'_>> {
             "portable source build".into(),
             Box::new(llama::check_portable),
         ),
+        ("e2e --engine vllm".into(), Box::new(move || vllm::ci(root))),
     ]
 }
 

@@ -75,11 +75,11 @@
 
 mod cpu;
 pub(crate) mod install;
-mod model;
-mod openai_client;
+pub(crate) mod model;
+pub(crate) mod openai_client;
 mod portable;
-mod server;
-mod venv;
+pub(crate) mod server;
+pub(crate) mod venv;
 
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -124,7 +124,7 @@ const E2E_TEST_FILE: &str = "crates/ollm-bridge/tests/e2e.rs";
 /// (the model's fenced-JSON calls and repeats; issue 9), switched on by `e2e --pending`.
 const E2E_PENDING_FEATURE: &str = "e2e-pending";
 /// The demo's folder: a small project whose answer is in one file.
-const DEMO_FILES: &[(&str, &str)] = &[
+pub(crate) const DEMO_FILES: &[(&str, &str)] = &[
     ("README.md", "# tally\n\nA tiny counting service.\n"),
     (
         "config.toml",
@@ -132,10 +132,10 @@ const DEMO_FILES: &[(&str, &str)] = &[
     ),
 ];
 /// The demo's default prompt: the answer is only in `config.toml`.
-const DEMO_PROMPT: &str =
+pub(crate) const DEMO_PROMPT: &str =
     "Use the read_file tool to read config.toml, then tell me which port it sets.";
 /// What a correct answer to [`DEMO_PROMPT`] must contain.
-const DEMO_ANSWER: &str = "8123";
+pub(crate) const DEMO_ANSWER: &str = "8123";
 
 /// Chooses, installs and starts the server with `model`, and waits until it is ready.
 /// Prints the path taken and why, what CPU code runs, and the cold-start split.
@@ -349,7 +349,7 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
 
 /// Runs `cmd`, printing its standard output as it comes, and returns that output; fails
 /// unless it exits with success.
-fn run_echoed(cmd: &mut Command) -> Result<String> {
+pub(crate) fn run_echoed(cmd: &mut Command) -> Result<String> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
