@@ -87,7 +87,10 @@ pub(crate) fn e2e(root: &Path, passthrough: &[String]) -> Result<()> {
         openai_client::two_replicas(root, &cache, &ollm, upstreams, server.pid(), model)
     })?;
     drop(server);
-    println!("\ne2e (vLLM): passed in {:.1}s", started.elapsed().as_secs_f64());
+    println!(
+        "\ne2e (vLLM): passed in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
     for (name, took) in times {
         println!("  {name}: {:.1}s", took.as_secs_f64());
     }
@@ -171,7 +174,10 @@ impl Verdict {
 fn judge_run(output: &str) -> Verdict {
     let mut verdict = Verdict::default();
     let mut answer = String::new();
-    for event in output.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()) {
+    for event in output
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    {
         match event["type"].as_str() {
             Some("tool_result") => {
                 let ok = event["name"] == "read_file" && event["is_error"] == false;
@@ -223,7 +229,10 @@ fn too_small(disk: u64, memory: u64) -> Option<String> {
 
 /// Free bytes on the file system that holds `dir` (or its nearest existing parent).
 fn free_disk(dir: &Path) -> Result<u64> {
-    let existing = dir.ancestors().find(|d| d.exists()).unwrap_or(Path::new("/"));
+    let existing = dir
+        .ancestors()
+        .find(|d| d.exists())
+        .unwrap_or(Path::new("/"));
     let output = Command::new("df")
         .args(["-Pk"])
         .arg(existing)

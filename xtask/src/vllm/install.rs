@@ -53,8 +53,8 @@ const STAMP: &str = "ollm-requirements.sha256";
 pub(crate) fn install(root: &Path, cache: &Path) -> Result<PathBuf> {
     let requirements = std::env::var_os("OLLM_VLLM_REQUIREMENTS")
         .map_or_else(|| root.join(REQUIREMENTS), PathBuf::from);
-    let text = fs::read(&requirements)
-        .with_context(|| format!("reading {}", requirements.display()))?;
+    let text =
+        fs::read(&requirements).with_context(|| format!("reading {}", requirements.display()))?;
     let want = hex(&Sha256::digest(&text));
     let venv = cache.join("vllm").join("venv");
     let python = venv.join("bin/python");

@@ -50,7 +50,10 @@ impl Proc {
     /// The process `pid`, if it exists.
     #[cfg(test)]
     fn of(pid: u32) -> Option<Self> {
-        stat(pid).map(|s| Proc { pid, start: s.start })
+        stat(pid).map(|s| Proc {
+            pid,
+            start: s.start,
+        })
     }
 
     /// Whether it still runs: the same process (by start time), not a zombie.
@@ -116,10 +119,7 @@ mod tests {
             &format!("8438 (VLLM::EngineCore) S 7547 {tail} 9123 0"),
             Some(('S', 7547, 9123)),
         );
-        check(
-            &format!("12 (a (b) c) Z 1 {tail} 77 0"),
-            Some(('Z', 1, 77)),
-        );
+        check(&format!("12 (a (b) c) Z 1 {tail} 77 0"), Some(('Z', 1, 77)));
         check("12 (short) S 1 2 3", None);
         check("", None);
     }

@@ -50,13 +50,23 @@ fn a_run_passes_only_when_it_read_the_file_and_then_gave_the_port() {
                         "content": "[server]\nport = 8123\n", "is_error": false});
     let answer = json!({"type": "text_delta", "text": "The port is 8123."});
     let finish = json!({"type": "finish", "finish_reason": "stop"});
-    let good = judge_run(&lines(&[call.clone(), result.clone(), answer.clone(), finish.clone()]));
+    let good = judge_run(&lines(&[
+        call.clone(),
+        result.clone(),
+        answer.clone(),
+        finish.clone(),
+    ]));
     assert!(good.check().is_ok(), "{good:?}");
     // The port guessed without reading the file.
     let guessed = judge_run(&lines(&[answer.clone(), finish.clone()]));
     assert!(!guessed.read_the_file && guessed.check().is_err());
     // The port said before the read, not after it.
-    let early = judge_run(&lines(&[answer.clone(), call.clone(), result.clone(), finish.clone()]));
+    let early = judge_run(&lines(&[
+        answer.clone(),
+        call.clone(),
+        result.clone(),
+        finish.clone(),
+    ]));
     assert!(early.read_the_file && !early.answered, "{early:?}");
     // A failed read.
     let mut failed = result.clone();
