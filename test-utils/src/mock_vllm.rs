@@ -109,6 +109,11 @@ pub fn refusal(flags: &VllmFlags, models: &[String], body: &Value) -> Option<(u1
             error(flags.generation, 400, "BadRequestError", &message, None),
         ));
     }
+    window_refusal(flags, body)
+}
+
+/// The refusal of a request that does not fit `--max-model-len`, by `flags`' rules.
+fn window_refusal(flags: &VllmFlags, body: &Value) -> Option<(u16, Value)> {
     let (param, completion) = match body.get("max_completion_tokens").and_then(Value::as_u64) {
         Some(n) => ("max_completion_tokens", n),
         None => (

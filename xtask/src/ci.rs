@@ -167,7 +167,10 @@ fn real_server(root: &Path) -> Vec<Step<'_>> {
             "portable source build".into(),
             Box::new(llama::check_portable),
         ),
-        ("e2e --engine vllm".into(), Box::new(move || vllm::ci(root))),
+        (
+            "e2e --engine vllm".into(),
+            Box::new(move || vllm::checks::ci(root)),
+        ),
     ]
 }
 

@@ -242,7 +242,7 @@ fn run_e2e(root: &Path, rest: &[String]) -> Result<()> {
         if pending {
             bail!("`e2e --engine vllm` has no pending tests\n\n{HELP}");
         }
-        return vllm::e2e(root, passthrough);
+        return vllm::checks::e2e(root, passthrough);
     }
     llama::e2e(root, pending, passthrough)
 }

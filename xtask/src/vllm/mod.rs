@@ -22,6 +22,7 @@
 //!   --host 127.0.0.1 --port <free port> --model <cache>/vllm/models/qwen2.5-coder-0.5b
 //!   --served-model-name qwen2.5-coder-0.5b --max-model-len 8192 --enforce-eager
 //!   --enable-auto-tool-choice --tool-call-parser hermes --generation-config vllm
+//!   --override-generation-config '{"temperature": 0}'
 //! ```
 //!
 //! # Decisions
@@ -42,15 +43,17 @@
 //!   with tools but `tool_choice: "none"`. The small Qwen2.5-Coder writes its calls as
 //!   fenced JSON in the content anyway, so `auto` gets no `tool_calls` from vLLM: that is
 //!   what ollm recovers.
-//! - `--generation-config vllm`: vLLM's own sampling defaults, not the model folder's
-//!   (the converted folder's `generation_config.json` has none that matter, but a
-//!   request that sets nothing should get the same on every machine).
+//! - `--generation-config vllm --override-generation-config '{"temperature": 0}'`: a
+//!   request that sets no temperature gets 0, as llama-server's `--temp 0` gives it
+//!   (`ollm run` has no temperature flag). Measured: at vLLM's default of 1.0, `ollm run`
+//!   on the demo's task read the file, then answered with a description of it and no
+//!   port.
 //! - `HF_HUB_OFFLINE=1`, `VLLM_NO_USAGE_STATS=1`, `DO_NOT_TRACK=1`: the machines reach
 //!   package registries only; nothing is fetched or reported.
 //! - Measured on the shared 2-core VM (load average 5-7 from other work): install 3.5
 //!   min, conversion 1.9 min, ready in 40-100 s; the readiness deadline is 5 minutes.
 
-mod checks;
+pub(crate) mod checks;
 mod convert;
 mod install;
 mod procs;
@@ -63,7 +66,6 @@ use anyhow::{Result, bail};
 
 use crate::llama::{self, Model};
 use crate::section;
-pub(crate) use checks::{ci, e2e};
 use server::{Launch, Vllm};
 
 /// The window the server is started with (`--max-model-len`).
@@ -129,6 +131,8 @@ fn server_args(folder: &Path, alias: &str) -> Vec<String> {
             "hermes",
             "--generation-config",
             "vllm",
+            "--override-generation-config",
+            r#"{"temperature": 0}"#,
         ]
         .map(str::to_owned),
     );

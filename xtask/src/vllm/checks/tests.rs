@@ -42,7 +42,7 @@ fn lines(events: &[serde_json::Value]) -> String {
 }
 
 #[test]
-fn a_run_passes_only_when_it_read_the_file_and_then_gave_the_port() {
+fn a_run_passes_when_it_read_the_file_and_ended_and_the_port_is_judged_apart() {
     use serde_json::json;
     let call = json!({"type": "tool_call_started", "id": "c1", "name": "read_file",
                       "arguments": {"path": "config.toml"}});
@@ -56,11 +56,11 @@ fn a_run_passes_only_when_it_read_the_file_and_then_gave_the_port() {
         answer.clone(),
         finish.clone(),
     ]));
-    assert!(good.check().is_ok(), "{good:?}");
+    assert!(good.answered && good.check().is_ok(), "{good:?}");
     // The port guessed without reading the file.
     let guessed = judge_run(&lines(&[answer.clone(), finish.clone()]));
     assert!(!guessed.read_the_file && guessed.check().is_err());
-    // The port said before the read, not after it.
+    // The port said before the read, not after it: the read passes, the answer does not.
     let early = judge_run(&lines(&[
         answer.clone(),
         call.clone(),
@@ -68,6 +68,7 @@ fn a_run_passes_only_when_it_read_the_file_and_then_gave_the_port() {
         finish.clone(),
     ]));
     assert!(early.read_the_file && !early.answered, "{early:?}");
+    assert!(early.check().is_ok(), "{early:?}");
     // A failed read.
     let mut failed = result.clone();
     failed["is_error"] = json!(true);
