@@ -76,11 +76,11 @@
 mod cpu;
 pub(crate) mod demo;
 pub(crate) mod install;
-mod model;
-mod openai_client;
+pub(crate) mod model;
+pub(crate) mod openai_client;
 mod portable;
-mod server;
-mod venv;
+pub(crate) mod server;
+pub(crate) mod venv;
 
 use std::env;
 use std::io::{self, Read, Write};
@@ -125,7 +125,7 @@ const E2E_TEST_FILE: &str = "crates/ollm-bridge/tests/e2e.rs";
 /// (the model's fenced-JSON calls and repeats; issue 9), switched on by `e2e --pending`.
 const E2E_PENDING_FEATURE: &str = "e2e-pending";
 /// The demo's folder: a small project whose answer is in one file.
-const DEMO_FILES: &[(&str, &str)] = &[
+pub(crate) const DEMO_FILES: &[(&str, &str)] = &[
     ("README.md", "# tally\n\nA tiny counting service.\n"),
     (
         "config.toml",
@@ -133,9 +133,9 @@ const DEMO_FILES: &[(&str, &str)] = &[
     ),
 ];
 /// The demo's default prompt, in plain words: the answer is only in `config.toml`.
-const DEMO_PROMPT: &str = "Which port does config.toml set?";
+pub(crate) const DEMO_PROMPT: &str = "Which port does config.toml set?";
 /// What a correct answer to [`DEMO_PROMPT`] must contain.
-const DEMO_ANSWER: &str = "8123";
+pub(crate) const DEMO_ANSWER: &str = "8123";
 
 /// Chooses, installs and starts the server with `model`, and waits until it is ready.
 /// Prints the path taken and why, what CPU code runs, and the cold-start split.
@@ -304,7 +304,7 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
 
 /// Runs `cmd`, printing its standard output as it comes, and returns that output; fails
 /// unless it exits with success.
-fn run_echoed(cmd: &mut Command) -> Result<String> {
+pub(crate) fn run_echoed(cmd: &mut Command) -> Result<String> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
