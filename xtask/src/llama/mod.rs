@@ -74,22 +74,23 @@
 //! second. Source path: the build alone takes 8-40 minutes on 2 cores.
 
 mod cpu;
+pub(crate) mod demo;
 pub(crate) mod install;
-mod model;
-mod openai_client;
+pub(crate) mod model;
+pub(crate) mod openai_client;
 mod portable;
-mod server;
-mod venv;
+pub(crate) mod server;
+pub(crate) mod venv;
 
+use std::env;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use std::{env, fs};
 
 use anyhow::{Context, Result, bail};
 
-use crate::{cargo, run_cmd, secs, section};
+use crate::{cargo, run_cmd, section};
 use install::{Binary, Facts, Origin};
 pub(crate) use model::{Model, QWEN_05B, QWEN_15B};
 pub(crate) use server::Server;
@@ -124,18 +125,17 @@ const E2E_TEST_FILE: &str = "crates/ollm-bridge/tests/e2e.rs";
 /// (the model's fenced-JSON calls and repeats; issue 9), switched on by `e2e --pending`.
 const E2E_PENDING_FEATURE: &str = "e2e-pending";
 /// The demo's folder: a small project whose answer is in one file.
-const DEMO_FILES: &[(&str, &str)] = &[
+pub(crate) const DEMO_FILES: &[(&str, &str)] = &[
     ("README.md", "# tally\n\nA tiny counting service.\n"),
     (
         "config.toml",
         "[server]\nhost = \"127.0.0.1\"\nport = 8123\nworkers = 4\n",
     ),
 ];
-/// The demo's default prompt: the answer is only in `config.toml`.
-const DEMO_PROMPT: &str =
-    "Use the read_file tool to read config.toml, then tell me which port it sets.";
+/// The demo's default prompt, in plain words: the answer is only in `config.toml`.
+pub(crate) const DEMO_PROMPT: &str = "Which port does config.toml set?";
 /// What a correct answer to [`DEMO_PROMPT`] must contain.
-const DEMO_ANSWER: &str = "8123";
+pub(crate) const DEMO_ANSWER: &str = "8123";
 
 /// Chooses, installs and starts the server with `model`, and waits until it is ready.
 /// Prints the path taken and why, what CPU code runs, and the cold-start split.
@@ -264,6 +264,9 @@ pub(crate) fn e2e(root: &Path, pending: bool, passthrough: &[String]) -> Result<
             .args(["build", "-q", "-p", "ollm-cli"]),
     )?;
     let server = start(&QWEN_05B)?;
+    // The MCP test runs the real npm servers: installed here, as `ci` does, so that
+    // `cargo xtask e2e` works on its own on a fresh machine.
+    let mcp_servers = crate::mcp::install(root)?;
     if has_tests {
         section("e2e: run the end-to-end tests");
         println!(
@@ -272,7 +275,8 @@ pub(crate) fn e2e(root: &Path, pending: bool, passthrough: &[String]) -> Result<
         );
         let mut cmd = test_cmd();
         cmd.env("OLLM_E2E_BASE_URL", server.base_url())
-            .env("OLLM_E2E_MODEL", MODEL_ALIAS);
+            .env("OLLM_E2E_MODEL", MODEL_ALIAS)
+            .env(crate::mcp::ENV, &mcp_servers);
         if !passthrough.is_empty() {
             cmd.arg("--").args(passthrough);
         }
@@ -293,55 +297,6 @@ pub(crate) fn e2e(root: &Path, pending: bool, passthrough: &[String]) -> Result<
     Ok(())
 }
 
-/// `cargo xtask demo`: the README's main job, `ollm run` with its built-in tools against
-/// the real server, in a temporary folder whose answer is in a file.
-pub(crate) fn demo(root: &Path, prompt: Option<&str>) -> Result<()> {
-    section("demo: build ollm");
-    run_cmd(
-        cargo()
-            .current_dir(root)
-            .args(["build", "-q", "-p", "ollm-cli"]),
-    )?;
-    let ollm = target_dir(root).join("debug/ollm");
-    let folder = tempfile::Builder::new()
-        .prefix("ollm-demo-")
-        .tempdir()
-        .context("creating the demo folder")?;
-    for (name, text) in DEMO_FILES {
-        fs::write(folder.path().join(name), text)
-            .with_context(|| format!("writing the demo file {name}"))?;
-    }
-    let server = start(&QWEN_05B)?;
-    section("demo: ollm run");
-    let base_url = server.base_url();
-    let args = [
-        "run",
-        "--provider",
-        "openai",
-        "--host",
-        &base_url,
-        "--yes",
-        MODEL_ALIAS,
-        prompt.unwrap_or(DEMO_PROMPT),
-    ];
-    println!("$ cd {}", folder.path().display());
-    for (name, _) in DEMO_FILES {
-        println!("$ ls {name}");
-    }
-    println!("$ ollm {}", shell_words(&args));
-    let started = Instant::now();
-    let output = run_echoed(Command::new(&ollm).current_dir(folder.path()).args(args))?;
-    println!("\ndemo: `ollm run` took {}", secs(started));
-    drop(server);
-    if prompt.is_none() {
-        if !output.contains(DEMO_ANSWER) {
-            bail!("the answer does not give {DEMO_ANSWER}, the port config.toml sets");
-        }
-        println!("demo: the answer gives {DEMO_ANSWER}, read from config.toml: correct");
-    }
-    Ok(())
-}
-
 /// The target directory cargo builds into (`CARGO_TARGET_DIR`, else `<root>/target`).
 pub(crate) fn target_dir(root: &Path) -> PathBuf {
     env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
@@ -349,7 +304,7 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
 
 /// Runs `cmd`, printing its standard output as it comes, and returns that output; fails
 /// unless it exits with success.
-fn run_echoed(cmd: &mut Command) -> Result<String> {
+pub(crate) fn run_echoed(cmd: &mut Command) -> Result<String> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
