@@ -144,7 +144,10 @@ fn recorded() -> Vec<Recorded> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|entry| entry.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .filter(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            name.ends_with(".json") && !name.ends_with(".events.json")
+        })
         .collect();
     paths.sort();
     paths

