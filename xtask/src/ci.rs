@@ -166,7 +166,17 @@ fn real_server(root: &Path) -> Vec<Step<'_>> {
         eval::run(root, &smoke)
     };
     vec![
-        ("e2e".into(), Box::new(move || llama::e2e(root, false, &[]))),
+        (
+            "e2e".into(),
+            Box::new(move || {
+                llama::e2e(
+                    root,
+                    &crate::mcp::install(root, &llama::cache_dir()?)?,
+                    false,
+                    &[],
+                )
+            }),
+        ),
         ("demo".into(), Box::new(|| demo(None, "pinned"))),
         ("eval --smoke".into(), Box::new(smoke)),
         (
@@ -201,7 +211,7 @@ fn demo(build: Option<&str>, sampling: &str) -> Result<()> {
 }
 
 fn tests(root: &Path) -> Result<()> {
-    let mcp_servers = crate::mcp::install(root)?;
+    let mcp_servers = crate::mcp::install(root, &llama::cache_dir()?)?;
     if has_nextest(root) {
         run_cmd(
             cargo()

@@ -177,7 +177,7 @@ fn run() -> Result<()> {
         }
         "mcp-servers" => {
             no_more_args(&task, &rest)?;
-            mcp::install(&root).map(drop)
+            mcp::install(&root, &llama::cache_dir()?).map(drop)
         }
         "bench" => run_bench(&root, &rest),
         "fuzz" => fuzz::run(&root, &fuzz::Options::parse(&rest)?),
@@ -247,7 +247,13 @@ fn run_e2e(root: &Path, rest: &[String]) -> Result<()> {
         }
         return vllm::checks::e2e(root, passthrough);
     }
-    llama::e2e(root, pending, passthrough)
+    // The MCP test runs the real npm servers: installed first, as `ci` does.
+    llama::e2e(
+        root,
+        &mcp::install(root, &llama::cache_dir()?)?,
+        pending,
+        passthrough,
+    )
 }
 
 /// `cargo xtask bench [--real ... | --serve ... | --decoders | ARGS]`.
