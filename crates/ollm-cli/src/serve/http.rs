@@ -10,6 +10,19 @@
 //! - Bodies over the limit get 413 in OpenAI's error shape, not axum's plain text.
 //! - A client's session header (`x-session-id`, or `x-session-affinity` as some routers
 //!   name it) is the pool's affinity key.
+//! - **Every error a client receives is logged** with its cause (the upstream's status
+//!   and message, or the transport error): server errors at `error`, the rest at `warn`,
+//!   so they show at the default verbosity. Issue 37 saw one request in about 45 answered
+//!   502 at once with nothing in the log, even at `-vv`.
+//! - **A transport error before the first byte is tried once more.** That 502 was a
+//!   pooled connection the upstream closed just as it was reused: llama-server (and
+//!   uvicorn, in front of vLLM) close a connection idle for 5 s, and a request sent on it
+//!   at that moment fails with "connection closed before message completed" (reproduced
+//!   by `a_reused_connection_closed_by_the_upstream_is_retried_and_logged`). The
+//!   replicas do not retry on their own (the pool's failover is their retry), and with one
+//!   replica there was nothing to fail over to. Nothing reached the client yet and the
+//!   upstream closed the connection without answering, so a second try on a fresh
+//!   connection is safe; a second failure is the client's 502.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -25,9 +38,10 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use ollm_bridge::ProviderPool;
 use ollm_core::ProviderAdapter;
-use ollm_types::{ProviderError, ProviderErrorKind};
+use ollm_types::{ProviderError, ProviderErrorKind, ProviderRequest};
 use serde_json::{Value, json};
 
 use super::metrics::Metrics;
@@ -83,14 +97,75 @@ pub(crate) fn router(app: Arc<App>, max_body: usize) -> Router {
 
 /// OpenAI's error shape with `status`.
 fn error(status: StatusCode, kind: &str, message: &str) -> Response {
+    tracing::warn!(status = status.as_u16(), kind, "serve: {message}");
     let body = json!({"error": {"message": message, "type": kind, "param": null, "code": null}});
     (status, axum::Json(body)).into_response()
 }
 
-fn provider_error(error: &ProviderError) -> Response {
+/// The response for `error` before any of the reply was sent, logged with its cause.
+fn provider_error(meta: &Meta, error: &ProviderError) -> Response {
     let status =
         StatusCode::from_u16(wire_out::error_status(error)).unwrap_or(StatusCode::BAD_GATEWAY);
+    log_error(meta, status.as_u16(), error, false);
     (status, axum::Json(wire_out::error_body(error))).into_response()
+}
+
+/// Logs an error a client receives, with its cause: the upstream's status and message,
+/// or the transport error (server errors at `error`, the rest at `warn`). `began`: the
+/// stream had begun, so the client got it as an error event after a 200.
+pub(super) fn log_error(meta: &Meta, status: u16, error: &ProviderError, began: bool) {
+    let upstream = error
+        .status
+        .map_or_else(|| "none".to_owned(), |s| s.to_string());
+    let when = if began {
+        "after the stream began"
+    } else {
+        "before the reply"
+    };
+    let (id, model, kind, hint) = (&meta.id, &meta.model, error.kind, &error.hint);
+    if status >= 500 {
+        tracing::error!(%id, %model, status, upstream_status = %upstream, ?kind, ?hint,
+            "serve: error {when}: {}", error.message);
+    } else {
+        tracing::warn!(%id, %model, status, upstream_status = %upstream, ?kind, ?hint,
+            "serve: error {when}: {}", error.message);
+    }
+}
+
+/// The reply's first piece and the rest, awaited before any header goes out. A transport
+/// error before the first byte (a pooled connection the upstream had just closed: see
+/// the module docs) is tried once more, and logged.
+async fn begin(
+    app: &Arc<App>,
+    meta: &Meta,
+    request: ProviderRequest,
+    session: Option<String>,
+) -> Result<(Piece, BoxStream<'static, Piece>), ProviderError> {
+    let mut retried = false;
+    loop {
+        let mut pieces = repair::reply(
+            &app.pool,
+            &app.cache,
+            request.clone(),
+            session.clone(),
+            app.repair,
+        );
+        match pieces.next().await {
+            Some(Piece::Error(e)) if e.kind == ProviderErrorKind::Connection && !retried => {
+                tracing::warn!(id = %meta.id, model = %meta.model, kind = ?e.kind,
+                    "serve: {}; trying once more on a fresh connection", e.message);
+                retried = true;
+            }
+            Some(Piece::Error(e)) => return Err(e),
+            Some(first) => return Ok((first, pieces)),
+            None => {
+                return Err(ProviderError::new(
+                    ProviderErrorKind::IncompleteStream,
+                    "the reply ended before it began",
+                ));
+            }
+        }
+    }
 }
 
 async fn auth(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
@@ -156,17 +231,9 @@ async fn answer(
         model: client.request.model.clone(),
     };
     let guard = InFlight::new(Arc::clone(app));
-    let mut pieces = repair::reply(&app.pool, &app.cache, client.request, session, app.repair);
-    let first = match pieces.next().await {
-        Some(Piece::Error(e)) => return provider_error(&e),
-        Some(first) => first,
-        None => {
-            let e = ProviderError::new(
-                ProviderErrorKind::IncompleteStream,
-                "the reply ended before it began",
-            );
-            return provider_error(&e);
-        }
+    let (first, pieces) = match begin(app, &meta, client.request, session).await {
+        Ok(begun) => begun,
+        Err(e) => return provider_error(&meta, &e),
     };
     let pieces = futures::stream::once(std::future::ready(first)).chain(pieces);
     if !client.stream {
@@ -174,7 +241,7 @@ async fn answer(
         guard.count_calls(&all);
         return match wire_out::completion(&meta, all) {
             Ok(body) => axum::Json(body).into_response(),
-            Err(e) => provider_error(&e),
+            Err(e) => provider_error(&meta, &e),
         };
     }
     streamed(pieces, meta, client.include_usage, guard)
@@ -193,6 +260,7 @@ fn client_request(
         ))
     })?;
     wire_in::parse(&body).map_err(|e| {
+        tracing::warn!(status = 400, param = ?e.param, "serve: {}", e.message);
         let body = json!({"error": {"message": e.message, "type": "invalid_request_error", "param": e.param, "code": null}});
         Box::new((StatusCode::BAD_REQUEST, axum::Json(body)).into_response())
     })
@@ -205,10 +273,16 @@ fn streamed(
     include_usage: bool,
     guard: InFlight,
 ) -> Response {
-    let (mut chunker, head) = Chunker::new(meta, include_usage);
+    let (mut chunker, head) = Chunker::new(meta.clone(), include_usage);
     let chunks = pieces.map(move |piece| {
-        if matches!(piece, Piece::Call(_)) {
-            guard.app.metrics.tool_calls.fetch_add(1, Ordering::Relaxed);
+        match &piece {
+            Piece::Call(_) => {
+                guard.app.metrics.tool_calls.fetch_add(1, Ordering::Relaxed);
+            }
+            Piece::Error(e) => {
+                log_error(&meta, wire_out::error_status(e), e, true);
+            }
+            _ => {}
         }
         let mut out = String::new();
         chunker.push(piece, &mut out);
@@ -258,6 +332,11 @@ impl Drop for InFlight {
 }
 
 async fn models(State(app): State<Arc<App>>) -> Response {
+    let meta = Meta {
+        id: "models".into(),
+        created: 0,
+        model: String::new(),
+    };
     let response = match app.pool.list_models().await {
         Ok(models) => {
             let data: Vec<Value> = models
@@ -266,7 +345,7 @@ async fn models(State(app): State<Arc<App>>) -> Response {
                 .collect();
             axum::Json(json!({"object": "list", "data": data})).into_response()
         }
-        Err(e) => provider_error(&e),
+        Err(e) => provider_error(&meta, &e),
     };
     app.metrics
         .request("/v1/models", response.status().as_u16());

@@ -2,6 +2,9 @@
 //! errors and the routes.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
 
 use ollm_bridge::{OpenAiConfig, OpenAiProvider, ProviderPool, Replica, ReplicaKind, RetryPolicy};
 use serde_json::{Value, json};
@@ -443,4 +446,210 @@ async fn a_call_answered_before_the_users_last_message_may_run_again() {
         "{reply}"
     );
     assert_eq!(mock.requests().len(), 1);
+}
+
+/// Issue 37: a client that leaves mid-stream must not leave the upstream generating for
+/// nobody. The upstream streams forever; the client goes away; the upstream's body must
+/// end (its connection closed) within a second, with or without tools, and also when
+/// nothing reached the client yet (text held back as possible call markup).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_mid_stream_drops_the_upstream_request_within_a_second() {
+    let held = "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"";
+    let cases = [
+        (true, false, "Counting: "),
+        (true, true, "Counting: "),
+        (true, true, held),
+        (false, false, "Counting: "),
+        (false, true, "Counting: "),
+    ];
+    for (stream, with_tools, opening) in cases {
+        let case = format!("stream: {stream}, tools: {with_tools}, opening: {opening:?}");
+        let mock = MockOpenAi::start().await.expect("mock");
+        let endless = Reply::sse()
+            .content(opening)
+            .forever(Duration::from_millis(5));
+        mock.push_reply(endless.reply());
+        let base = serve(&[mock.base_url()], true, None).await;
+        let request = body(stream, with_tools);
+        let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+        let client = tokio::spawn(async move {
+            let response = reqwest::Client::new()
+                .post(format!("{base}/v1/chat/completions"))
+                .json(&request)
+                .send()
+                .await
+                .expect("sent");
+            let mut chunks = response.bytes_stream();
+            let _ = chunks.next().await;
+            let _ = first_tx.send(());
+            // Reads on until the test ends it.
+            while let Some(Ok(_)) = chunks.next().await {}
+        });
+        tokio::time::timeout(Duration::from_secs(5), mock.wait_requests(1))
+            .await
+            .expect(&case);
+        if stream && opening != held {
+            // Mid-stream: the client has its first chunk.
+            let first = tokio::time::timeout(Duration::from_secs(5), first_rx).await;
+            assert!(matches!(first, Ok(Ok(()))), "no first chunk ({case})");
+        }
+        client.abort();
+        let _ = client.await;
+        let ended = tokio::time::timeout(Duration::from_secs(1), mock.wait_bodies_ended(1)).await;
+        assert!(
+            ended.is_ok(),
+            "the upstream still streams a second after the client left ({case})"
+        );
+    }
+}
+
+/// The log lines at `warn` and above written while the guard lives, on this thread (a
+/// `#[tokio::test]` runs every task on its own thread).
+#[derive(Clone, Default)]
+struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Log {
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let writer = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("log")).into_owned()
+    }
+}
+
+impl std::io::Write for Log {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// An upstream that answers each chat request on a new connection, keeps the connection
+/// alive, and closes it without a word when a second request arrives on it: a server whose
+/// keep-alive timer fired just as a pooled connection was reused (llama-server's and
+/// uvicorn's close idle connections after 5 s). The base URL (`.../v1`).
+async fn closes_reused_connections(reply: &'static str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 8192];
+                let mut answered = false;
+                while let Ok(n) = socket.read(&mut buf).await {
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    if !whole_request(&seen) {
+                        continue;
+                    }
+                    if answered {
+                        return; // closes the reused connection unanswered
+                    }
+                    seen.clear();
+                    answered = true;
+                    let body = format!(
+                        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+                        json!({"choices": [{"index": 0, "delta": {"content": reply}, "finish_reason": null}]}),
+                        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+                    );
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = socket.write_all(format!("{head}{body}").as_bytes()).await;
+                }
+            });
+        }
+    });
+    format!("http://{addr}/v1")
+}
+
+/// Whether `seen` holds a whole request: its head and `content-length` bytes of body.
+fn whole_request(seen: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(seen);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    body.len() >= length
+}
+
+/// Issue 37: about one request in 45 got an immediate 502 with nothing in serve's log.
+/// A pooled connection the upstream had just closed is a transport error before any
+/// byte: serve tries once more on a fresh connection, and logs what happened.
+#[tokio::test]
+async fn a_reused_connection_closed_by_the_upstream_is_retried_and_logged() {
+    let log = Log::default();
+    let _guard = log.capture();
+    let upstream = closes_reused_connections("fine").await;
+    let base = serve(&[upstream], true, None).await;
+    for round in 0..3 {
+        let (status, text) = post(&base, &body(false, false)).await;
+        assert_eq!(status, 200, "round {round}: {text}\nlog:\n{}", log.text());
+        let reply: Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(reply["choices"][0]["message"]["content"], "fine");
+    }
+    let logged = log.text();
+    assert!(
+        logged.contains("WARN") && logged.contains("connection closed"),
+        "the retried transport error is logged with its cause:\n{logged}"
+    );
+}
+
+/// Issue 37: every error a client receives is logged with its cause, the upstream's
+/// status and message, or the transport error.
+#[tokio::test]
+async fn every_error_a_client_receives_is_logged_with_its_cause() {
+    let log = Log::default();
+    let _guard = log.capture();
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(Reply::http_error(400, "temperature out of range"));
+    mock.push_reply(Reply::sse().content("half an ans").reply());
+    let base = serve(&[mock.base_url()], true, None).await;
+    let (status, _) = post(&base, &body(false, false)).await;
+    assert_eq!(status, 400);
+    let (status, _) = post(&base, &body(true, false)).await;
+    assert_eq!(status, 200, "the break comes after the first byte");
+    let gone = serve(&["http://127.0.0.1:9/v1".to_owned()], true, None).await;
+    let (status, _) = post(&gone, &body(false, true)).await;
+    assert_eq!(status, 502);
+    let logged = log.text();
+    let lines: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .collect();
+    let check = |what: &str, needle: &str| {
+        assert!(
+            lines.iter().any(|l| l.contains(needle)),
+            "{what} is not logged ({needle:?}):\n{logged}"
+        );
+    };
+    check("the upstream's refusal", "temperature out of range");
+    check("its status", "400");
+    check("the break mid-stream", "ended");
+    check("the transport error", "127.0.0.1:9");
 }
