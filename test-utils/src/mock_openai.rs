@@ -558,26 +558,12 @@ fn async_stream_body<G: Send + 'static>(
     script: SseScript,
     guard: G,
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
-    let mut pieces: VecDeque<(Duration, Bytes)> = VecDeque::new();
-    for (delay, bytes) in script.parts {
-        match script.split {
-            Some(n) => {
-                let mut first = true;
-                let mut rest = bytes;
-                while !rest.is_empty() {
-                    let piece = rest.split_to(n.min(rest.len()));
-                    pieces.push_back((if first { delay } else { Duration::ZERO }, piece));
-                    first = false;
-                }
-            }
-            None => pieces.push_back((delay, bytes)),
-        }
-    }
     let end = match (script.forever, script.stall) {
         (Some(every), _) => End::Forever(every, 0),
         (None, true) => End::Stall,
         (None, false) => End::Close,
     };
+    let pieces = script.pieces();
     futures::stream::unfold(
         (pieces, guard, end),
         |(mut pieces, guard, end)| async move {
@@ -587,29 +573,57 @@ fn async_stream_body<G: Send + 'static>(
                 }
                 return Some((Ok(bytes), (pieces, guard, end)));
             }
-            match end {
-                End::Forever(every, n) => {
-                    if every.is_zero() {
-                        tokio::task::yield_now().await;
-                    } else {
-                        tokio::time::sleep(every).await;
-                    }
-                    let chunk = json!({"object": "chat.completion.chunk",
-                        "choices": [{"index": 0, "delta": {"content": format!("{n} ")}, "finish_reason": null}]});
-                    let bytes = Bytes::from(format!("data: {chunk}\n\n"));
-                    Some((Ok(bytes), (pieces, guard, End::Forever(every, n + 1))))
-                }
-                End::Stall => {
-                    futures::future::pending::<()>().await;
-                    None
-                }
-                End::Close => {
-                    drop(guard);
-                    None
-                }
-            }
+            let (bytes, end) = end.next(guard).await?;
+            Some((Ok(bytes), (pieces, end.1, end.0)))
         },
     )
+}
+
+impl SseScript {
+    /// The parts as sent: each after its delay, cut into pieces of at most `split` bytes.
+    fn pieces(self) -> VecDeque<(Duration, Bytes)> {
+        let mut pieces = VecDeque::new();
+        for (delay, mut rest) in self.parts {
+            let n = self.split.unwrap_or(rest.len()).max(1);
+            let mut delay = delay;
+            loop {
+                let piece = rest.split_to(n.min(rest.len()));
+                pieces.push_back((std::mem::take(&mut delay), piece));
+                if rest.is_empty() {
+                    break;
+                }
+            }
+        }
+        pieces
+    }
+}
+
+impl End {
+    /// What follows the last part: the next chunk of an endless reply (and the state
+    /// after it), or the end of the body (`None`; a stall never gets there).
+    async fn next<G>(self, guard: G) -> Option<(Bytes, (End, G))> {
+        match self {
+            End::Forever(every, n) => {
+                if every.is_zero() {
+                    tokio::task::yield_now().await;
+                } else {
+                    tokio::time::sleep(every).await;
+                }
+                let chunk = json!({"object": "chat.completion.chunk",
+                    "choices": [{"index": 0, "delta": {"content": format!("{n} ")}, "finish_reason": null}]});
+                let bytes = Bytes::from(format!("data: {chunk}\n\n"));
+                Some((bytes, (End::Forever(every, n + 1), guard)))
+            }
+            End::Stall => {
+                futures::future::pending::<()>().await;
+                None
+            }
+            End::Close => {
+                drop(guard);
+                None
+            }
+        }
+    }
 }
 
 /// What a script's body does after its last part.

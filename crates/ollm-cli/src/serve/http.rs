@@ -5,8 +5,13 @@
 //! - The reply's first piece is awaited before any header goes out, so a failure before
 //!   the first byte (every replica down, a 400 from the server) is a real HTTP error
 //!   status with OpenAI's error body, streamed or not.
-//! - With an API key, every route but `/health` wants `Authorization: Bearer <key>`;
-//!   the key is compared in constant time.
+//! - With API keys (`--api-key`, `[serve.keys.NAME]`), every route but `/health` wants
+//!   `Authorization: Bearer <key>`; each key is compared in constant time, all of them
+//!   every time. The key a request came with chooses its repair policy with the model's
+//!   (`policy.rs`), and the policy applied is told in `x-ollm-repair-policy`.
+//! - Where a reply's calls came from goes in `x-ollm-repair` (`provenance.rs`): on every
+//!   whole reply that has repaired calls, and on a stream only when it begins with them,
+//!   since headers go before the first byte; the stream's finish chunk always says.
 //! - Bodies over the limit get 413 in OpenAI's error shape, not axum's plain text.
 //! - A client's session header (`x-session-id`, or `x-session-affinity` as some routers
 //!   name it) is the pool's affinity key.
@@ -32,48 +37,94 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{DefaultBodyLimit, Extension, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use ollm_bridge::ProviderPool;
-use ollm_core::ProviderAdapter;
+use ollm_core::{ProviderAdapter, ToolMode};
 use ollm_types::{ProviderError, ProviderErrorKind, ProviderRequest};
 use serde_json::{Value, json};
 
 use super::metrics::Metrics;
-use super::repair::{self, InfoCache};
+use super::policy::{ClientKey, Policy, Repair};
+use super::repair;
+use super::through::InfoCache;
+use super::turns::Upstream;
 use super::wire_in;
 use super::wire_out::{self, Chunker, Meta, Piece};
 
 /// The session headers the pool keys affinity on, first found wins.
 const SESSION_HEADERS: [&str; 2] = ["x-session-id", "x-session-affinity"];
 
+/// Where a reply's calls came from (`provenance.rs`): `recovered; format=...; calls=N`.
+const REPAIR_HEADER: &str = "x-ollm-repair";
+
+/// The repair policy a request was answered under (`off`, `flag`, `on`).
+const POLICY_HEADER: &str = "x-ollm-repair-policy";
+
+/// How the server treats requests: plain data, settled by the CLI.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    /// The repair policy, the server's and the models'.
+    pub(crate) policy: Policy,
+    /// The keys clients may use; none: no key asked for.
+    pub(crate) keys: Vec<ClientKey>,
+    /// How a `tool_choice` that obliges a call is enforced on a retry (`contract.rs`):
+    /// `Constrained` where the upstream takes a JSON schema, else `React`.
+    pub(crate) constraint: ToolMode,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            policy: Policy::default(),
+            keys: Vec::new(),
+            constraint: ToolMode::Constrained,
+        }
+    }
+}
+
 /// What every request handler shares.
 pub(crate) struct App {
     pub(crate) pool: ProviderPool,
-    pub(crate) repair: bool,
-    pub(crate) api_key: Option<String>,
-    pub(crate) metrics: Metrics,
+    pub(crate) options: Options,
+    pub(crate) metrics: Arc<Metrics>,
     pub(crate) cache: Arc<InfoCache>,
     pub(crate) replies: AtomicU64,
 }
 
 impl App {
     /// A server in front of `pool`.
-    pub(crate) fn new(pool: ProviderPool, repair: bool, api_key: Option<String>) -> Self {
+    pub(crate) fn new(pool: ProviderPool, options: Options) -> Self {
         App {
             pool,
-            repair,
-            api_key,
-            metrics: Metrics::default(),
+            options,
+            metrics: Arc::default(),
             cache: Arc::default(),
             replies: AtomicU64::new(0),
         }
     }
+
+    /// What a repair needs of the server.
+    fn upstream(&self) -> Upstream {
+        Upstream {
+            pool: self.pool.clone(),
+            cache: Arc::clone(&self.cache),
+            metrics: Arc::clone(&self.metrics),
+            constraint: self.options.constraint,
+        }
+    }
+}
+
+/// The key a request came with (its name and policy), put in the request by [`auth`].
+#[derive(Debug, Clone)]
+struct Caller {
+    name: String,
+    repair: Option<Repair>,
 }
 
 /// The routes, with bodies capped at `max_body` bytes.
@@ -140,16 +191,11 @@ async fn begin(
     meta: &Meta,
     request: ProviderRequest,
     session: Option<String>,
+    policy: Repair,
 ) -> Result<(Piece, BoxStream<'static, Piece>), ProviderError> {
-    let mut retried = false;
+    let (up, mut retried) = (app.upstream(), false);
     loop {
-        let mut pieces = repair::reply(
-            &app.pool,
-            &app.cache,
-            request.clone(),
-            session.clone(),
-            app.repair,
-        );
+        let mut pieces = repair::reply(&up, request.clone(), session.clone(), policy);
         match pieces.next().await {
             Some(Piece::Error(e)) if e.kind == ProviderErrorKind::Connection && !retried => {
                 tracing::warn!(id = %meta.id, model = %meta.model, kind = ?e.kind,
@@ -168,11 +214,8 @@ async fn begin(
     }
 }
 
-async fn auth(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
-    let Some(key) = app.api_key.as_deref() else {
-        return next.run(request).await;
-    };
-    if request.uri().path() == "/health" {
+async fn auth(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
+    if app.options.keys.is_empty() || request.uri().path() == "/health" {
         return next.run(request).await;
     }
     let given = request
@@ -181,14 +224,24 @@ async fn auth(State(app): State<Arc<App>>, request: Request, next: Next) -> Resp
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or_default();
-    if constant_time_eq(given.as_bytes(), key.as_bytes()) {
-        next.run(request).await
-    } else {
-        error(
+    // Every key is compared, so the time taken does not say which one came close.
+    let matched = app.options.keys.iter().fold(None, |found, key| {
+        let same = constant_time_eq(given.as_bytes(), key.secret.as_bytes());
+        found.or(same.then_some(key))
+    });
+    match matched {
+        Some(key) => {
+            request.extensions_mut().insert(Caller {
+                name: key.name.clone(),
+                repair: key.repair,
+            });
+            next.run(request).await
+        }
+        None => error(
             StatusCode::UNAUTHORIZED,
             "authentication_error",
             "a valid `Authorization: Bearer` key is required",
-        )
+        ),
     }
 }
 
@@ -198,10 +251,12 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 async fn chat(
     State(app): State<Arc<App>>,
+    caller: Option<Extension<Caller>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let response = answer(&app, &headers, body).await;
+    let caller = caller.map(|Extension(c)| c);
+    let response = answer(&app, caller.as_ref(), &headers, body).await;
     app.metrics
         .request("/v1/chat/completions", response.status().as_u16());
     response
@@ -209,6 +264,7 @@ async fn chat(
 
 async fn answer(
     app: &Arc<App>,
+    caller: Option<&Caller>,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -220,6 +276,11 @@ async fn answer(
         .iter()
         .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()))
         .map(str::to_owned);
+    let model = client.request.model.clone();
+    let policy = app
+        .options
+        .policy
+        .decide(&model, caller.and_then(|c| c.repair));
     let meta = Meta {
         id: format!(
             "chatcmpl-ollm-{}",
@@ -228,23 +289,62 @@ async fn answer(
         created: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
-        model: client.request.model.clone(),
+        model,
     };
+    tracing::debug!(id = %meta.id, key = ?caller.map(|c| &c.name), %policy, "serve: chat request");
     let guard = InFlight::new(Arc::clone(app));
-    let (first, pieces) = match begin(app, &meta, client.request, session).await {
+    let (first, pieces) = match begin(app, &meta, client.request, session, policy).await {
         Ok(begun) => begun,
-        Err(e) => return provider_error(&meta, &e),
+        Err(e) => return with_policy(provider_error(&meta, &e), policy),
+    };
+    // A stream's header can say where its calls came from when the reply begins with
+    // them (no prose first); its finish chunk always does.
+    let repaired = match &first {
+        Piece::Repair(p) if client.stream => Some(p.header()),
+        _ => None,
     };
     let pieces = futures::stream::once(std::future::ready(first)).chain(pieces);
-    if !client.stream {
-        let all: Vec<Piece> = pieces.collect().await;
-        guard.count_calls(&all);
-        return match wire_out::completion(&meta, all) {
-            Ok(body) => axum::Json(body).into_response(),
-            Err(e) => provider_error(&meta, &e),
-        };
+    let response = if client.stream {
+        let response = streamed(pieces, meta, client.include_usage, guard);
+        with_repair(response, repaired.as_deref())
+    } else {
+        whole(pieces, &meta, &guard).await
+    };
+    with_policy(response, policy)
+}
+
+/// The reply gathered whole, marked when its calls came from text.
+async fn whole(
+    pieces: impl futures::Stream<Item = Piece>,
+    meta: &Meta,
+    guard: &InFlight,
+) -> Response {
+    let all: Vec<Piece> = pieces.collect().await;
+    all.iter().for_each(|p| guard.observe(p));
+    let repaired = all.iter().find_map(|p| match p {
+        Piece::Repair(p) => Some(p.header()),
+        _ => None,
+    });
+    match wire_out::completion(meta, all) {
+        Ok(body) => with_repair(axum::Json(body).into_response(), repaired.as_deref()),
+        Err(e) => provider_error(meta, &e),
     }
-    streamed(pieces, meta, client.include_usage, guard)
+}
+
+/// `response` with the `x-ollm-repair` header, when there is one to give.
+fn with_repair(mut response: Response, repaired: Option<&str>) -> Response {
+    if let Some(value) = repaired.and_then(|v| HeaderValue::from_str(v).ok()) {
+        response.headers_mut().insert(REPAIR_HEADER, value);
+    }
+    response
+}
+
+/// `response` with the policy it was answered under (`x-ollm-repair-policy`).
+fn with_policy(mut response: Response, policy: Repair) -> Response {
+    response
+        .headers_mut()
+        .insert(POLICY_HEADER, HeaderValue::from_static(policy.as_str()));
+    response
 }
 
 /// The client's request read from `body`, or the error response that refuses it.
@@ -275,14 +375,9 @@ fn streamed(
 ) -> Response {
     let (mut chunker, head) = Chunker::new(meta.clone(), include_usage);
     let chunks = pieces.map(move |piece| {
-        match &piece {
-            Piece::Call(_) => {
-                guard.app.metrics.tool_calls.fetch_add(1, Ordering::Relaxed);
-            }
-            Piece::Error(e) => {
-                log_error(&meta, wire_out::error_status(e), e, true);
-            }
-            _ => {}
+        guard.observe(&piece);
+        if let Piece::Error(e) = &piece {
+            log_error(&meta, wire_out::error_status(e), e, true);
         }
         let mut out = String::new();
         chunker.push(piece, &mut out);
@@ -313,15 +408,15 @@ impl InFlight {
         InFlight { app }
     }
 
-    fn count_calls(&self, pieces: &[Piece]) {
-        let calls = pieces
-            .iter()
-            .filter(|p| matches!(p, Piece::Call(_)))
-            .count();
-        self.app
-            .metrics
-            .tool_calls
-            .fetch_add(calls as u64, Ordering::Relaxed);
+    /// Counts what `piece` says: a call sent, calls that came from text.
+    fn observe(&self, piece: &Piece) {
+        match piece {
+            Piece::Call(_) => {
+                self.app.metrics.tool_calls.fetch_add(1, Ordering::Relaxed);
+            }
+            Piece::Repair(p) => self.app.metrics.repair(p),
+            _ => {}
+        }
     }
 }
 

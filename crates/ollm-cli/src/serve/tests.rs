@@ -5,12 +5,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use ollm_core::ToolMode;
+use reqwest::header::HeaderMap;
 
 use ollm_bridge::{OpenAiConfig, OpenAiProvider, ProviderPool, Replica, ReplicaKind, RetryPolicy};
 use serde_json::{Value, json};
 use test_utils::mock_openai::{MockOpenAi, Reply};
 
-use super::{App, http};
+use super::policy::{ClientKey, Policy, Repair};
+use super::{App, Options, http};
 
 const FENCED_CALL: &str =
     "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```";
@@ -25,10 +28,31 @@ fn replica(url: &str) -> Replica {
     Replica::new(url, ReplicaKind::OpenAi, Arc::new(adapter))
 }
 
-/// Serves `urls` on a free port; the base URL (`http://127.0.0.1:PORT`).
+/// Serves `urls` on a free port with repair on or off and maybe a key; the base URL
+/// (`http://127.0.0.1:PORT`).
 async fn serve(urls: &[String], repair: bool, key: Option<&str>) -> String {
+    let options = Options {
+        policy: Policy {
+            default: if repair { Repair::On } else { Repair::Off },
+            ..Policy::default()
+        },
+        keys: key
+            .map(|k| ClientKey {
+                name: "default".into(),
+                secret: k.to_owned(),
+                repair: None,
+            })
+            .into_iter()
+            .collect(),
+        ..Options::default()
+    };
+    serve_with(urls, options).await
+}
+
+/// Serves `urls` on a free port with `options`; the base URL.
+async fn serve_with(urls: &[String], options: Options) -> String {
     let pool = ProviderPool::new(urls.iter().map(|u| replica(u)).collect()).expect("replicas");
-    let app = Arc::new(App::new(pool, repair, key.map(str::to_owned)));
+    let app = Arc::new(App::new(pool, options));
     let router = http::router(app, 64 * 1024);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -652,4 +676,465 @@ async fn every_error_a_client_receives_is_logged_with_its_cause() {
     check("its status", "400");
     check("the break mid-stream", "ended");
     check("the transport error", "127.0.0.1:9");
+}
+
+/// Issue 37: `/tokenize` was asked before every chat request, and what it counted held
+/// the run's placeholder prompt.
+#[tokio::test]
+async fn tokenize_is_asked_only_near_the_window_and_never_with_the_placeholder() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer("short"));
+    mock.push_reply(answer("long"));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let (status, text) = post(&base, &body(false, true)).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        mock.tokenize_requests().is_empty(),
+        "a short request is clearly within the 4096-token window: {:?}",
+        mock.tokenize_requests()
+    );
+    // 10,000 characters: an estimate of 2,500 tokens, past half the window.
+    let mut long = body(false, true);
+    long["messages"][0]["content"] =
+        json!(format!("{}What is in notes.txt?", "word ".repeat(2000)));
+    let (status, text) = post(&base, &long).await;
+    assert_eq!(status, 200, "{text}");
+    let asked = mock.tokenize_requests();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let counted = asked[0]["content"].as_str().unwrap_or_default();
+    assert!(counted.contains("word word"), "{counted:.80}");
+    assert!(
+        !counted.contains("continue the conversation") && !counted.contains('\0'),
+        "the placeholder was counted"
+    );
+}
+
+/// The messages of an upstream request, as (role, content or called names).
+fn roles(request: &Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let calls: Vec<&str> = m["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["function"]["name"].as_str())
+                .collect();
+            let what = match m["content"].as_str() {
+                Some(text) if calls.is_empty() => text.to_owned(),
+                _ => calls.join(","),
+            };
+            (m["role"].as_str().unwrap_or_default().to_owned(), what)
+        })
+        .collect()
+}
+
+/// A streamed or whole reply's content, calls (name, arguments) and finish reason.
+fn read_reply(stream: bool, text: &str) -> (String, Vec<(String, String)>, String) {
+    if stream {
+        let events = events(text);
+        let (content, calls) = reassemble(&events);
+        let finish = events
+            .iter()
+            .find_map(|e| e["choices"][0]["finish_reason"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        return (
+            content,
+            calls.into_iter().map(|c| (c.1, c.2)).collect(),
+            finish,
+        );
+    }
+    let reply: Value = serde_json::from_str(text).expect("json");
+    let message = &reply["choices"][0]["message"];
+    let calls = message["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let f = &c["function"];
+            let name = f["name"].as_str().unwrap_or_default().to_owned();
+            (name, f["arguments"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect();
+    let content = message["content"].as_str().unwrap_or_default().to_owned();
+    let finish = reply["choices"][0]["finish_reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    (content, calls, finish)
+}
+
+/// Issue 37: the 1.5B called `say_hello` and `count`, which the client never declared,
+/// and serve passed the calls on.
+#[tokio::test]
+async fn a_call_to_an_undeclared_tool_is_answered_inside_the_request_and_never_reaches_the_client()
+{
+    let invented = "```json\n{\"name\": \"say_hello\", \"arguments\": {}}\n```";
+    for stream in [false, true] {
+        let mock = MockOpenAi::start().await.expect("mock");
+        mock.push_reply(answer(invented));
+        mock.push_reply(answer(FENCED_CALL));
+        let base = serve(&[mock.base_url()], true, None).await;
+        let (status, text) = post(&base, &body(stream, true)).await;
+        assert_eq!(status, 200, "{text}");
+        let (content, calls, finish) = read_reply(stream, &text);
+        let want = vec![(
+            "read_file".to_owned(),
+            "{\"path\":\"notes.txt\"}".to_owned(),
+        )];
+        assert_eq!(calls, want, "stream {stream}: {text}");
+        assert_eq!(
+            (content.as_str(), finish.as_str()),
+            ("", "tool_calls"),
+            "{text}"
+        );
+        let asked = mock.requests();
+        assert_eq!(asked.len(), 2, "{asked:?}");
+        let retry = roles(&asked[1]);
+        assert_eq!(retry[0], ("user".into(), "What is in notes.txt?".into()));
+        assert_eq!(
+            retry[1],
+            ("assistant".into(), "say_hello".into()),
+            "{retry:?}"
+        );
+        assert_eq!(retry[2].0, "tool");
+        assert!(
+            retry[2].1.contains("Unknown tool \"say_hello\""),
+            "{retry:?}"
+        );
+        assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+    }
+}
+
+/// Issue 37: a model that keeps calling an undeclared tool is asked at most twice more;
+/// the client then gets its text without the calls, and a finish that says so.
+#[tokio::test]
+async fn a_model_that_keeps_inventing_tools_gives_the_client_its_text_without_the_calls() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    for word in ["One.", "Two.", "Three."] {
+        let count = json!({"index": 0, "id": "c", "type": "function",
+            "function": {"name": "count", "arguments": "{}"}});
+        let delta = json!({"choices": [{"index": 0, "delta": {"tool_calls": [count]}, "finish_reason": null}]});
+        let reply = Reply::sse()
+            .content(word)
+            .data(delta)
+            .finish("tool_calls")
+            .done();
+        mock.push_reply(reply.reply());
+    }
+    let base = serve(&[mock.base_url()], true, None).await;
+    let (status, text) = post(&base, &body(false, true)).await;
+    assert_eq!(status, 200, "{text}");
+    let (content, calls, finish) = read_reply(false, &text);
+    assert!(calls.is_empty(), "{text}");
+    assert_eq!(finish, "stop", "{text}");
+    assert_eq!(content, "One.\n\nTwo.\n\nThree.");
+    assert_eq!(mock.requests().len(), 3, "one request and two retries");
+    let metrics = reqwest::get(format!("{base}/metrics")).await.expect("sent");
+    let metrics = metrics.text().await.expect("text");
+    assert!(
+        metrics.contains("ollm_serve_undeclared_calls_total 3"),
+        "{metrics}"
+    );
+}
+
+/// A chat request's status, headers and body.
+async fn post_full(base: &str, body: &Value, key: Option<&str>) -> (u16, HeaderMap, String) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(body);
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.expect("sent");
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    (status, headers, response.text().await.expect("body"))
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The `ollm` extension of a whole reply, or of a stream's finish chunk.
+fn extension(stream: bool, text: &str) -> Value {
+    if !stream {
+        let reply: Value = serde_json::from_str(text).expect("json");
+        return reply["ollm"].clone();
+    }
+    let events = events(text);
+    let finish = events
+        .iter()
+        .find(|e| e["choices"][0]["finish_reason"].is_string())
+        .cloned()
+        .unwrap_or_default();
+    finish["ollm"].clone()
+}
+
+/// Issue 37: every repaired call is visible (header, body, metric), so an agent that
+/// refuses recovered calls can tell them from the server's own.
+#[tokio::test]
+async fn a_recovered_call_is_marked_in_a_header_the_body_and_a_metric() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let native = json!({"index": 0, "id": "n1", "type": "function",
+        "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}});
+    let native = json!({"choices": [{"index": 0, "delta": {"tool_calls": [native]}, "finish_reason": null}]});
+    mock.push_reply(answer(FENCED_CALL));
+    mock.push_reply(answer(FENCED_CALL));
+    mock.push_reply(
+        Reply::sse()
+            .data(native)
+            .finish("tool_calls")
+            .done()
+            .reply(),
+    );
+    let base = serve(&[mock.base_url()], true, None).await;
+    for stream in [false, true] {
+        let (status, headers, text) = post_full(&base, &body(stream, true), None).await;
+        assert_eq!(status, 200, "{text}");
+        assert_eq!(
+            header(&headers, "x-ollm-repair"),
+            Some("recovered; format=fenced-json; calls=1"),
+            "stream {stream}: the reply began with its call, so even a stream has the header"
+        );
+        assert_eq!(header(&headers, "x-ollm-repair-policy"), Some("on"));
+        let repair = &extension(stream, &text)["repair"];
+        assert_eq!(repair["status"], "recovered", "{text}");
+        assert_eq!(repair["format"], "fenced-json", "{text}");
+        assert_eq!(
+            repair["calls"][0]["function"]["name"], "read_file",
+            "{text}"
+        );
+    }
+    // The server's own call is no repair: no mark.
+    let (_, headers, text) = post_full(&base, &body(false, true), None).await;
+    assert_eq!(read_reply(false, &text).1.len(), 1, "{text}");
+    assert_eq!(header(&headers, "x-ollm-repair"), None);
+    assert!(extension(false, &text).is_null(), "{text}");
+    let metrics = reqwest::get(format!("{base}/metrics")).await.expect("sent");
+    let metrics = metrics.text().await.expect("text");
+    let line = "ollm_serve_repaired_calls_total{status=\"recovered\",format=\"fenced-json\"} 2";
+    assert!(metrics.contains(line), "{metrics}");
+}
+
+/// Issue 37: under `flag` the reply goes out as the server wrote it, and the calls serve
+/// would have recovered are only reported.
+#[tokio::test]
+async fn under_flag_the_text_goes_out_untouched_and_the_calls_are_only_reported() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let split = Reply::sse()
+        .content(&FENCED_CALL[..9])
+        .content(&FENCED_CALL[9..])
+        .finish("stop")
+        .done();
+    mock.push_reply(split.clone().reply());
+    mock.push_reply(split.reply());
+    let options = Options {
+        policy: Policy {
+            default: Repair::Flag,
+            ..Policy::default()
+        },
+        ..Options::default()
+    };
+    let base = serve_with(&[mock.base_url()], options).await;
+    for stream in [false, true] {
+        let (status, headers, text) = post_full(&base, &body(stream, true), None).await;
+        assert_eq!(status, 200, "{text}");
+        let (content, calls, finish) = read_reply(stream, &text);
+        assert_eq!(
+            content, FENCED_CALL,
+            "stream {stream}: the text untouched: {text}"
+        );
+        assert!(calls.is_empty(), "{text}");
+        assert_eq!(finish, "stop");
+        assert_eq!(header(&headers, "x-ollm-repair-policy"), Some("flag"));
+        let repair = &extension(stream, &text)["repair"];
+        assert_eq!(repair["status"], "flagged", "{text}");
+        assert_eq!(
+            repair["calls"][0]["function"]["name"], "read_file",
+            "{text}"
+        );
+        if !stream {
+            let want = Some("flagged; format=fenced-json; calls=1");
+            assert_eq!(header(&headers, "x-ollm-repair"), want);
+        }
+    }
+    assert_eq!(
+        mock.requests().len(),
+        2,
+        "one upstream request per client request"
+    );
+}
+
+/// Issue 37: the policy is set per model and per API key; where both apply, the more
+/// cautious wins.
+#[tokio::test]
+async fn the_policy_follows_the_model_and_the_key() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    for _ in 0..4 {
+        mock.push_reply(answer(FENCED_CALL));
+    }
+    let key = |name: &str, repair: Option<Repair>| ClientKey {
+        name: name.into(),
+        secret: format!("{name}-secret"),
+        repair,
+    };
+    let options = Options {
+        policy: Policy {
+            default: Repair::On,
+            models: [("flagged-model".to_owned(), Repair::Flag)].into(),
+        },
+        keys: vec![key("agent", Some(Repair::Off)), key("editor", None)],
+        ..Options::default()
+    };
+    let base = serve_with(&[mock.base_url()], options).await;
+    let mut flagged = body(false, true);
+    flagged["model"] = json!("flagged-model");
+    let cases = [
+        (body(false, true), "editor-secret", "on"),
+        (body(false, true), "agent-secret", "off"),
+        (flagged.clone(), "editor-secret", "flag"),
+        (flagged, "agent-secret", "off"),
+    ];
+    for (request, key, want) in cases {
+        let (status, headers, text) = post_full(&base, &request, Some(key)).await;
+        assert_eq!(status, 200, "{text}");
+        let case = format!("{} with {key}", request["model"]);
+        assert_eq!(
+            header(&headers, "x-ollm-repair-policy"),
+            Some(want),
+            "{case}"
+        );
+        let (content, calls, _) = read_reply(false, &text);
+        assert_eq!(calls.len(), usize::from(want == "on"), "{case}: {text}");
+        assert_eq!(content.is_empty(), want == "on", "{case}: {text}");
+    }
+}
+
+/// Issue 37: llama.cpp and LM Studio accept `tool_choice: "required"` and answer in
+/// prose. The reply without a call is asked for once more under a JSON schema that only
+/// admits a call.
+#[tokio::test]
+async fn tool_choice_required_gets_a_call_from_an_engine_that_answers_in_prose() {
+    for stream in [false, true] {
+        let mock = MockOpenAi::start().await.expect("mock");
+        mock.push_reply(answer("The file says hello."));
+        mock.push_reply(answer(
+            "{\"tool\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}",
+        ));
+        let base = serve(&[mock.base_url()], true, None).await;
+        let mut request = body(stream, true);
+        request["tool_choice"] = json!("required");
+        let (status, headers, text) = post_full(&base, &request, None).await;
+        assert_eq!(status, 200, "{text}");
+        let (content, calls, finish) = read_reply(stream, &text);
+        let want = vec![(
+            "read_file".to_owned(),
+            "{\"path\":\"notes.txt\"}".to_owned(),
+        )];
+        assert_eq!(calls, want, "stream {stream}: {text}");
+        assert_eq!(
+            (content.as_str(), finish.as_str()),
+            ("", "tool_calls"),
+            "{text}"
+        );
+        assert_eq!(
+            extension(stream, &text)["repair"]["format"],
+            "json-schema",
+            "{text}"
+        );
+        if !stream {
+            assert!(header(&headers, "x-ollm-repair").is_some_and(|h| h.contains("json-schema")));
+        }
+        let asked = mock.requests();
+        assert_eq!(asked.len(), 2);
+        assert_eq!(
+            asked[0]["tool_choice"], "required",
+            "the engine was asked first"
+        );
+        let schema = &asked[1]["response_format"]["json_schema"]["schema"];
+        assert!(schema["oneOf"].is_array(), "{}", asked[1]);
+        assert!(
+            !schema.to_string().contains("final_answer"),
+            "the schema admits only a call: {schema}"
+        );
+    }
+}
+
+/// A named tool choice under the ReAct constraint (an upstream that takes no schema), and
+/// a retry that brings no call either: the first reply stands, and its finish says `stop`.
+#[tokio::test]
+async fn a_named_tool_choice_falls_back_to_react_and_the_finish_always_agrees() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer("It says hello."));
+    mock.push_reply(answer(
+        "Thought: I need the file.\nAction: read_file\nAction Input: {\"path\": \"notes.txt\"}",
+    ));
+    mock.push_reply(answer("It says hello."));
+    mock.push_reply(answer("I will not."));
+    let options = Options {
+        constraint: ToolMode::React,
+        ..Options::default()
+    };
+    let base = serve_with(&[mock.base_url()], options).await;
+    let mut request = body(false, true);
+    request["tool_choice"] = json!({"type": "function", "function": {"name": "read_file"}});
+    let (_, _, text) = post_full(&base, &request, None).await;
+    let (_, calls, finish) = read_reply(false, &text);
+    assert_eq!(calls.len(), 1, "{text}");
+    assert_eq!(finish, "tool_calls");
+    assert_eq!(
+        extension(false, &text)["repair"]["format"],
+        "react",
+        "{text}"
+    );
+    let retry = &mock.requests()[1];
+    assert!(retry.get("response_format").is_none(), "{retry}");
+    assert!(
+        retry.to_string().contains("Action:"),
+        "the ReAct prompt: {retry}"
+    );
+    let (_, _, text) = post_full(&base, &request, None).await;
+    let (content, calls, finish) = read_reply(false, &text);
+    assert!(calls.is_empty(), "{text}");
+    assert_eq!(
+        (content.as_str(), finish.as_str()),
+        ("It says hello.", "stop")
+    );
+}
+
+/// vLLM answers a named `tool_choice` with a call and `finish_reason: "stop"`; the client
+/// gets `tool_calls`, agreeing with the body.
+#[tokio::test]
+async fn the_finish_reason_says_tool_calls_whenever_the_body_has_calls() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let call = json!({"index": 0, "id": "n1", "type": "function",
+        "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}});
+    let call =
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]});
+    for _ in 0..4 {
+        mock.push_reply(
+            Reply::sse()
+                .data(call.clone())
+                .finish("stop")
+                .done()
+                .reply(),
+        );
+    }
+    for repair in [true, false] {
+        let base = serve(&[mock.base_url()], repair, None).await;
+        for stream in [false, true] {
+            let mut request = body(stream, true);
+            request["tool_choice"] = json!({"type": "function", "function": {"name": "read_file"}});
+            let (_, _, text) = post_full(&base, &request, None).await;
+            let (_, calls, finish) = read_reply(stream, &text);
+            assert_eq!(calls.len(), 1, "repair {repair}, stream {stream}: {text}");
+            assert_eq!(
+                finish, "tool_calls",
+                "repair {repair}, stream {stream}: {text}"
+            );
+        }
+    }
 }

@@ -1,0 +1,64 @@
+//! The `tool_choice` contract: a request whose `tool_choice` obliges a call (`"required"`
+//! or a named function) gets a call, even from an engine that ignores the choice.
+//!
+//! # Decisions
+//! - llama.cpp (issues #27217, #27767) and LM Studio accept `tool_choice: "required"`
+//!   and answer in prose; vLLM honours it only under its grammar backend. So a reply
+//!   without a call is asked for **once more under a constraint**: a JSON schema that
+//!   admits only a call (the runtime's constrained strategy, without its `final_answer`
+//!   branch, and only the named tool for a named choice), enforced by grammar on
+//!   llama-server and guided decoding on vLLM, `format` on Ollama; where the upstream
+//!   takes no schema (Anthropic's Messages API), the ReAct prompt obliging an `Action:`.
+//! - The first reply is held until it ends (a reply that must be a call is not worth
+//!   streaming as prose first): with a call it goes out as it was; without one the retry
+//!   goes out if it made a call, else the first reply, whose `finish_reason` then says
+//!   `stop` (the body has no calls; `wire_out.rs` keeps the two in agreement).
+//! - Once: a model that cannot produce the call under a grammar will not on a third try,
+//!   and each try costs the client a whole reply's time.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+
+use super::metrics::Metrics;
+use super::wire_out::Piece;
+
+/// `first`, or when it makes no call, what `retry` makes (see the module docs).
+pub(crate) fn kept(
+    first: BoxStream<'static, Piece>,
+    retry: impl FnOnce() -> BoxStream<'static, Piece> + Send + 'static,
+    metrics: Arc<Metrics>,
+) -> BoxStream<'static, Piece> {
+    Box::pin(async_stream::stream! {
+        let held: Vec<Piece> = first.collect().await;
+        if held.iter().any(|p| matches!(p, Piece::Call(_) | Piece::Error(_))) {
+            for piece in held {
+                yield piece;
+            }
+            return;
+        }
+        tracing::info!("serve: tool_choice obliges a call and the reply made none; asking once more under a constraint");
+        metrics.tool_choice_retries.fetch_add(1, Ordering::Relaxed);
+        let again: Vec<Piece> = retry().collect().await;
+        if !again.iter().any(|p| matches!(p, Piece::Call(_))) {
+            tracing::warn!("serve: the constrained retry made no call either; the first reply stands");
+            for piece in held {
+                yield piece;
+            }
+            return;
+        }
+        // The first reply's usage counts too (the client paid for it), told at the end
+        // with the retry's, so a reply that is only a call begins with its mark.
+        let mut paid: Vec<Piece> = held.into_iter().filter(|p| matches!(p, Piece::Usage(_))).collect();
+        for piece in again {
+            if matches!(piece, Piece::Finish(_)) {
+                for usage in paid.drain(..) {
+                    yield usage;
+                }
+            }
+            yield piece;
+        }
+    })
+}
