@@ -20,6 +20,8 @@
 //!   asked without tools; the client sees an answer where it would have looped. Not
 //!   under a `tool_choice` that obliges a call (that is `contract.rs`'s).
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use ollm_core::{ANSWER_NUDGE, ToolMode};
@@ -51,13 +53,27 @@ pub(crate) fn reply(
         return flagged(ask);
     }
     if ask.request.tool_choice.requires_call() {
-        let retry = ask.clone();
-        let constraint = ask.up.constraint;
-        let metrics = std::sync::Arc::clone(&ask.up.metrics);
-        let first = repaired(ask, ToolMode::Auto);
-        return contract::kept(first, move || repaired(retry, constraint), metrics);
+        return obliged(ask);
     }
     guarded(ask.clone(), repaired(ask, ToolMode::Auto))
+}
+
+/// A reply under a `tool_choice` that obliges a call (`contract.rs`): asked as the client
+/// asked, then under the constraint; or under the constraint at once, where the server
+/// ignored such a choice for the model before.
+fn obliged(ask: Ask) -> BoxStream<'static, Piece> {
+    let constraint = ask.up.constraint;
+    if ask.up.cache.ignores_choice(&ask.request.model) {
+        return repaired(ask, constraint);
+    }
+    let learn = contract::Learn {
+        metrics: Arc::clone(&ask.up.metrics),
+        cache: Arc::clone(&ask.up.cache),
+        model: ask.request.model.clone(),
+    };
+    let retry = ask.clone();
+    let first = repaired(ask, ToolMode::Auto);
+    contract::kept(first, move || repaired(retry, constraint), learn)
 }
 
 fn passthrough(

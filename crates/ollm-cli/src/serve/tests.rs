@@ -527,20 +527,32 @@ async fn a_client_that_leaves_mid_stream_drops_the_upstream_request_within_a_sec
     }
 }
 
-/// The log lines at `warn` and above written while the guard lives, on this thread (a
-/// `#[tokio::test]` runs every task on its own thread).
+/// The log lines at `warn` and above written on this thread while capturing (a
+/// `#[tokio::test]` runs every task on its own thread). One global subscriber writes to
+/// the capturing thread's buffer: a per-test default subscriber lost lines when other
+/// tests' threads registered the same callsites at the same time (tracing caches a
+/// callsite's interest globally).
 #[derive(Clone, Default)]
 struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
 
+thread_local! {
+    static CAPTURING: std::cell::RefCell<Option<Log>> = const { std::cell::RefCell::new(None) };
+}
+
 impl Log {
-    fn capture(&self) -> tracing::subscriber::DefaultGuard {
-        let writer = self.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_max_level(tracing::Level::WARN)
-            .with_ansi(false)
-            .finish();
-        tracing::subscriber::set_default(subscriber)
+    /// Captures this thread's log from now on, into the returned log.
+    fn capture() -> Log {
+        static INSTALLED: std::sync::Once = std::sync::Once::new();
+        INSTALLED.call_once(|| {
+            let _ = tracing_subscriber::fmt()
+                .with_writer(|| ThisThread)
+                .with_max_level(tracing::Level::WARN)
+                .with_ansi(false)
+                .try_init();
+        });
+        let log = Log::default();
+        CAPTURING.with(|c| *c.borrow_mut() = Some(log.clone()));
+        log
     }
 
     fn text(&self) -> String {
@@ -548,9 +560,16 @@ impl Log {
     }
 }
 
-impl std::io::Write for Log {
+/// Writes to the log this thread captures into, if any.
+struct ThisThread;
+
+impl std::io::Write for ThisThread {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log").extend_from_slice(bytes);
+        CAPTURING.with(|c| {
+            if let Some(log) = &*c.borrow() {
+                log.0.lock().expect("log").extend_from_slice(bytes);
+            }
+        });
         Ok(bytes.len())
     }
 
@@ -627,8 +646,7 @@ fn whole_request(seen: &[u8]) -> bool {
 /// byte: serve tries once more on a fresh connection, and logs what happened.
 #[tokio::test]
 async fn a_reused_connection_closed_by_the_upstream_is_retried_and_logged() {
-    let log = Log::default();
-    let _guard = log.capture();
+    let log = Log::capture();
     let upstream = closes_reused_connections("fine").await;
     let base = serve(&[upstream], true, None).await;
     for round in 0..3 {
@@ -648,8 +666,7 @@ async fn a_reused_connection_closed_by_the_upstream_is_retried_and_logged() {
 /// status and message, or the transport error.
 #[tokio::test]
 async fn every_error_a_client_receives_is_logged_with_its_cause() {
-    let log = Log::default();
-    let _guard = log.capture();
+    let log = Log::capture();
     let mock = MockOpenAi::start().await.expect("mock");
     mock.push_reply(Reply::http_error(400, "temperature out of range"));
     mock.push_reply(Reply::sse().content("half an ans").reply());
@@ -1096,6 +1113,8 @@ async fn a_named_tool_choice_falls_back_to_react_and_the_finish_always_agrees() 
         retry.to_string().contains("Action:"),
         "the ReAct prompt: {retry}"
     );
+    // Another model, whose server has not yet been caught ignoring the choice.
+    request["model"] = json!("other-model");
     let (_, _, text) = post_full(&base, &request, None).await;
     let (content, calls, finish) = read_reply(false, &text);
     assert!(calls.is_empty(), "{text}");
@@ -1137,4 +1156,31 @@ async fn the_finish_reason_says_tool_calls_whenever_the_body_has_calls() {
             );
         }
     }
+}
+
+/// A server that ignored `"required"` for a model once is asked under the constraint at
+/// once from then on: the prose reply it would write first costs the client its time.
+#[tokio::test]
+async fn a_server_that_ignored_a_required_choice_is_asked_under_the_constraint_at_once() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let call = "{\"tool\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}";
+    mock.push_reply(answer("The file says hello."));
+    mock.push_reply(answer(call));
+    mock.push_reply(answer(call));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let mut request = body(false, true);
+    request["tool_choice"] = json!("required");
+    for round in 0..2 {
+        let (_, _, text) = post_full(&base, &request, None).await;
+        assert_eq!(read_reply(false, &text).1.len(), 1, "round {round}: {text}");
+    }
+    let asked = mock.requests();
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert!(asked[2].get("response_format").is_some(), "{}", asked[2]);
+    let metrics = reqwest::get(format!("{base}/metrics")).await.expect("sent");
+    let metrics = metrics.text().await.expect("text");
+    assert!(
+        metrics.contains("ollm_serve_tool_choice_retries_total 1"),
+        "{metrics}"
+    );
 }

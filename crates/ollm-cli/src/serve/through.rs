@@ -23,7 +23,8 @@
 //!   requests, so the loop's capability check does not cost a round trip each. A server
 //!   that refused native tools for a model (vLLM without `--enable-auto-tool-choice`,
 //!   llama-server without `--jinja`) is remembered for the server's life: later requests
-//!   for that model go straight to the ReAct fallback.
+//!   for that model go straight to the ReAct fallback; so is a server that ignored a
+//!   `tool_choice` obliging a call (`contract.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -58,6 +59,9 @@ type Described = Result<ModelInfo, ProviderError>;
 pub(crate) struct InfoCache {
     entries: Mutex<HashMap<String, (Instant, Described)>>,
     native_refused: Mutex<HashSet<String>>,
+    /// Models for which the server answered a `tool_choice` that obliges a call without
+    /// one (`contract.rs`).
+    ignores_choice: Mutex<HashSet<String>>,
 }
 
 impl InfoCache {
@@ -69,6 +73,17 @@ impl InfoCache {
     /// Remembers that the server refused native tools for `model`.
     pub(crate) fn refuse_native(&self, model: &str) {
         lock(&self.native_refused).insert(model.to_owned());
+    }
+
+    /// Whether the server answered a `tool_choice` obliging a call for `model` without
+    /// one.
+    pub(crate) fn ignores_choice(&self, model: &str) -> bool {
+        lock(&self.ignores_choice).contains(model)
+    }
+
+    /// Remembers that the server ignores a `tool_choice` obliging a call for `model`.
+    pub(crate) fn ignore_choice(&self, model: &str) {
+        lock(&self.ignores_choice).insert(model.to_owned());
     }
 }
 
