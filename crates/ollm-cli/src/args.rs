@@ -362,6 +362,10 @@ pub(crate) struct ServeArgs {
     /// The same as `--repair off`.
     #[arg(long, conflicts_with = "repair")]
     pub(crate) no_repair: bool,
+    /// Chat replies in flight per healthy replica; the next request is answered 429
+    /// with `Retry-After` (default: `[serve] max_in_flight`, else no limit).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_in_flight: Option<u32>,
     /// How replicas are health-checked: `llama` (llama.cpp's /health), `models`
     /// (GET /v1/models) or `ollama`; default: by provider.
     #[arg(long, value_name = "KIND")]

@@ -4,6 +4,7 @@
 //! ```toml
 //! [serve]
 //! repair = "on"                          # off | flag | on (default on)
+//! max_in_flight = 4                      # chat replies per healthy replica, then 429
 //! [serve.models."qwen2.5-coder:0.5b"]
 //! repair = "flag"
 //! [serve.keys.ci-agent]                  # a key clients may use, named for the log
@@ -29,6 +30,8 @@ use super::policy::Repair;
 pub(crate) struct ServeEntry {
     /// The server's policy (a `--repair` flag wins over it).
     pub(crate) repair: Option<Repair>,
+    /// Chat replies in flight per healthy replica before 429 (`--max-in-flight` wins).
+    pub(crate) max_in_flight: Option<u32>,
     /// Per-model policies: `[serve.models."NAME"]`.
     pub(crate) models: BTreeMap<String, ServeModelEntry>,
     /// Keys clients may use, by name: `[serve.keys.NAME]`.

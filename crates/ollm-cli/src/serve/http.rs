@@ -13,6 +13,12 @@
 //!   whole reply that has repaired calls, and on a stream only when it begins with them,
 //!   since headers go before the first byte; the stream's finish chunk always says.
 //! - Bodies over the limit get 413 in OpenAI's error shape, not axum's plain text.
+//! - **A concurrency limit answers 429** with `Retry-After`, as llama-swap's do: with
+//!   `--max-in-flight N`, the server admits N chat replies per healthy replica and
+//!   refuses the next before anything reaches an upstream, so a full pool sheds load at
+//!   once instead of queueing in every engine. The admission is one atomic count, exact
+//!   for the server; how the replies spread over the replicas is the pool's least-busy
+//!   routing (a session's affinity may keep more than N on one replica).
 //! - A client's session header (`x-session-id`, or `x-session-affinity` as some routers
 //!   name it) is the pool's affinity key.
 //! - **Every error a client receives is logged** with its cause (the upstream's status
@@ -49,6 +55,7 @@ use ollm_core::{ProviderAdapter, ToolMode};
 use ollm_types::{ProviderError, ProviderErrorKind, ProviderRequest};
 use serde_json::{Value, json};
 
+use super::clock::Clock;
 use super::metrics::Metrics;
 use super::policy::{ClientKey, Policy, Repair};
 use super::repair;
@@ -66,6 +73,13 @@ const REPAIR_HEADER: &str = "x-ollm-repair";
 /// The repair policy a request was answered under (`off`, `flag`, `on`).
 const POLICY_HEADER: &str = "x-ollm-repair-policy";
 
+/// The wait a client at the concurrency limit is asked for, in seconds: a short reply
+/// of a small model takes about that long.
+const RETRY_AFTER_SECS: &str = "1";
+
+/// What serve added to the reply's latency, in milliseconds (`clock.rs`).
+const OVERHEAD_HEADER: &str = "x-ollm-overhead-ms";
+
 /// How the server treats requests: plain data, settled by the CLI.
 #[derive(Debug, Clone)]
 pub(crate) struct Options {
@@ -76,6 +90,9 @@ pub(crate) struct Options {
     /// How a `tool_choice` that obliges a call is enforced on a retry (`contract.rs`):
     /// `Constrained` where the upstream takes a JSON schema, else `React`.
     pub(crate) constraint: ToolMode,
+    /// Chat replies in flight per healthy replica before the server answers 429; none:
+    /// no limit.
+    pub(crate) max_in_flight: Option<usize>,
 }
 
 impl Default for Options {
@@ -84,6 +101,7 @@ impl Default for Options {
             policy: Policy::default(),
             keys: Vec::new(),
             constraint: ToolMode::Constrained,
+            max_in_flight: None,
         }
     }
 }
@@ -109,13 +127,26 @@ impl App {
         }
     }
 
-    /// What a repair needs of the server.
-    fn upstream(&self) -> Upstream {
+    /// A new reply's id, time and model.
+    fn meta(&self, model: String) -> Meta {
+        let n = self.replies.fetch_add(1, Ordering::Relaxed);
+        Meta {
+            id: format!("chatcmpl-ollm-{n}"),
+            created: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            model,
+        }
+    }
+
+    /// What a repair of a request timed by `clock` needs of the server.
+    fn upstream(&self, clock: Arc<Clock>) -> Upstream {
         Upstream {
             pool: self.pool.clone(),
             cache: Arc::clone(&self.cache),
             metrics: Arc::clone(&self.metrics),
             constraint: self.options.constraint,
+            clock,
         }
     }
 }
@@ -187,15 +218,15 @@ pub(super) fn log_error(meta: &Meta, status: u16, error: &ProviderError, began: 
 /// error before the first byte (a pooled connection the upstream had just closed: see
 /// the module docs) is tried once more, and logged.
 async fn begin(
-    app: &Arc<App>,
+    up: &Upstream,
     meta: &Meta,
     request: ProviderRequest,
     session: Option<String>,
     policy: Repair,
 ) -> Result<(Piece, BoxStream<'static, Piece>), ProviderError> {
-    let (up, mut retried) = (app.upstream(), false);
+    let mut retried = false;
     loop {
-        let mut pieces = repair::reply(&up, request.clone(), session.clone(), policy);
+        let mut pieces = repair::reply(up, request.clone(), session.clone(), policy);
         match pieces.next().await {
             Some(Piece::Error(e)) if e.kind == ProviderErrorKind::Connection && !retried => {
                 tracing::warn!(id = %meta.id, model = %meta.model, kind = ?e.kind,
@@ -268,6 +299,7 @@ async fn answer(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let clock = Clock::start();
     let client = match client_request(body) {
         Ok(client) => client,
         Err(refused) => return *refused,
@@ -281,19 +313,13 @@ async fn answer(
         .options
         .policy
         .decide(&model, caller.and_then(|c| c.repair));
-    let meta = Meta {
-        id: format!(
-            "chatcmpl-ollm-{}",
-            app.replies.fetch_add(1, Ordering::Relaxed)
-        ),
-        created: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-        model,
-    };
+    let meta = app.meta(model);
     tracing::debug!(id = %meta.id, key = ?caller.map(|c| &c.name), %policy, "serve: chat request");
-    let guard = InFlight::new(Arc::clone(app));
-    let (first, pieces) = match begin(app, &meta, client.request, session, policy).await {
+    let Some(guard) = InFlight::admit(app) else {
+        return with_policy(full(&meta), policy);
+    };
+    let up = app.upstream(Arc::clone(&clock));
+    let (first, pieces) = match begin(&up, &meta, client.request, session, policy).await {
         Ok(begun) => begun,
         Err(e) => return with_policy(provider_error(&meta, &e), policy),
     };
@@ -310,7 +336,33 @@ async fn answer(
     } else {
         whole(pieces, &meta, &guard).await
     };
-    with_policy(response, policy)
+    let overhead = clock.overhead();
+    app.metrics.overhead(overhead);
+    with_policy(with_overhead(response, overhead), policy)
+}
+
+/// The answer when every replica is full: 429 with `Retry-After`, as llama-swap's
+/// concurrency limits answer.
+fn full(meta: &Meta) -> Response {
+    tracing::warn!(id = %meta.id, model = %meta.model, status = 429,
+        "serve: every replica is at --max-in-flight; the client is asked to retry");
+    let message = "every upstream is at its concurrency limit; retry shortly";
+    let body = json!({"error": {"message": message, "type": "rate_limit_error", "param": null, "code": 429}});
+    let mut response = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_static(RETRY_AFTER_SECS),
+    );
+    response
+}
+
+/// `response` with what serve added to its latency (`clock.rs`), in milliseconds.
+fn with_overhead(mut response: Response, added: std::time::Duration) -> Response {
+    let ms = format!("{:.3}", added.as_secs_f64() * 1000.0);
+    if let Ok(value) = HeaderValue::from_str(&ms) {
+        response.headers_mut().insert(OVERHEAD_HEADER, value);
+    }
+    response
 }
 
 /// The reply gathered whole, marked when its calls came from text.
@@ -403,9 +455,21 @@ struct InFlight {
 }
 
 impl InFlight {
-    fn new(app: Arc<App>) -> Self {
-        app.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
-        InFlight { app }
+    /// Admits a reply, unless the server is full: with `max_in_flight` per replica, the
+    /// server takes that many times its healthy replicas (at least one's worth, so a
+    /// pool that is down still answers its 502).
+    fn admit(app: &Arc<App>) -> Option<Self> {
+        let was = app.metrics.in_flight.fetch_add(1, Ordering::SeqCst);
+        let guard = InFlight {
+            app: Arc::clone(app),
+        };
+        let Some(per_replica) = app.options.max_in_flight else {
+            return Some(guard);
+        };
+        let healthy = app.pool.status().iter().filter(|r| r.healthy).count();
+        let capacity = per_replica.saturating_mul(healthy.max(1));
+        // Dropping the guard takes the count back.
+        (usize::try_from(was).unwrap_or(usize::MAX) < capacity).then_some(guard)
     }
 
     /// Counts what `piece` says: a call sent, calls that came from text.

@@ -39,6 +39,24 @@ pub(crate) struct Metrics {
     undeclared: AtomicU64,
     /// Replies retried under a constraint because `tool_choice` obliged a call.
     pub(crate) tool_choice_retries: AtomicU64,
+    /// What serve added to each chat reply's latency (`clock.rs`).
+    overhead: Mutex<Histogram>,
+}
+
+/// The upper bounds of the overhead histogram's buckets, in seconds: loopback gateways
+/// add a fraction of a millisecond (TensorZero 0.35 ms p50, 0.94 ms p99), a slow one a
+/// few (LiteLLM 4.3 ms), and a turn loop's own round trip more.
+const OVERHEAD_BUCKETS: [f64; 12] = [
+    0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+];
+
+/// A Prometheus histogram over [`OVERHEAD_BUCKETS`].
+#[derive(Debug, Default)]
+struct Histogram {
+    /// Observations at most each bound (not cumulative; summed when rendered).
+    counts: [u64; OVERHEAD_BUCKETS.len()],
+    sum: f64,
+    count: u64,
 }
 
 impl Metrics {
@@ -51,6 +69,17 @@ impl Metrics {
     pub(crate) fn repair(&self, provenance: &Provenance) {
         let key = (provenance.status.as_str(), provenance.format);
         *lock(&self.repairs).entry(key).or_default() += provenance.calls.len() as u64;
+    }
+
+    /// Observes what serve added to one reply.
+    pub(crate) fn overhead(&self, added: std::time::Duration) {
+        let seconds = added.as_secs_f64();
+        let mut h = lock(&self.overhead);
+        if let Some(i) = OVERHEAD_BUCKETS.iter().position(|le| seconds <= *le) {
+            h.counts[i] += 1;
+        }
+        h.sum += seconds;
+        h.count += 1;
     }
 
     /// Counts `n` calls to undeclared tools.
@@ -74,6 +103,7 @@ impl Metrics {
             );
         }
         self.render_repairs(&mut out);
+        self.render_overhead(&mut out);
         let simple = [
             (
                 "ollm_serve_tool_calls_total",
@@ -112,6 +142,23 @@ impl Metrics {
 }
 
 impl Metrics {
+    fn render_overhead(&self, out: &mut String) {
+        let name = "ollm_serve_overhead_seconds";
+        let h = lock(&self.overhead);
+        let _ = writeln!(
+            out,
+            "# HELP {name} What serve added to a chat reply's latency (not the upstream's \
+             time).\n# TYPE {name} histogram"
+        );
+        let mut below = 0;
+        for (le, n) in OVERHEAD_BUCKETS.iter().zip(h.counts) {
+            below += n;
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {below}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", h.count);
+        let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", h.sum, h.count);
+    }
+
     fn render_repairs(&self, out: &mut String) {
         let name = "ollm_serve_repaired_calls_total";
         let _ = writeln!(

@@ -16,6 +16,7 @@
 //!   so the server can move into a crate of its own (issue 36). A `--repair` flag wins
 //!   over `[serve] repair`, `--repair-model` over `[serve.models]`.
 
+mod clock;
 mod contract;
 pub(crate) mod entry;
 #[cfg(test)]
@@ -123,9 +124,18 @@ fn options(
             })?;
         policy.models.insert(model.to_owned(), repair);
     }
+    let max_in_flight = match args.max_in_flight.or(entry.max_in_flight) {
+        Some(0) => {
+            return Err(CliError::Usage(
+                "[serve] max_in_flight must be at least 1".into(),
+            ));
+        }
+        limit => limit.map(|n| n as usize),
+    };
     Ok(Options {
         policy,
         keys: keys(args, entry, env)?,
+        max_in_flight,
         // Anthropic's Messages API takes no response schema: the ReAct prompt instead.
         constraint: match kind {
             ProviderKind::Anthropic => ToolMode::React,
@@ -234,6 +244,16 @@ mod settle_tests {
         check(&["--repair", "flag"], Repair::Flag, Repair::On);
         check(&["--no-repair"], Repair::Off, Repair::On);
         check(&["--repair-model", "m=off"], Repair::On, Repair::Off);
+        let limit = |flags: &[&str], file: &str| {
+            settle(flags, file, ProviderKind::Openai).map(|o| o.max_in_flight)
+        };
+        assert_eq!(limit(&[], "").ok(), Some(None));
+        assert_eq!(limit(&[], "max_in_flight = 3").ok(), Some(Some(3)));
+        assert_eq!(
+            limit(&["--max-in-flight", "2"], "max_in_flight = 3").ok(),
+            Some(Some(2))
+        );
+        assert!(limit(&[], "max_in_flight = 0").is_err());
         let messages = settle(&[], "", ProviderKind::Anthropic).expect("settled");
         assert_eq!(
             messages.constraint,

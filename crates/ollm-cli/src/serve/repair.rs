@@ -81,8 +81,8 @@ fn passthrough(
     request: ProviderRequest,
     session: Option<&str>,
 ) -> BoxStream<'static, Piece> {
-    up.pool
-        .chat_in_session(request, session)
+    up.clock
+        .time(up.pool.chat_in_session(request, session))
         .filter_map(|e| std::future::ready(Piece::from_event(e)))
         .boxed()
 }

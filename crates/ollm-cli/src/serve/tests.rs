@@ -1184,3 +1184,80 @@ async fn a_server_that_ignored_a_required_choice_is_asked_under_the_constraint_a
         "{metrics}"
     );
 }
+
+/// Issue 37: what serve adds is told per reply (`x-ollm-overhead-ms`, as LiteLLM's
+/// `x-litellm-overhead-duration-ms`) and kept as a histogram; the upstream's own time is
+/// not in it.
+#[tokio::test]
+async fn what_serve_adds_is_told_per_reply_without_the_upstreams_time() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    for _ in 0..2 {
+        let slow = Reply::sse()
+            .delay(Duration::from_millis(500))
+            .content(FENCED_CALL);
+        mock.push_reply(slow.finish("stop").done().reply());
+    }
+    let base = serve(&[mock.base_url()], true, None).await;
+    for stream in [false, true] {
+        let started = std::time::Instant::now();
+        let (status, headers, text) = post_full(&base, &body(stream, true), None).await;
+        let took = started.elapsed();
+        assert_eq!(status, 200, "{text}");
+        let added: f64 = header(&headers, "x-ollm-overhead-ms")
+            .and_then(|v| v.parse().ok())
+            .expect("x-ollm-overhead-ms");
+        assert!(took >= Duration::from_millis(500), "{took:?}");
+        assert!(
+            (0.0..400.0).contains(&added),
+            "stream {stream}: {added} ms of {took:?}: the upstream's 500 ms are not serve's"
+        );
+    }
+    let metrics = reqwest::get(format!("{base}/metrics")).await.expect("sent");
+    let metrics = metrics.text().await.expect("text");
+    assert!(
+        metrics.contains("ollm_serve_overhead_seconds_count 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("ollm_serve_overhead_seconds_bucket{le=\"+Inf\"} 2"),
+        "{metrics}"
+    );
+}
+
+/// Issue 37: with a concurrency limit, a request past it while every replica is full is
+/// answered 429 with `Retry-After` at once, before anything reaches an upstream.
+#[tokio::test]
+async fn past_the_concurrency_limit_a_request_gets_429_with_retry_after() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let slow = Reply::sse()
+        .content("first")
+        .delay(Duration::from_millis(300));
+    mock.push_reply(slow.finish("stop").done().reply());
+    mock.push_reply(answer("third"));
+    let options = Options {
+        max_in_flight: Some(1),
+        ..Options::default()
+    };
+    let base = serve_with(&[mock.base_url()], options).await;
+    let held = {
+        let base = base.clone();
+        tokio::spawn(async move { post(&base, &body(false, false)).await })
+    };
+    tokio::time::timeout(Duration::from_secs(5), mock.wait_requests(1))
+        .await
+        .expect("the first request went up");
+    let (status, headers, text) = post_full(&base, &body(false, false), None).await;
+    assert_eq!(status, 429, "{text}");
+    assert_eq!(header(&headers, "retry-after"), Some("1"));
+    let error: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(error["error"]["type"], "rate_limit_error");
+    assert_eq!(
+        mock.requests().len(),
+        1,
+        "nothing went up for the refused one"
+    );
+    let (status, first) = held.await.expect("joined");
+    assert_eq!(status, 200, "{first}");
+    let (status, text) = post(&base, &body(false, false)).await;
+    assert_eq!(status, 200, "room again once the first ended: {text}");
+}

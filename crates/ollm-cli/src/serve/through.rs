@@ -41,6 +41,7 @@ use ollm_types::{
 };
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::clock::Clock;
 use super::wire_out::Piece;
 
 /// The run's prompt, removed before anything leaves (see the module docs). The NULs keep
@@ -107,6 +108,8 @@ pub(crate) struct Through {
     pub(crate) seen: Arc<Mutex<Seen>>,
     /// Where the replies' pieces also go as they came (the `flag` policy's client).
     pub(crate) raw: Option<UnboundedSender<Piece>>,
+    /// The request's clock, which times each upstream request.
+    pub(crate) clock: Arc<Clock>,
 }
 
 #[async_trait]
@@ -119,8 +122,9 @@ impl ProviderAdapter for Through {
         request.messages.retain(|m| !is_placeholder(m));
         *lock(&self.seen) = Seen::default();
         let (seen, raw) = (Arc::clone(&self.seen), self.raw.clone());
-        self.pool
-            .chat_in_session(request, self.session.as_deref())
+        let reply = self.pool.chat_in_session(request, self.session.as_deref());
+        self.clock
+            .time(reply)
             .inspect(move |event| watch(&seen, raw.as_ref(), event))
             .boxed()
     }

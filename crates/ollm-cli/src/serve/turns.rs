@@ -37,6 +37,7 @@ use ollm_types::{
 use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::clock::Clock;
 use super::metrics::Metrics;
 use super::provenance::{Provenance, Status, format_of};
 use super::through::{InfoCache, PLACEHOLDER, Seen, Through, lock};
@@ -46,14 +47,15 @@ use super::wire_out::Piece;
 pub(crate) const INVENTED_RETRIES: u32 = 2;
 
 /// What a repair needs of the server: the pool, what it said about models, the metrics,
-/// and how a `tool_choice` that obliges a call is enforced on a retry (`Constrained`
-/// where the upstream takes a JSON schema, else `React`).
+/// how a `tool_choice` that obliges a call is enforced on a retry (`Constrained` where
+/// the upstream takes a JSON schema, else `React`), and the request's clock.
 #[derive(Clone)]
 pub(crate) struct Upstream {
     pub(crate) pool: ProviderPool,
     pub(crate) cache: Arc<InfoCache>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) constraint: ToolMode,
+    pub(crate) clock: Arc<Clock>,
 }
 
 /// One client request on its way through a repair.
@@ -100,6 +102,7 @@ impl Turns {
             limits: config.context_limits.clone(),
             seen: Arc::clone(&seen),
             raw,
+            clock: Arc::clone(&ask.up.clock),
         };
         let client = ChatClient::new(Arc::new(through), tools, config)
             .with_history(request.messages.clone());
