@@ -637,12 +637,13 @@ enum End {
 }
 
 async fn models(State(shared): State<Arc<Shared>>) -> Response {
-    let max_model_len = lock(&shared.vllm)
-        .as_ref()
-        .map_or(4096, |f| f.max_model_len);
+    let vllm = lock(&shared.vllm).clone();
     let data: Vec<Value> = lock(&shared.models)
         .iter()
-        .map(|id| json!({"id": id, "object": "model", "owned_by": "mock", "max_model_len": max_model_len}))
+        .map(|id| match &vllm {
+            Some(flags) => crate::mock_vllm::model_entry(flags, id),
+            None => json!({"id": id, "object": "model", "owned_by": "mock", "max_model_len": 4096}),
+        })
         .collect();
     axum::Json(json!({"object": "list", "data": data})).into_response()
 }
@@ -681,10 +682,9 @@ async fn tokenize(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             body.get("prompt").and_then(Value::as_str),
         ) {
             (Some(_), Some(prompt)) => {
+                let flags = lock(&shared.vllm).clone().unwrap_or_default();
                 let n = mock_token_count(prompt);
-                let tokens: Vec<u32> = (0..n as u32).collect();
-                axum::Json(json!({"count": n, "max_model_len": 4096, "tokens": tokens}))
-                    .into_response()
+                axum::Json(crate::mock_vllm::tokenize_reply(&flags, n)).into_response()
             }
             _ => error_response(StatusCode::BAD_REQUEST, "1 validation error: prompt"),
         },

@@ -202,9 +202,15 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     pub(crate) hide_thinking: bool,
     /// Never stop a reply for repeating itself (by default one unit repeated over 8 KiB
-    /// is taken as a loop); the generation cap still bounds it.
+    /// is taken as a loop), nor cut a reply of calls that loops or lists the tools: the
+    /// coach's `runaway-stop`, `call-loop-cut` and `listed-tools-cut` off. The generation
+    /// cap still bounds the reply.
     #[arg(long)]
     pub(crate) no_runaway_guard: bool,
+    /// Turn off one of the coach's small-model rules (repeatable; `all` turns every rule
+    /// off). The rules are listed in docs/tool-calling.md; an unknown name lists them.
+    #[arg(long, value_name = "RULE")]
+    pub(crate) coach_off: Vec<String>,
     /// How to print the run.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub(crate) output_format: OutputFormat,
