@@ -35,8 +35,9 @@
 //! 16. `cargo xtask e2e --engine vllm` (skipped with `--no-e2e`, and skipped with a
 //!     message on a machine with less than 10 GB of free disk or 8 GB of available
 //!     memory): the suite against a real vLLM on the CPU (see `xtask/src/vllm/`).
-//!     Measured on the shared 2-core machine: TIME_COLD from an empty cache (install
-//!     3.5 min, conversion 2 min), TIME_WARM with a warm one
+//!     Measured on the shared 2-core machine (load average about 12 from other work):
+//!     12.5 minutes from an empty cache (vLLM's install 5.7 of them, the conversion 1.8,
+//!     the start 1.3, the tests 3.1), 5.0 minutes with a warm one (start 1.4, tests 3.2)
 //!
 //! Each step prints a header and its time; the first failure stops the run with a
 //! non-zero exit.
