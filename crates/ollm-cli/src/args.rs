@@ -357,10 +357,21 @@ pub(crate) struct ServeArgs {
         hide_env_values = true
     )]
     pub(crate) api_key: Option<String>,
-    /// Pass replies through as the server wrote them: no recovery of calls written as
-    /// text, no ReAct fallback.
-    #[arg(long)]
+    /// What happens to calls a model writes as text: `on` recovers them as `tool_calls`
+    /// (marked), `flag` only reports them, `off` passes replies through untouched;
+    /// default: `[serve] repair` in the config file, else `on`.
+    #[arg(long, value_name = "POLICY")]
+    pub(crate) repair: Option<RepairArg>,
+    /// The policy for one model, `MODEL=POLICY` (repeat for more; over `[serve.models]`).
+    #[arg(long = "repair-model", value_name = "MODEL=POLICY")]
+    pub(crate) repair_models: Vec<String>,
+    /// The same as `--repair off`.
+    #[arg(long, conflicts_with = "repair")]
     pub(crate) no_repair: bool,
+    /// Chat replies in flight per healthy replica; the next request is answered 429
+    /// with `Retry-After` (default: `[serve] max_in_flight`, else no limit).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_in_flight: Option<u32>,
     /// How replicas are health-checked: `llama` (llama.cpp's /health), `models`
     /// (GET /v1/models) or `ollama`; default: by provider.
     #[arg(long, value_name = "KIND")]
@@ -371,6 +382,17 @@ pub(crate) struct ServeArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY)]
     pub(crate) max_body_bytes: usize,
+}
+
+/// `--repair`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum RepairArg {
+    /// Pass replies through as the server wrote them.
+    Off,
+    /// Pass them through, reporting calls found in the text.
+    Flag,
+    /// Recover calls written as text, marked.
+    On,
 }
 
 /// `--health`.

@@ -19,6 +19,10 @@
 //!   held-out part is not for deciding which rules stay. The eval refuses an `ollm`
 //!   whose `run --help` does not name `--coach-off`, since every run would fail on the
 //!   flag and measure nothing.
+//! - **The folder is named after its workspace** (`rust-service`, `notes`, ...), as a
+//!   user's folder is named after what it holds; the model sees the name in ollm's
+//!   working-folder line and in absolute paths. The first eval named every folder
+//!   `project`.
 //! - **Sampling** is what a user gets unless `--temperature T` is given: the default
 //!   column starts its server with llama.cpp's own sampling (not the e2e suite's pinned
 //!   `--temp 0`) and sends no temperature, so each client's own defaults apply: the plain
@@ -539,7 +543,8 @@ fn run_one(ctx: &RunContext, job: &Job) -> Result<RunRecord> {
         .prefix("ollm-eval-")
         .tempdir()
         .context("creating the run's folder")?;
-    let project = scratch.path().join("project");
+    // Named after the workspace, as a user's folder is named after what it holds.
+    let project = scratch.path().join(&job.task.workspace);
     let files = ctx
         .workspaces
         .get(&job.task.workspace)

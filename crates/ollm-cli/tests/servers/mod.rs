@@ -218,6 +218,8 @@ mod defaults;
 
 mod logging;
 
+mod serve;
+
 mod ollama_one_shot {
     use super::*;
 
