@@ -28,7 +28,8 @@
 //!     warm cache, 44 s from an empty one (server 8 s, model 10 s).
 //! 14. `cargo xtask portable` (skipped with `--no-e2e`): the source-build path still
 //!     builds, holds no AMX or AVX-512 code and runs on an emulated Haswell (see
-//!     `xtask/src/llama/portable.rs`); about 8-15 minutes on 2 cores from an empty cache
+//!     `xtask/src/llama/portable.rs`); the build is about 8 minutes on 2 idle cores (861
+//!     CPU-seconds) from an empty cache
 //! 15. `OLLM_LLAMA_BUILD=source cargo xtask demo`, pinned and at the server's own
 //!     sampling (skipped with `--no-e2e`): the path most CPUs take answers too; its
 //!     greedy outputs differ from the prebuilt server's (issue 34)
