@@ -2,9 +2,9 @@
 //!
 //! Replies to `POST /v1/chat/completions` are scripted in order with [`Reply`]: SSE bodies
 //! sent in parts with per-part delays and optional byte splitting, error events, early EOF
-//! (a script without `[DONE]`), stalls (a body that never ends), and HTTP errors with
-//! `Retry-After`. `GET /v1/models` and `POST /tokenize` (llama.cpp's or vLLM's dialect, or
-//! absent) answer from settings. Every chat request is recorded and validated the way real
+//! (a script without `[DONE]`), stalls (a body that never ends), endless replies (a model
+//! that never stops), and HTTP errors with `Retry-After`. `GET /v1/models` and
+//! `POST /tokenize` (llama.cpp's or vLLM's dialect, or absent) answer from settings. Every chat request is recorded and validated the way real
 //! servers (and the OpenAI API) would refuse it: streamed, tool-call arguments as JSON
 //! strings holding objects, each tool message answering a call made earlier in the
 //! conversation, and content as a string, `null` or an array of `text` and `image_url`
@@ -77,6 +77,7 @@ pub struct SseScript {
     parts: Vec<(Duration, Bytes)>,
     split: Option<usize>,
     stall: bool,
+    forever: Option<Duration>,
     pending_delay: Duration,
 }
 
@@ -148,6 +149,14 @@ impl SseScript {
         self
     }
 
+    /// After the last part, streams content chunks `0 `, `1 `, `2 `, ... one every
+    /// `every`, until the client goes away: a model that never stops (each chunk differs,
+    /// so no repetition guard ends it early).
+    pub fn forever(mut self, every: Duration) -> Self {
+        self.forever = Some(every);
+        self
+    }
+
     /// The finished reply.
     pub fn reply(self) -> Reply {
         Reply::Sse(self)
@@ -186,6 +195,8 @@ struct Shared {
     /// How a request with `tools` is refused, when the server is started without tools.
     refuse_tools: Mutex<Option<ToolsOff>>,
     body_ended: Notify,
+    /// Signalled on every chat request received.
+    request_seen: Notify,
     /// llama.cpp's `GET /health` answers 503 "Loading model" while this is set.
     loading: std::sync::atomic::AtomicBool,
     /// vLLM's own rules, applied before the script ([`MockOpenAi::behave_as_vllm`]).
@@ -301,6 +312,17 @@ impl MockOpenAi {
     /// The rule violations found in chat requests (see the module docs).
     pub fn violations(&self) -> Vec<String> {
         lock(&self.shared.violations).clone()
+    }
+
+    /// Waits until `n` chat requests have been received (answered or not yet).
+    pub async fn wait_requests(&self, n: usize) {
+        loop {
+            let notified = self.shared.request_seen.notified();
+            if lock(&self.shared.requests).len() >= n {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Waits until `n` chat bodies have ended (sent in full, or dropped because the client
@@ -440,6 +462,7 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         .and_then(Value::as_array)
         .is_some_and(|t| !t.is_empty());
     lock(&shared.requests).push(body);
+    shared.request_seen.notify_waiters();
     if !problems.is_empty() {
         let text = problems.join("; ");
         lock(&shared.violations).extend(problems);
@@ -535,52 +558,92 @@ fn async_stream_body<G: Send + 'static>(
     script: SseScript,
     guard: G,
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
-    let mut pieces: VecDeque<(Duration, Bytes)> = VecDeque::new();
-    for (delay, bytes) in script.parts {
-        match script.split {
-            Some(n) => {
-                let mut first = true;
-                let mut rest = bytes;
-                while !rest.is_empty() {
-                    let piece = rest.split_to(n.min(rest.len()));
-                    pieces.push_back((if first { delay } else { Duration::ZERO }, piece));
-                    first = false;
-                }
-            }
-            None => pieces.push_back((delay, bytes)),
-        }
-    }
-    let stall = script.stall;
+    let end = match (script.forever, script.stall) {
+        (Some(every), _) => End::Forever(every, 0),
+        (None, true) => End::Stall,
+        (None, false) => End::Close,
+    };
+    let pieces = script.pieces();
     futures::stream::unfold(
-        (pieces, guard, stall),
-        |(mut pieces, guard, stall)| async move {
-            match pieces.pop_front() {
-                Some((delay, bytes)) => {
-                    if !delay.is_zero() {
-                        tokio::time::sleep(delay).await;
-                    }
-                    Some((Ok(bytes), (pieces, guard, stall)))
+        (pieces, guard, end),
+        |(mut pieces, guard, end)| async move {
+            if let Some((delay, bytes)) = pieces.pop_front() {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
                 }
-                None if stall => {
-                    futures::future::pending::<()>().await;
-                    None
-                }
-                None => {
-                    drop(guard);
-                    None
-                }
+                return Some((Ok(bytes), (pieces, guard, end)));
             }
+            let (bytes, end) = end.next(guard).await?;
+            Some((Ok(bytes), (pieces, end.1, end.0)))
         },
     )
 }
 
+impl SseScript {
+    /// The parts as sent: each after its delay, cut into pieces of at most `split` bytes.
+    fn pieces(self) -> VecDeque<(Duration, Bytes)> {
+        let mut pieces = VecDeque::new();
+        for (delay, mut rest) in self.parts {
+            let n = self.split.unwrap_or(rest.len()).max(1);
+            let mut delay = delay;
+            loop {
+                let piece = rest.split_to(n.min(rest.len()));
+                pieces.push_back((std::mem::take(&mut delay), piece));
+                if rest.is_empty() {
+                    break;
+                }
+            }
+        }
+        pieces
+    }
+}
+
+impl End {
+    /// What follows the last part: the next chunk of an endless reply (and the state
+    /// after it), or the end of the body (`None`; a stall never gets there).
+    async fn next<G>(self, guard: G) -> Option<(Bytes, (End, G))> {
+        match self {
+            End::Forever(every, n) => {
+                if every.is_zero() {
+                    tokio::task::yield_now().await;
+                } else {
+                    tokio::time::sleep(every).await;
+                }
+                let chunk = json!({"object": "chat.completion.chunk",
+                    "choices": [{"index": 0, "delta": {"content": format!("{n} ")}, "finish_reason": null}]});
+                let bytes = Bytes::from(format!("data: {chunk}\n\n"));
+                Some((bytes, (End::Forever(every, n + 1), guard)))
+            }
+            End::Stall => {
+                futures::future::pending::<()>().await;
+                None
+            }
+            End::Close => {
+                drop(guard);
+                None
+            }
+        }
+    }
+}
+
+/// What a script's body does after its last part.
+enum End {
+    /// Ends the body.
+    Close,
+    /// Keeps the connection open, silent.
+    Stall,
+    /// Streams numbered content chunks every so often (the next number).
+    Forever(Duration, u64),
+}
+
 async fn models(State(shared): State<Arc<Shared>>) -> Response {
-    let max_model_len = lock(&shared.vllm)
-        .as_ref()
-        .map_or(4096, |f| f.max_model_len);
+    let vllm = lock(&shared.vllm).clone();
     let data: Vec<Value> = lock(&shared.models)
         .iter()
-        .map(|id| json!({"id": id, "object": "model", "owned_by": "mock", "max_model_len": max_model_len}))
+        .map(|id| match &vllm {
+            Some(flags) => crate::mock_vllm::model_entry(flags, id),
+            None => json!({"id": id, "object": "model", "owned_by": "mock", "max_model_len": 4096}),
+        })
         .collect();
     axum::Json(json!({"object": "list", "data": data})).into_response()
 }
@@ -619,10 +682,9 @@ async fn tokenize(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             body.get("prompt").and_then(Value::as_str),
         ) {
             (Some(_), Some(prompt)) => {
+                let flags = lock(&shared.vllm).clone().unwrap_or_default();
                 let n = mock_token_count(prompt);
-                let tokens: Vec<u32> = (0..n as u32).collect();
-                axum::Json(json!({"count": n, "max_model_len": 4096, "tokens": tokens}))
-                    .into_response()
+                axum::Json(crate::mock_vllm::tokenize_reply(&flags, n)).into_response()
             }
             _ => error_response(StatusCode::BAD_REQUEST, "1 validation error: prompt"),
         },

@@ -1,39 +1,61 @@
 //! vLLM's own rules for a chat request, as [`crate::mock_openai::MockOpenAi::behave_as_vllm`]
-//! applies them before the scripted reply.
+//! applies them before the scripted reply, and the shape of its `/v1/models` and
+//! `/tokenize` replies.
 //!
-//! Built from vLLM's documentation (`docs/features/tool_calling.md`) and the error
-//! texts of its OpenAI-compatible server:
-//! - **Auto tool choice needs two flags.** A request with `tools` whose `tool_choice` is
-//!   `auto` (or absent: vLLM reads absent as `auto` when tools are given) is refused 400
-//!   `"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be
-//!   set` unless the server was started with both. `none`, `required` and a named
-//!   function are served without them (guided decoding).
-//! - **`--max-model-len`** bounds prompt plus completion: a request whose prompt tokens
-//!   plus `max_tokens` (or `max_completion_tokens`) exceed it is refused 400. Older
-//!   servers word it `This model's maximum context length is N tokens. However, you
-//!   requested T tokens (P in the messages, C in the completion). Please reduce the
-//!   length of the messages or completion.`; newer ones `... However, you requested C
-//!   output tokens and your prompt contains at least P input tokens, for a total of at
-//!   least T tokens. Please reduce the length of the input prompt or the number of
-//!   requested output tokens. (parameter=input_tokens, value=P)`. A prompt alone at or
-//!   over the limit is refused the same way.
-//! - **An unknown model** is 404 `The model `NAME` does not exist.` (`NotFoundError`).
-//! - **Error shapes**: older servers answer the flat `{"object": "error", "message",
-//!   "type", "param", "code"}`; newer ones OpenAI's nested `{"error": {...}}`, with the
-//!   same fields. `type` is the exception's name (`BadRequestError`, `NotFoundError`).
-//! - `GET /v1/models` lists each model with its `max_model_len`.
+//! [`Generation::Current`], the default, is vLLM 0.32.0 as recorded from the real server
+//! (`test-utils/fixtures/vllm/`, made by `xtask/vllm/record_fixtures.py`; the tests below
+//! replay every recorded request to these rules and compare status and body):
+//! - **An unknown model** is 404 `The model `NAME` does not exist. Valid aliases: A, B.`
+//!   with `param: "model"`.
+//! - **Tools need the parser.** A request with `tools` whose `tool_choice` is `auto` (or
+//!   absent, read as `auto`) is refused 400 `"auto" tool choice requires
+//!   --enable-auto-tool-choice and --tool-call-parser to be set` unless the server has
+//!   both; `required` or a named function without `--tool-call-parser` is refused 400
+//!   `tool_choice="required" requires --tool-call-parser to be set` (or
+//!   `tool_choice=function "NAME" ...`); only `none` is served without them.
+//! - **`--max-model-len`** bounds the prompt: a prompt over it is refused 400 `This
+//!   model's maximum context length is N tokens. However, your prompt contains at least
+//!   N+1 input tokens, which exceeds this limit even without any output tokens. Please
+//!   reduce the length of the input prompt. (parameter=input_tokens, value=N+1)` with
+//!   `param: "input_tokens"` (the tokenizer stops at N+1, hence "at least"). A prompt
+//!   that fits is served even when `max_tokens` would pass the window: the generation is
+//!   cut to what is left and finishes `length`. `max_tokens` (or
+//!   `max_completion_tokens`) over the window on its own is refused 400 `max_tokens=M
+//!   cannot be greater than max_model_len=N. Please request fewer output tokens.
+//!   (parameter=max_tokens, value=M)` with that parameter's name as `param`.
+//! - Errors are OpenAI's nested `{"error": {"message", "type", "param", "code"}}`, with
+//!   the exception's name as `type` (`BadRequestError`, `NotFoundError`), streamed
+//!   requests too (refused before the stream starts, as `application/json`).
+//! - `GET /v1/models` lists each model with `owned_by: "vllm"`, `root` (the model's path),
+//!   `parent: null` and its `max_model_len`; `POST /tokenize` takes `{"model",
+//!   "prompt"}` and answers `{"count", "max_model_len", "tokens", "token_strs"}`.
+//!
+//! Two older generations, from vLLM's documentation and error texts of earlier releases,
+//! are kept for the adapter's tests, since servers of those releases still run:
+//! - [`Generation::Reserving`]: nested bodies; a prompt plus `max_tokens` over the window
+//!   is refused (`... However, you requested C output tokens and your prompt contains at
+//!   least P input tokens, for a total of at least T tokens. ...
+//!   (parameter=input_tokens, value=P)`); `required` and a named function are served
+//!   without the tool flags (guided decoding); the 404 says only `The model `NAME` does
+//!   not exist.`
+//! - [`Generation::Legacy`]: the same rules with flat `{"object": "error", ...}` bodies
+//!   and the older wording `... However, you requested T tokens (P in the messages, C in
+//!   the completion). Please reduce the length of the messages or completion.`
 //!
 //! Prompt tokens are one per whitespace-separated word of the messages' text, as the
 //! OpenAI mock's tokenizers count (the template's own tokens are not modelled).
 
 use serde_json::{Value, json};
 
-/// Which generation of vLLM's server: its error shape and wording.
+/// Which generation of vLLM's server: its error shape, wording and window rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Generation {
-    /// Flat `{"object": "error", ...}` bodies, the older context-length wording.
+    /// Flat `{"object": "error", ...}` bodies, the oldest context-length wording, the
+    /// prompt plus `max_tokens` bounded.
     Legacy,
-    /// Nested `{"error": {...}}` bodies, the newer wording.
+    /// Nested bodies, the prompt plus `max_tokens` bounded.
+    Reserving,
+    /// vLLM 0.32.0 as recorded: the prompt bounded, `max_tokens` cut to fit.
     #[default]
     Current,
 }
@@ -47,7 +69,7 @@ pub struct VllmFlags {
     pub tool_call_parser: Option<String>,
     /// `--max-model-len N`.
     pub max_model_len: u32,
-    /// Its error shape and wording.
+    /// Its error shape, wording and rules.
     pub generation: Generation,
 }
 
@@ -79,30 +101,53 @@ pub fn refusal(flags: &VllmFlags, models: &[String], body: &Value) -> Option<(u1
         .and_then(Value::as_str)
         .unwrap_or_default();
     if !models.iter().any(|m| m == model) {
-        let message = format!("The model `{model}` does not exist.");
-        return Some((
-            404,
-            error(flags.generation, 404, "NotFoundError", &message, None),
-        ));
+        return Some((404, not_found(flags.generation, models, model)));
     }
-    if auto_tools(body) && !(flags.enable_auto_tool_choice && flags.tool_call_parser.is_some()) {
-        let message = "\"auto\" tool choice requires --enable-auto-tool-choice and \
-                       --tool-call-parser to be set";
+    if let Some(message) = tools_refusal(flags, body) {
         return Some((
             400,
-            error(flags.generation, 400, "BadRequestError", message, None),
+            error(flags.generation, 400, "BadRequestError", &message, None),
+        ));
+    }
+    window_refusal(flags, body)
+}
+
+/// The refusal of a request that does not fit `--max-model-len`, by `flags`' rules.
+fn window_refusal(flags: &VllmFlags, body: &Value) -> Option<(u16, Value)> {
+    let (param, completion) = match body.get("max_completion_tokens").and_then(Value::as_u64) {
+        Some(n) => ("max_completion_tokens", n),
+        None => (
+            "max_tokens",
+            body.get("max_tokens").and_then(Value::as_u64).unwrap_or(0),
+        ),
+    };
+    let limit = u64::from(flags.max_model_len);
+    if flags.generation == Generation::Current && completion > limit {
+        let message = format!(
+            "{param}={completion} cannot be greater than max_model_len={limit}. Please \
+             request fewer output tokens. (parameter={param}, value={completion})"
+        );
+        return Some((
+            400,
+            error(
+                flags.generation,
+                400,
+                "BadRequestError",
+                &message,
+                Some(param),
+            ),
         ));
     }
     let prompt = prompt_tokens(body);
-    let completion = body
-        .get("max_completion_tokens")
-        .or_else(|| body.get("max_tokens"))
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    let limit = u64::from(flags.max_model_len);
-    if prompt >= limit || prompt + completion > limit {
+    let over = match flags.generation {
+        Generation::Current => prompt > limit,
+        Generation::Legacy | Generation::Reserving => {
+            prompt >= limit || prompt + completion > limit
+        }
+    };
+    if over {
         let message = context_message(flags.generation, limit, prompt, completion);
-        let param = (flags.generation == Generation::Current).then_some("input_tokens");
+        let param = (flags.generation != Generation::Legacy).then_some("input_tokens");
         return Some((
             400,
             error(flags.generation, 400, "BadRequestError", &message, param),
@@ -111,16 +156,56 @@ pub fn refusal(flags: &VllmFlags, models: &[String], body: &Value) -> Option<(u1
     None
 }
 
-/// Whether the request asks for automatic tool choice.
-fn auto_tools(body: &Value) -> bool {
+/// The 404 for a model not served.
+fn not_found(generation: Generation, models: &[String], model: &str) -> Value {
+    let (message, param) = match generation {
+        Generation::Current => (
+            format!(
+                "The model `{model}` does not exist. Valid aliases: {}.",
+                models.join(", ")
+            ),
+            Some("model"),
+        ),
+        Generation::Legacy | Generation::Reserving => {
+            (format!("The model `{model}` does not exist."), None)
+        }
+    };
+    error(generation, 404, "NotFoundError", &message, param)
+}
+
+/// Why a request with tools is refused by a server without the tool flags.
+fn tools_refusal(flags: &VllmFlags, body: &Value) -> Option<String> {
     let has_tools = body
         .get("tools")
         .and_then(Value::as_array)
         .is_some_and(|t| !t.is_empty());
-    let choice = body.get("tool_choice");
-    has_tools && (matches!(choice, None | Some(Value::Null)) || choice == Some(&json!("auto")))
+    if !has_tools {
+        return None;
+    }
+    let auto_refused = "\"auto\" tool choice requires --enable-auto-tool-choice and \
+                        --tool-call-parser to be set";
+    match body.get("tool_choice") {
+        None | Some(Value::Null) => {}
+        Some(choice) if choice == "auto" => {}
+        Some(choice) if choice == "none" => return None,
+        Some(_) if flags.generation != Generation::Current => return None,
+        Some(_) if flags.tool_call_parser.is_some() => return None,
+        Some(choice) => {
+            let described = match choice {
+                Value::String(word) => format!("{word:?}"),
+                named => format!(
+                    "function {:?}",
+                    named["function"]["name"].as_str().unwrap_or_default()
+                ),
+            };
+            return Some(format!(
+                "tool_choice={described} requires --tool-call-parser to be set"
+            ));
+        }
+    }
+    let auto_ok = flags.enable_auto_tool_choice && flags.tool_call_parser.is_some();
+    (!auto_ok).then(|| auto_refused.to_owned())
 }
-
 /// The prompt's tokens: the words of every message's text.
 pub fn prompt_tokens(body: &Value) -> u64 {
     let messages = body.get("messages").and_then(Value::as_array);
@@ -153,13 +238,29 @@ fn context_message(generation: Generation, limit: u64, prompt: u64, completion: 
              {total} tokens ({prompt} in the messages, {completion} in the completion). Please \
              reduce the length of the messages or completion."
         ),
-        Generation::Current => format!(
+        Generation::Reserving => format!(
             "This model's maximum context length is {limit} tokens. However, you requested \
              {completion} output tokens and your prompt contains at least {prompt} input \
              tokens, for a total of at least {total} tokens. Please reduce the length of the \
              input prompt or the number of requested output tokens. (parameter=input_tokens, \
              value={prompt})"
         ),
+        Generation::Current => {
+            // vLLM's tokenizer stops one token past the window, so a longer prompt is
+            // counted as the window plus one, "at least".
+            let counted = prompt.min(limit + 1);
+            let qualifier = if counted == limit + 1 {
+                "at least "
+            } else {
+                ""
+            };
+            format!(
+                "This model's maximum context length is {limit} tokens. However, your prompt \
+                 contains {qualifier}{counted} input tokens, which exceeds this limit even \
+                 without any output tokens. Please reduce the length of the input prompt. \
+                 (parameter=input_tokens, value={counted})"
+            )
+        }
     }
 }
 
@@ -180,91 +281,34 @@ pub fn error(
             }
             flat
         }
-        Generation::Current => json!({ "error": fields }),
+        Generation::Current | Generation::Reserving => json!({ "error": fields }),
     }
+}
+
+/// One entry of vLLM's `GET /v1/models` for the model `id`.
+pub fn model_entry(flags: &VllmFlags, id: &str) -> Value {
+    json!({
+        "id": id,
+        "object": "model",
+        "created": 1_795_675_495,
+        "owned_by": "vllm",
+        "root": format!("/models/{id}"),
+        "parent": null,
+        "max_model_len": flags.max_model_len,
+        "permission": [],
+    })
+}
+
+/// vLLM's `POST /tokenize` reply for `count` tokens.
+pub fn tokenize_reply(flags: &VllmFlags, count: usize) -> Value {
+    let tokens: Vec<usize> = (0..count).collect();
+    json!({
+        "count": count,
+        "max_model_len": flags.max_model_len,
+        "tokens": tokens,
+        "token_strs": null,
+    })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn check(flags: &VllmFlags, body: Value, want: Option<u16>) {
-        let models = vec!["m".to_owned()];
-        let got = refusal(flags, &models, &body).map(|(status, _)| status);
-        assert_eq!(got, want, "{body}");
-    }
-
-    #[test]
-    fn auto_tool_choice_needs_both_flags_and_the_other_choices_need_none() {
-        let plain = VllmFlags::default();
-        let tools = json!([{"type": "function", "function": {"name": "f"}}]);
-        let ask = |choice: Value| {
-            let mut body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": tools});
-            if !choice.is_null() {
-                body["tool_choice"] = choice;
-            }
-            body
-        };
-        check(&plain, ask(Value::Null), Some(400));
-        check(&plain, ask(json!("auto")), Some(400));
-        check(&plain, ask(json!("none")), None);
-        check(&plain, ask(json!("required")), None);
-        check(
-            &plain,
-            ask(json!({"type": "function", "function": {"name": "f"}})),
-            None,
-        );
-        let only_flag = VllmFlags {
-            enable_auto_tool_choice: true,
-            ..VllmFlags::default()
-        };
-        check(&only_flag, ask(json!("auto")), Some(400));
-        check(
-            &plain.clone().with_auto_tool_choice("hermes"),
-            ask(json!("auto")),
-            None,
-        );
-        let no_tools = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
-        check(&plain, no_tools, None);
-    }
-
-    #[test]
-    fn the_window_bounds_prompt_plus_completion_in_both_wordings() {
-        for generation in [Generation::Legacy, Generation::Current] {
-            let flags = VllmFlags {
-                max_model_len: 10,
-                generation,
-                ..VllmFlags::default()
-            };
-            let body = |words: usize, max: Option<u64>| {
-                let mut b = json!({"model": "m", "messages": [{"role": "user", "content": "w ".repeat(words)}]});
-                if let Some(max) = max {
-                    b["max_tokens"] = json!(max);
-                }
-                b
-            };
-            check(&flags, body(6, Some(4)), None);
-            check(&flags, body(6, Some(5)), Some(400));
-            check(&flags, body(10, None), Some(400));
-            let (_, refused) =
-                refusal(&flags, &["m".to_owned()], &body(6, Some(5))).unwrap_or_default();
-            let text = refused.to_string();
-            assert!(
-                text.contains("maximum context length is 10 tokens"),
-                "{text}"
-            );
-            match generation {
-                Generation::Legacy => assert_eq!(refused["object"], "error", "{text}"),
-                Generation::Current => {
-                    assert_eq!(refused["error"]["type"], "BadRequestError", "{text}")
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn an_unknown_model_is_not_found() {
-        let flags = VllmFlags::default();
-        check(&flags, json!({"model": "other", "messages": []}), Some(404));
-    }
-}
+mod tests;

@@ -12,9 +12,12 @@ What is asserted is what ollm owes, not what the model chooses:
 - the streamed call reassembles into exactly the non-streamed one;
 - the loop ends with an answer after the tool result, and no error.
 The direct run is reported and checked only in what it proves: if the model wrote its
-call as text there, llama-server returned no `tool_calls` for it.
+call as text there, llama-server returned no `tool_calls` for it. With
+`--direct-gets-no-calls` (vLLM, `cargo xtask e2e --engine vllm`) the direct run must also
+end without any `tool_calls`: vLLM's hermes parser reads only `<tool_call>` blocks, and
+this model writes fenced JSON, so a plain client loop gets no call to run there.
 
-Usage: python openai_tool_loop.py DIRECT_BASE_URL SERVED_BASE_URL MODEL
+Usage: python openai_tool_loop.py DIRECT_BASE_URL SERVED_BASE_URL MODEL [--direct-gets-no-calls]
 """
 
 import json
@@ -84,7 +87,7 @@ def looks_like_a_text_call(content):
     return "read_file" in (content or "") and "{" in (content or "")
 
 
-def direct(base_url, model):
+def direct(base_url, model, no_calls):
     client = OpenAI(base_url=base_url, api_key="unused")
     reply = create(client, model, [{"role": "user", "content": ASK}], False)
     message = reply.choices[0].message
@@ -92,7 +95,9 @@ def direct(base_url, model):
     print(f"direct: finish={reply.choices[0].finish_reason} tool_calls={len(calls)} "
           f"content={message.content!r}")
     if looks_like_a_text_call(message.content) and calls:
-        fail("llama-server returned tool_calls AND the call as text")
+        fail("the server returned tool_calls AND the call as text")
+    if no_calls and calls:
+        fail(f"the server returned tool_calls directly: {calls}")
     return looks_like_a_text_call(message.content) and not calls
 
 
@@ -142,13 +147,16 @@ def loop(client, model, messages, message, folder):
 
 
 def main():
-    if len(sys.argv) != 4:
+    args = sys.argv[1:]
+    no_calls = "--direct-gets-no-calls" in args
+    args = [a for a in args if a != "--direct-gets-no-calls"]
+    if len(args) != 3:
         fail(__doc__.strip().splitlines()[-1])
-    direct_url, served_url, model = sys.argv[1:]
+    direct_url, served_url, model = args
     with tempfile.TemporaryDirectory(prefix="ollm-openai-loop-") as tmp:
         folder = Path(tmp)
         (folder / "config.toml").write_text(f'[server]\nhost = "127.0.0.1"\nport = {PORT}\n')
-        missed = direct(direct_url, model)
+        missed = direct(direct_url, model, no_calls)
         print(f"direct: the model wrote its call as text and the server missed it: {missed}")
         answered = through_serve(served_url, model, folder)
         print(f"served: the answer names port {PORT}: {answered}")

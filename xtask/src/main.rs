@@ -4,9 +4,11 @@
 //!
 //! - `tidy`: architecture and documentation checks (see [`tidy`] and [`cycles`]).
 //! - `ci`: everything CI runs, in order, stopping at the first failure (see [`ci`]).
-//! - `e2e`: the end-to-end suite against a real `llama-server` (see [`llama`]).
+//! - `e2e`: the end-to-end suite against a real `llama-server` (see [`llama`]); with
+//!   `--engine vllm`, against a real vLLM (see [`vllm`]).
 //! - `demo`: the README's main job: `ollm run` against a real `llama-server`.
-//! - `server`: start the real server and keep it running until Ctrl-C, for development.
+//! - `server`: start the real server (llama-server, or vLLM with `--engine vllm`) and keep
+//!   it running until Ctrl-C, for development.
 //! - `portable`: the portable source build, inspected and run on an emulated older CPU
 //!   (see `xtask/src/llama/portable.rs`).
 //! - `mcp-servers`: install the real MCP servers the `ollm-mcp` tests run (see [`mcp`]).
@@ -43,6 +45,7 @@ mod mcp;
 mod release;
 mod shape;
 mod tidy;
+mod vllm;
 
 use std::env;
 use std::ffi::OsString;
@@ -62,22 +65,36 @@ Tasks:
   e2e [--pending] [-- ARGS]
                        run the end-to-end suite against a real llama-server
                        (--pending: also the tests today's core fails)
-  demo [PROMPT]        run `ollm run` against a real llama-server (the main job)
-  server [--model ALIAS]
-                       start llama-server and keep it running until Ctrl-C
-                       (qwen2.5-coder-0.5b, the default, or qwen2.5-coder-1.5b)
+  e2e --engine vllm [-- ARGS]
+                       the same against a real vLLM on the CPU, then ollm run, the
+                       openai client and a pool of llama-server and vLLM (installs
+                       vLLM, 2.9 GB, and converts the model on first use)
+  demo [--model ALIAS] [--server-sampling pinned|default] [PROMPT]
+                       the main job: `ollm run` answers 'Which port does config.toml
+                       set?' against a real llama-server (default model
+                       qwen2.5-coder-1.5b; `default` sampling: llama.cpp's own, not
+                       --temp 0); fails unless the answer gives 8123
+  server [--engine llama|vllm] [--model ALIAS]
+                       start llama-server (or vLLM) and keep it running until
+                       Ctrl-C (qwen2.5-coder-0.5b, the default, or qwen2.5-coder-1.5b)
   portable             build llama-server from source for a baseline CPU, check its
                        libraries hold no AMX or AVX-512 code, run it on an emulated
                        Haswell (qemu-user) where the prebuilt server must die of SIGILL
-  eval [--smoke] [--model ALIAS] [--columns C,..] [--tasks ID,..] [--repeats N]
-       [--temperature T] [--budget MIN] [--ollm PATH]
-                       the tool-calling eval on the real model: each task in each
-                       column (plain, native, react, constrained, auto; default
-                       plain,native,auto), N repeats (default 3) at llama.cpp's
-                       default sampling or temperature T; the result file goes to
-                       docs/eval/ (--smoke: 3 tasks, plain,auto, 1 repeat,
-                       temperature 0, to target/eval/)
-  eval --table         regenerate docs/tool-calling.md's table from docs/eval/
+  eval [--smoke] [--model ALIAS] [--part tuning|held-out|all] [--columns C,..]
+       [--tasks ID,..] [--repeats N] [--temperature T] [--budget MIN] [--ollm PATH]
+                       the tool-calling eval on the real model: each task (84: 28
+                       intents x 3 wordings, 4 workspaces; a tuning part and a
+                       held-out part, default all) in each column (plain, native,
+                       react, constrained, auto; default plain,native,auto), N
+                       repeats (default 3) at llama.cpp's default sampling or
+                       temperature T; the result file goes to docs/eval/ (--smoke:
+                       3 tasks, plain,auto, 1 repeat, temperature 0, to target/eval/)
+  eval --ablate --rules R,.. [--part P] [--model ALIAS] [--repeats N] ...
+                       the auto column with each coach rule off in turn
+                       (ollm run --coach-off R; `all`: every rule) beside a
+                       baseline, on the tuning part: the change per rule
+  eval --list          task counts per part, kind and workspace
+  eval --table         regenerate docs/tool-calling.md's tables from docs/eval/
   eval --regrade       grade the runs in docs/eval/ again with today's grader
   eval --bfcl [--model ALIAS] [--limit N] [--columns C,..] [--budget MIN]
                        BFCL's simple, multiple, parallel and irrelevance questions
@@ -148,30 +165,19 @@ fn run() -> Result<()> {
         }
         "ci" => ci::run(&root, ci_options(&rest)?),
         "e2e" => run_e2e(&root, &rest),
-        "demo" => {
-            let prompt = match rest.as_slice() {
-                [] => None,
-                [prompt] => Some(prompt.as_str()),
-                _ => bail!("`demo` takes at most one argument, the prompt (quote it)\n\n{HELP}"),
-            };
-            llama::demo(&root, prompt)
-        }
+        "demo" => llama::demo::run(&root, &llama::demo::Options::parse(&rest)?),
         "eval" if rest.iter().any(|a| a == "--bfcl") => {
             eval::bfcl::run(&root, &eval::bfcl::Options::parse(&rest)?)
         }
         "eval" => eval::run(&root, &eval::Options::parse(&rest)?),
-        "server" => match rest.as_slice() {
-            [] => llama::serve(&llama::QWEN_05B),
-            [flag, alias] if flag == "--model" => llama::serve(llama::model_named(alias)?),
-            _ => bail!("`server` takes only `--model ALIAS`\n\n{HELP}"),
-        },
+        "server" => run_server(&root, &rest),
         "portable" => {
             no_more_args(&task, &rest)?;
             llama::check_portable()
         }
         "mcp-servers" => {
             no_more_args(&task, &rest)?;
-            mcp::install(&root).map(drop)
+            mcp::install(&root, &llama::cache_dir()?).map(drop)
         }
         "bench" => run_bench(&root, &rest),
         "fuzz" => fuzz::run(&root, &fuzz::Options::parse(&rest)?),
@@ -198,8 +204,34 @@ fn ci_options(rest: &[String]) -> Result<ci::Options> {
     Ok(ci::Options { e2e })
 }
 
-/// `cargo xtask e2e [--pending] [-- ARGS]`.
+/// `cargo xtask server [--engine llama|vllm] [--model ALIAS]`, in any order.
+fn run_server(root: &Path, rest: &[String]) -> Result<()> {
+    let (mut engine, mut alias) = ("llama", None);
+    for pair in rest.chunks(2) {
+        match pair {
+            [flag, value] if flag == "--engine" => engine = value.as_str(),
+            [flag, value] if flag == "--model" => alias = Some(value.as_str()),
+            _ => bail!("`server` takes only `--engine ENGINE` and `--model ALIAS`\n\n{HELP}"),
+        }
+    }
+    let model = llama::model_or_default(alias)?;
+    match engine {
+        "llama" => llama::serve(model),
+        "vllm" => vllm::serve(root, model),
+        other => bail!("no engine `{other}`: `llama` or `vllm`\n\n{HELP}"),
+    }
+}
+
+/// `cargo xtask e2e [--pending | --engine vllm] [-- ARGS]`.
 fn run_e2e(root: &Path, rest: &[String]) -> Result<()> {
+    let (vllm, rest) = match rest {
+        [flag, engine, tail @ ..] if flag == "--engine" && engine == "vllm" => (true, tail),
+        [flag, engine, ..] if flag == "--engine" && engine != "llama" => {
+            bail!("no engine `{engine}`: `llama` or `vllm`\n\n{HELP}")
+        }
+        [flag, _, tail @ ..] if flag == "--engine" => (false, tail),
+        _ => (false, rest),
+    };
     let (pending, rest) = match rest.split_first() {
         Some((flag, tail)) if flag == "--pending" => (true, tail),
         _ => (false, rest),
@@ -209,7 +241,19 @@ fn run_e2e(root: &Path, rest: &[String]) -> Result<()> {
         Some((sep, tail)) if sep == "--" => tail,
         Some(_) => bail!("`e2e` passes arguments to the test binary after `--`\n\n{HELP}"),
     };
-    llama::e2e(root, pending, passthrough)
+    if vllm {
+        if pending {
+            bail!("`e2e --engine vllm` has no pending tests\n\n{HELP}");
+        }
+        return vllm::checks::e2e(root, passthrough);
+    }
+    // The MCP test runs the real npm servers: installed first, as `ci` does.
+    llama::e2e(
+        root,
+        &mcp::install(root, &llama::cache_dir()?)?,
+        pending,
+        passthrough,
+    )
 }
 
 /// `cargo xtask bench [--real ... | --serve ... | --decoders | ARGS]`.

@@ -19,10 +19,10 @@ use anyhow::{Context, Result};
 /// The variable that tells the tests where the servers are installed.
 pub(crate) const ENV: &str = "OLLM_MCP_SERVERS";
 
-/// Installs the servers if the lock changed; returns the install directory.
-pub(crate) fn install(root: &Path) -> Result<PathBuf> {
+/// Installs the servers into `<cache>/mcp` if the lock changed; returns that directory.
+pub(crate) fn install(root: &Path, cache: &Path) -> Result<PathBuf> {
     let source = root.join("test-utils").join("mcp");
-    let dir = crate::llama::cache_dir()?.join("mcp");
+    let dir = cache.join("mcp");
     let lock = fs::read(source.join("package-lock.json")).context("reading the MCP lock file")?;
     let stamp = dir.join("node_modules").join(".ollm-lock.json");
     if fs::read(&stamp).is_ok_and(|installed| installed == lock) {

@@ -202,9 +202,15 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     pub(crate) hide_thinking: bool,
     /// Never stop a reply for repeating itself (by default one unit repeated over 8 KiB
-    /// is taken as a loop); the generation cap still bounds it.
+    /// is taken as a loop), nor cut a reply of calls that loops or lists the tools: the
+    /// coach's `runaway-stop`, `call-loop-cut` and `listed-tools-cut` off. The generation
+    /// cap still bounds the reply.
     #[arg(long)]
     pub(crate) no_runaway_guard: bool,
+    /// Turn off one of the coach's small-model rules (repeatable; `all` turns every rule
+    /// off). The rules are listed in docs/tool-calling.md; an unknown name lists them.
+    #[arg(long, value_name = "RULE")]
+    pub(crate) coach_off: Vec<String>,
     /// How to print the run.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub(crate) output_format: OutputFormat,
@@ -351,10 +357,21 @@ pub(crate) struct ServeArgs {
         hide_env_values = true
     )]
     pub(crate) api_key: Option<String>,
-    /// Pass replies through as the server wrote them: no recovery of calls written as
-    /// text, no ReAct fallback.
-    #[arg(long)]
+    /// What happens to calls a model writes as text: `on` recovers them as `tool_calls`
+    /// (marked), `flag` only reports them, `off` passes replies through untouched;
+    /// default: `[serve] repair` in the config file, else `on`.
+    #[arg(long, value_name = "POLICY")]
+    pub(crate) repair: Option<RepairArg>,
+    /// The policy for one model, `MODEL=POLICY` (repeat for more; over `[serve.models]`).
+    #[arg(long = "repair-model", value_name = "MODEL=POLICY")]
+    pub(crate) repair_models: Vec<String>,
+    /// The same as `--repair off`.
+    #[arg(long, conflicts_with = "repair")]
     pub(crate) no_repair: bool,
+    /// Chat replies in flight per healthy replica; the next request is answered 429
+    /// with `Retry-After` (default: `[serve] max_in_flight`, else no limit).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_in_flight: Option<u32>,
     /// How replicas are health-checked: `llama` (llama.cpp's /health), `models`
     /// (GET /v1/models) or `ollama`; default: by provider.
     #[arg(long, value_name = "KIND")]
@@ -365,6 +382,17 @@ pub(crate) struct ServeArgs {
     /// The largest request body accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY)]
     pub(crate) max_body_bytes: usize,
+}
+
+/// `--repair`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum RepairArg {
+    /// Pass replies through as the server wrote them.
+    Off,
+    /// Pass them through, reporting calls found in the text.
+    Flag,
+    /// Recover calls written as text, marked.
+    On,
 }
 
 /// `--health`.

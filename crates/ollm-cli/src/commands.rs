@@ -25,6 +25,7 @@ use crate::args::{self, Cli, Command, ConfigAction, McpAction, SessionsAction};
 use crate::config::{self, Env, Settings};
 use crate::exit::CliError;
 use crate::mcp::McpServerEntry;
+use crate::serve::entry::ServeEntry;
 use crate::{ago, chat, context, errors, images, mcp, models, run, sessions, transcript, ui};
 
 /// Where a handler writes: stdout, locked.
@@ -56,6 +57,8 @@ pub(crate) struct Settled {
     pub(crate) settings: Settings,
     /// The config file's `[mcp_servers.NAME]` tables.
     pub(crate) mcp_servers: BTreeMap<String, McpServerEntry>,
+    /// The config file's `[serve]` table.
+    pub(crate) serve: ServeEntry,
 }
 
 impl Settled {
@@ -67,10 +70,12 @@ impl Settled {
             .as_ref()
             .map(|f| f.mcp_servers.clone())
             .unwrap_or_default();
+        let serve = file.as_ref().map(|f| f.serve.clone()).unwrap_or_default();
         let settings = config::settle(global, env, path, file)?;
         Ok(Self {
             settings,
             mcp_servers,
+            serve,
         })
     }
 }
@@ -140,7 +145,7 @@ pub(crate) fn handler(command: Command) -> Handler {
         }),
         Command::Run(args) => served(move |s| run_command(args, s)),
         Command::Serve(args) => Handler::Settled(Box::new(move |s, _| {
-            crate::serve::run(&args, &s.settings.provider)
+            crate::serve::run(&args, &s.settings.provider, &s.serve)
         })),
     }
 }

@@ -14,11 +14,12 @@
 //! here at the top level, in `[providers.NAME]` and in `[models."NAME"]`, and settled by
 //! `defaults.rs`, the one place their precedence is decided.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ollm_bridge::{Secret, redact_url};
+use ollm_core::Rule;
 use serde::{Deserialize, Serialize};
 
 use crate::args::GlobalArgs;
@@ -91,8 +92,12 @@ pub(crate) struct FileConfig {
     pub(crate) providers: BTreeMap<String, ProviderEntry>,
     /// Built-in tool settings.
     pub(crate) tools: ToolsEntry,
+    /// The small-model rules turned off: `[coach] off = [...]`.
+    pub(crate) coach: CoachEntry,
     /// MCP servers, by name (see `mcp.rs`).
     pub(crate) mcp_servers: BTreeMap<String, crate::mcp::McpServerEntry>,
+    /// `ollm serve`'s repair policy and client keys (see `serve/entry.rs`).
+    pub(crate) serve: crate::serve::entry::ServeEntry,
     /// The context window of every model, in tokens (over what the server reports).
     pub(crate) context_length: Option<u32>,
     /// Compact a long conversation when it nears the window (default `true`).
@@ -178,6 +183,38 @@ pub(crate) struct ToolsEntry {
     /// Tell the model the working folder and its top entries when the built-in tools are
     /// offered (default `true`).
     pub(crate) workspace_context: Option<bool>,
+}
+
+/// The `[coach]` table: the small-model rules of core's coach turned off.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct CoachEntry {
+    /// Rule names, as `ollm run --coach-off` takes them (`all`: every rule).
+    pub(crate) off: Vec<String>,
+}
+
+/// The rules `names` turn off (`all`: every rule), read for `whence` (the flag or the
+/// table); an unknown name is a usage error listing the known ones.
+pub(crate) fn rules_off(names: &[String], whence: &str) -> Result<BTreeSet<Rule>, CliError> {
+    let mut off = BTreeSet::new();
+    for name in names {
+        if name.trim() == "all" {
+            off.extend(Rule::ALL.iter().copied());
+            continue;
+        }
+        match name.parse::<Rule>() {
+            Ok(rule) => {
+                off.insert(rule);
+            }
+            Err(ollm_core::CoreError::UnknownRule { known, .. }) => {
+                return Err(CliError::Usage(format!(
+                    "{whence}: unknown coach rule {name:?}; the rules are: all, {known}"
+                )));
+            }
+            Err(other) => return Err(CliError::Core(other)),
+        }
+    }
+    Ok(off)
 }
 
 /// The provider to talk to, settled.
@@ -280,6 +317,8 @@ pub(crate) struct Settings {
     pub(crate) verbose: u8,
     /// The file's defaults for `ollm run`, by layer (see `defaults.rs`).
     pub(crate) defaults: Layers,
+    /// The coach's rules the file turns off (`[coach] off`).
+    pub(crate) coach_off: BTreeSet<Rule>,
 }
 
 /// The programs `run_command` may start unless the config says otherwise: read-only ones.
@@ -350,6 +389,7 @@ pub(crate) fn settle(
     let data_dir = data_dir(env);
     let tools = tool_settings(&file, &data_dir);
     let context = context_settings(&file, provider.context_length)?;
+    let coach_off = rules_off(&file.coach.off, "[coach] off in the config")?;
     let defaults = Layers::new(
         file.run.clone(),
         (&provider.name, entry.run.clone()),
@@ -369,6 +409,7 @@ pub(crate) fn settle(
         context,
         verbose: global.verbose,
         defaults,
+        coach_off,
     })
 }
 
@@ -649,6 +690,8 @@ pub(crate) fn render_settings(s: &Settings) -> String {
         t.audit_log.display().to_string(),
         t.workspace_context
     ));
+    let off: Vec<&str> = s.coach_off.iter().map(|r| r.name()).collect();
+    out.push_str(&format!("\n[coach]\noff = {off:?}\n"));
     out.push_str(&render_models(c, &s.defaults.models));
     out
 }
@@ -1046,6 +1089,8 @@ api_key_env = "OLLM_TEST_LAB_KEY"
             None,
         );
         check("[tools]\nbogus = 1", Some("bogus"));
+        check("[coach]\nbogus = 1", Some("bogus"));
+        check("[coach]\noff = [\"act-nudge\"]", None);
         let file = parse_file(&format!(
             "top_k = 1\n[models.m]\ntop_k = 2\n{provider}top_k = 3"
         ))
@@ -1073,5 +1118,32 @@ api_key_env = "OLLM_TEST_LAB_KEY"
         check("[::1]:11434", Ollama, Some("http://[::1]:11434"));
         check("[::1]:8080", Openai, Some("http://[::1]:8080/v1"));
         check("0.0.0.0", Ollama, Some("http://127.0.0.1:11434"));
+    }
+
+    /// `[coach] off` names rules (or `all`); an unknown name is a usage error that lists
+    /// the known ones, and `config show` prints what is off.
+    #[test]
+    fn the_coach_table_turns_rules_off_by_name() {
+        let settled = |text: &str| {
+            let file = parse_file(text).unwrap();
+            settle(&flags(None, None), &Env::default(), "c".into(), Some(file))
+        };
+        let s = settled("[coach]\noff = [\"act-nudge\", \"greedy-tool-turns\"]").unwrap();
+        let expected: BTreeSet<Rule> = [Rule::ActNudge, Rule::GreedyToolTurns].into();
+        assert_eq!(s.coach_off, expected);
+        let shown = render_settings(&s);
+        assert!(
+            shown.contains("[coach]\noff = [\"act-nudge\", \"greedy-tool-turns\"]"),
+            "{shown}"
+        );
+        let all = settled("[coach]\noff = [\"all\"]").unwrap();
+        assert_eq!(all.coach_off.len(), Rule::ALL.len());
+        let Err(CliError::Usage(message)) = settled("[coach]\noff = [\"nudge\"]") else {
+            panic!("an unknown rule was accepted");
+        };
+        for rule in Rule::ALL {
+            assert!(message.contains(rule.name()), "{message}");
+        }
+        assert!(settled("").unwrap().coach_off.is_empty());
     }
 }

@@ -8,10 +8,17 @@
 //!   an HTTP status keeps the server's words after it),
 //!   so three retries do not repeat the transport's chain three times. The full text is
 //!   what `--verbose` prints (`ollm: detail: ...`) and what the JSON formats carry.
+//! - What the coach did is one short line in the user's terms, chosen by its rule
+//!   ([`coach_warning`]), never by the event's text: a first-run user read "the reply
+//!   called one tool after another as if listing them; only its first tool's calls are
+//!   read; it was stopped there (after 81 of its 279 bytes so far)" (issue 34). The
+//!   detail (bytes, counts, the call) is what `--verbose` prints and the JSON formats
+//!   carry. Rules that only nudge the model say nothing at the default verbosity.
 //! - Provider mix-ups are found from the settings (an Ollama provider pointed at an
 //!   address ending in `/v1`) or from the shape of a 404 (a missing model on Ollama names
 //!   the model; a server without `/api/*` answers a bare "Not Found").
 
+use ollm_core::Rule;
 use ollm_types::{ProviderError, ProviderErrorKind, Warning, WarningKind};
 
 use crate::config::{ProviderKind, Settings};
@@ -43,6 +50,21 @@ pub(crate) fn short_warning(w: &Warning) -> String {
     let first = cause.splitn(clauses + 1, ": ").take(clauses);
     let first = first.collect::<Vec<_>>().join(": ");
     format!("{head}: {}", crate::ui::wrap::shorten(&first, 100))
+}
+
+/// The warning line for what the coach did under `rule`, in the user's terms; `None`
+/// for the rules that only steer the model (nudges, repairs), which print nothing
+/// unless `--verbose`.
+pub(crate) fn coach_warning(rule: Rule) -> Option<&'static str> {
+    Some(match rule {
+        Rule::RepeatGuard => "the model repeated a call; answered from the earlier result",
+        Rule::RepeatLimit => "the model kept asking for the same call; stopped the run",
+        Rule::RunawayStop => "the model's reply kept repeating itself; stopped it",
+        Rule::CallLoopCut => "the model kept writing calls; ran the ones before it looped",
+        Rule::ListedToolsCut => "the model listed several tools at once; ran only the first",
+        Rule::CallsPerReply => "the model made too many calls at once; ran the first 16",
+        _ => return None,
+    })
 }
 
 /// Whether `settings` point an Ollama provider at an OpenAI-style address.
@@ -119,5 +141,28 @@ mod tests {
         );
         check(WarningKind::Retrying, "no colon", "no colon");
         check(WarningKind::TokenLimit, "cut: at 10", "cut: at 10");
+    }
+
+    /// The rules that warn are the ones whose events warn in core (kind `Repetition`),
+    /// plus the repeat guard, whose answer replaces the call's result line; each line is
+    /// one short line without counts.
+    #[test]
+    fn the_coach_warns_in_the_users_terms_for_the_rules_that_stop_or_skip() {
+        let warns = [
+            Rule::RepeatGuard,
+            Rule::RepeatLimit,
+            Rule::RunawayStop,
+            Rule::CallLoopCut,
+            Rule::ListedToolsCut,
+            Rule::CallsPerReply,
+        ];
+        for &rule in Rule::ALL {
+            let line = coach_warning(rule);
+            assert_eq!(line.is_some(), warns.contains(&rule), "{rule}");
+            if let Some(line) = line {
+                assert!(line.starts_with("the model") && line.len() < 80, "{line}");
+                assert!(!line.contains("bytes"), "{line}");
+            }
+        }
     }
 }

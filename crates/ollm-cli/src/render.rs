@@ -11,11 +11,11 @@
 //! The JSON shapes are written out by hand here rather than derived from the runtime's
 //! serde, so that they stay what `docs/output-formats.md` says whatever the runtime does.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
 use ollm_core::ChatEvent;
-use ollm_types::{FinishReason, Message, ProviderError, ToolCall, Usage, Warning};
+use ollm_types::{FinishReason, Message, ProviderError, ToolCall, Usage, Warning, WarningKind};
 use serde_json::{Value, json};
 
 use crate::args::OutputFormat;
@@ -174,6 +174,11 @@ fn warning_json(w: &Warning) -> Value {
     json!({"kind": kind_str(&w.kind), "message": w.message})
 }
 
+/// The `stream-json` line of a `Coached` event: the rule by name, and the detail.
+fn coached_json(rule: ollm_core::Rule, call_id: Option<&str>, detail: &str) -> Value {
+    json!({"type": "coached", "rule": rule.name(), "call_id": call_id, "detail": detail})
+}
+
 /// One `--output-format stream-json` line for `event`.
 pub(crate) fn event_json(event: &ChatEvent) -> Value {
     match event {
@@ -203,6 +208,11 @@ pub(crate) fn event_json(event: &ChatEvent) -> Value {
         ChatEvent::Warning { warning } => {
             json!({"type": "warning", "warning": warning_json(warning)})
         }
+        ChatEvent::Coached {
+            rule,
+            call_id,
+            detail,
+        } => coached_json(*rule, call_id.as_deref(), detail),
         ChatEvent::Error { error } => json!({"type": "error", "error": error_json(error)}),
         ChatEvent::StrategyChosen { strategy, reason } => json!({
             "type": "strategy_chosen",
@@ -308,6 +318,9 @@ pub(crate) struct TextSink<'a> {
     /// Word wrapping of the answer to the terminal's width (on a terminal only).
     wrap: Option<StreamWrap>,
     pending_calls: BTreeMap<String, ToolCall>,
+    /// Calls the coach answered from an earlier result: their warning line stands for
+    /// their result line.
+    repeats: BTreeSet<String>,
 }
 
 impl<'a> TextSink<'a> {
@@ -330,6 +343,7 @@ impl<'a> TextSink<'a> {
                 .terminal
                 .then(|| StreamWrap::new(crate::ui::wrap::terminal_width())),
             pending_calls: BTreeMap::new(),
+            repeats: BTreeSet::new(),
         }
     }
 
@@ -417,6 +431,8 @@ impl TextSink<'_> {
             // Bookkeeping events print nothing in text mode (`--verbose` lines go
             // through their own path), so they must not erase the status line.
             ChatEvent::TurnComplete { .. } | ChatEvent::StrategyChosen { .. } => true,
+            ChatEvent::Coached { rule, .. } => crate::errors::coach_warning(*rule).is_none(),
+            ChatEvent::Warning { warning } => warning.kind == WarningKind::Repetition,
             _ => false,
         };
         if !silent {
@@ -447,11 +463,15 @@ impl TextSink<'_> {
                 content,
                 is_error,
             } => self.show_result(call_id, name, content, *is_error),
+            // Each `Repetition` warning follows the `Coached` event of the rule that
+            // acted (core's contract), whose line says it in the user's terms.
+            ChatEvent::Warning { warning } if warning.kind == WarningKind::Repetition => Ok(()),
             ChatEvent::Warning { warning } => {
                 let short = crate::errors::short_warning(warning);
                 let line = self.paint(YELLOW, &format!("warning: {short}"));
                 self.status_line(&line)
             }
+            ChatEvent::Coached { rule, call_id, .. } => self.show_coached(*rule, call_id),
             ChatEvent::Compacted { compaction: c } => {
                 let line = format!(
                     "[context compacted: {} -> {} tokens; {} turns summarised, {} dropped]",
@@ -534,7 +554,21 @@ impl TextSink<'_> {
         Ok(())
     }
 
-    /// A call's result: a mark and its first characters.
+    /// What the coach did, in one line when it is worth a warning; a call it answered
+    /// from an earlier result gets that line instead of its result line.
+    fn show_coached(&mut self, rule: ollm_core::Rule, call_id: &Option<String>) -> io::Result<()> {
+        let Some(line) = crate::errors::coach_warning(rule) else {
+            return Ok(());
+        };
+        if let Some(id) = call_id {
+            self.repeats.insert(id.clone());
+        }
+        let line = self.paint(YELLOW, &format!("warning: {line}"));
+        self.status_line(&line)
+    }
+
+    /// A call's result: a mark and its first characters (nothing for a call the coach
+    /// answered, whose warning said so).
     fn show_result(
         &mut self,
         call_id: &str,
@@ -544,6 +578,9 @@ impl TextSink<'_> {
     ) -> io::Result<()> {
         self.pending_calls.remove(call_id);
         crate::tools::prompter::finished(name);
+        if self.repeats.remove(call_id) {
+            return Ok(());
+        }
         let (mark, color) = if is_error {
             ("✗", RED)
         } else {
@@ -842,6 +879,47 @@ mod tests {
             },
         );
         assert!(!err.contains("hmm"));
+    }
+
+    /// What a text sink prints on stderr for `events`.
+    fn stderr_of(events: Vec<ChatEvent>) -> String {
+        let (out, err) = (Shared::default(), Shared::default());
+        let mut s = TextSink::new(PLAIN, Box::new(out.clone()), Box::new(err.clone()));
+        for e in events {
+            s.event(&e).unwrap();
+        }
+        err.text()
+    }
+
+    /// The coach's events print its rule's line, not the detail; a repeated call's line
+    /// stands for its result line; a rule that only nudges prints nothing.
+    #[test]
+    fn the_coach_speaks_in_one_line_chosen_by_its_rule() {
+        use ollm_core::Rule;
+        let coached = |rule, call_id: Option<&str>| ChatEvent::Coached {
+            rule,
+            call_id: call_id.map(str::to_owned),
+            detail: "the reply ... (after 81 of its 279 bytes so far)".into(),
+        };
+        let repetition = ChatEvent::Warning {
+            warning: Warning::new(WarningKind::Repetition, "after 81 of its 279 bytes"),
+        };
+        let line = |rule| format!("warning: {}\n", crate::errors::coach_warning(rule).unwrap());
+        let listed = stderr_of(vec![coached(Rule::ListedToolsCut, None), repetition]);
+        assert_eq!(listed, line(Rule::ListedToolsCut));
+        let repeat = stderr_of(vec![
+            ChatEvent::ToolCallStarted { call: call() },
+            coached(Rule::RepeatGuard, Some("c1")),
+            ChatEvent::ToolResult {
+                call_id: "c1".into(),
+                name: "read_file".into(),
+                content: "Error: not run again: ...".into(),
+                is_error: true,
+            },
+        ]);
+        let call_line = "⚙ read_file {\"path\":\"a.txt\"}\n";
+        assert_eq!(repeat, format!("{call_line}{}", line(Rule::RepeatGuard)));
+        assert_eq!(stderr_of(vec![coached(Rule::AnswerAfterIdle, None)]), "");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use ollm_core::{
-    ChatClient, ChatConfig, ChatEvent, ChatOptions, Compaction, ProviderAdapter, ToolRegistry,
+    ChatClient, ChatConfig, ChatEvent, ChatOptions, Compaction, ProviderAdapter, Rule, ToolRegistry,
 };
 use ollm_types::{FinishReason, Message};
 
@@ -121,6 +121,9 @@ pub(crate) fn settle(
     if let Some(choice) = &args.tool_choice {
         chat.tool_choice = choice.clone();
     }
+    chat.coach.off.extend(settings.coach_off.iter().copied());
+    let flags = crate::config::rules_off(&args.coach_off, "--coach-off")?;
+    chat.coach.off.extend(flags);
     crate::context::apply(
         &mut chat,
         &settings.context,
@@ -219,9 +222,15 @@ fn chat_config(model: String, d: &RunDefaults) -> ChatConfig {
         chat.max_tokens = Some(n);
     }
     chat.options = d.sampling.clone().options();
-    chat.runaway_guard = d.runaway_guard.unwrap_or(true);
+    if d.runaway_guard == Some(false) {
+        chat.coach.off.extend(RUNAWAY_GUARD);
+    }
     chat
 }
+
+/// The coach's rules that `--no-runaway-guard` (`runaway_guard = false`) turns off: the
+/// runaway stop and both cuts of a reply written as calls, as before the coach had names.
+const RUNAWAY_GUARD: [Rule; 3] = [Rule::RunawayStop, Rule::CallLoopCut, Rule::ListedToolsCut];
 
 /// The pieces a chat is made of: the provider, the built-in tools and their approval policy.
 pub(crate) struct Parts {
@@ -268,6 +277,7 @@ impl Parts {
     ) -> Result<ChatClient, CliError> {
         let mut config = config.clone();
         config.tools_context.clone_from(&self.tools_context);
+        tools::tell_coach(&mut config.coach);
         let client = ChatClient::new(Arc::clone(&self.provider), self.tools.clone(), config)
             .with_history(history.to_vec());
         crate::learned::seed(&self.learned_at.0, &self.learned_at.1, &client);
@@ -454,6 +464,8 @@ pub(crate) fn verbose_line(event: &ChatEvent) -> Option<String> {
         ChatEvent::Warning { warning } if warning.kind == ollm_types::WarningKind::Retrying => {
             Some(format!("ollm: detail: {}", warning.message))
         }
+        // The coach's short line (or none) hides what it did; here is all of it.
+        ChatEvent::Coached { rule, detail, .. } => Some(format!("ollm: coach: {rule}: {detail}")),
         _ => None,
     }
 }
@@ -655,15 +667,56 @@ mod tests {
 
     #[test]
     fn the_runaway_guard_is_on_unless_the_flag_or_the_config_turns_it_off() {
+        let guarded = |p: &RunPlan| RUNAWAY_GUARD.iter().all(|&r| p.chat.coach.is_on(r));
         let s = settings(&[]);
         let on = settle(&args(&["m", "x"]), &s, TTY, None).unwrap();
-        assert!(on.chat.runaway_guard);
+        assert!(guarded(&on));
         let off = settle(&args(&["m", "--no-runaway-guard", "x"]), &s, TTY, None).unwrap();
-        assert!(!off.chat.runaway_guard);
+        assert!(!guarded(&off));
         let mut config = settings(&[]);
         config.defaults.global.runaway_guard = Some(false);
         let off = settle(&args(&["m", "x"]), &config, TTY, None).unwrap();
-        assert!(!off.chat.runaway_guard);
+        assert!(!guarded(&off));
+        // Each of the three goes, and nothing else.
+        assert_eq!(off.chat.coach.off, RUNAWAY_GUARD.into_iter().collect());
+    }
+
+    /// `--coach-off` (repeatable, `all`) adds to what `[coach] off` turns off; an unknown
+    /// name is a usage error listing the rules; with neither every rule is on.
+    #[test]
+    fn coach_off_names_the_rules_turned_off() {
+        let off = |flags: &[&str], file: &[Rule]| {
+            let mut s = settings(&[]);
+            s.coach_off.extend(file.iter().copied());
+            let mut argv = vec!["m"];
+            argv.extend(flags);
+            argv.push("x");
+            settle(&args(&argv), &s, TTY, None).map(|p| p.chat.coach.off)
+        };
+        assert!(off(&[], &[]).unwrap().is_empty());
+        let both = off(&["--coach-off", "act-nudge"], &[Rule::RepeatGuard]).unwrap();
+        assert_eq!(
+            both,
+            [Rule::RepeatGuard, Rule::ActNudge].into_iter().collect()
+        );
+        let two = off(
+            &["--coach-off", "can-nudge", "--coach-off=tools-context"],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            two,
+            [Rule::CanNudge, Rule::ToolsContext].into_iter().collect()
+        );
+        let all = off(&["--coach-off", "all"], &[]).unwrap();
+        assert_eq!(all.len(), Rule::ALL.len());
+        let Err(CliError::Usage(message)) = off(&["--coach-off", "repeat"], &[]) else {
+            panic!("an unknown rule was accepted");
+        };
+        assert!(
+            message.contains("--coach-off") && message.contains("repeat-guard"),
+            "{message}"
+        );
     }
 
     /// A run that streams some text, then waits to be cancelled.
@@ -717,6 +770,21 @@ mod tests {
         assert_eq!(
             written,
             "ollm: tool strategy: react (auto: because)\nollm: tool strategy: none (no tools)\n"
+        );
+    }
+
+    /// What the coach did, in full, is a `--verbose` line naming its rule; the short line
+    /// (or none) is the text sink's.
+    #[test]
+    fn verbose_tells_what_the_coach_did_in_full() {
+        let coached = ChatEvent::Coached {
+            rule: Rule::ListedToolsCut,
+            call_id: None,
+            detail: "the reply ... (after 81 of its 279 bytes so far)".into(),
+        };
+        assert_eq!(
+            verbose_line(&coached).as_deref(),
+            Some("ollm: coach: listed-tools-cut: the reply ... (after 81 of its 279 bytes so far)")
         );
     }
 

@@ -482,6 +482,99 @@ mod terminal {
         }
     }
 
+    /// Issue 35: in a chat, a question that needed the coach's answer nudge (a call, then
+    /// the same call again, answered from the earlier result) leaves no nudge behind: the
+    /// later questions' requests carry none, still offer the tools, and the model's call
+    /// runs. Against the mock OpenAI-compatible server, which checks every request.
+    #[test]
+    fn a_nudge_stays_with_the_question_that_needed_it() {
+        use serde_json::{Value, json};
+        use servers::OpenAi;
+        use test_utils::mock_openai::Reply;
+        let s = OpenAi::start();
+        let o = Ollm::new();
+        std::fs::write(o.dir.path().join("notes.txt"), "port = 8088\n").unwrap();
+        let call = |id: &str, name: &str, args: &str| {
+            let delta = json!({"role": "assistant", "tool_calls": [{"index": 0, "id": id,
+                "type": "function", "function": {"name": name, "arguments": args}}]});
+            let chunk = json!({"object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+            Reply::sse()
+                .data(chunk)
+                .finish("tool_calls")
+                .usage(10, 5)
+                .done()
+                .reply()
+        };
+        let say = |text: &str| {
+            Reply::sse()
+                .content(text)
+                .finish("stop")
+                .usage(10, 5)
+                .done()
+                .reply()
+        };
+        s.mock.push_reply(call("c1", "list_dir", r#"{"path":"."}"#));
+        s.mock.push_reply(call("c2", "list_dir", r#"{"path":"."}"#));
+        s.mock.push_reply(say("There is a notes file."));
+        s.mock
+            .push_reply(call("c3", "read_file", r#"{"path":"notes.txt"}"#));
+        s.mock.push_reply(say("The app uses port 8088."));
+        s.mock.push_reply(say("You are welcome."));
+        let url = s.mock.base_url();
+        let t = Tmux::start(
+            &o,
+            &["--provider", "openai", "--host", &url, "run", "mock-model"],
+        );
+        t.wait_for_prompt("the prompt", |s| s.contains("ollm chat with mock-model"));
+        let asked = [
+            ("hi! what's in this folder?", "There is a notes file."),
+            ("which port does the app use?", "The app uses port 8088."),
+            ("thanks", "You are welcome."),
+        ];
+        for (question, answer) in asked {
+            t.send(&[question, "Enter"]);
+            t.wait_for_prompt(answer, |s| s.contains(answer));
+        }
+        let screen = t.screen();
+        assert!(
+            screen.contains("warning: the model repeated a call; answered from the earlier result"),
+            "{screen}"
+        );
+        let requests = s.mock.requests();
+        assert_eq!(requests.len(), 6, "{requests:#?}");
+        assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
+        let nudge = ollm_core::Nudge::Answer.text(&ollm_core::CoachConfig::default());
+        let carries = |body: &Value| {
+            body["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["content"] == nudge.as_str())
+        };
+        let offers = |body: &Value| {
+            body.get("tools")
+                .is_some_and(|t| !t.as_array().unwrap().is_empty())
+        };
+        // The question that needed it: its third request asks for the answer, no tools.
+        assert!(
+            carries(&requests[2]) && !offers(&requests[2]),
+            "{}",
+            requests[2]
+        );
+        // Every later request: no nudge, the tools on offer; the model's call ran.
+        for body in &requests[3..] {
+            assert!(!carries(body), "{body}");
+            assert!(offers(body), "{body}");
+        }
+        let last = requests[5]["messages"].as_array().unwrap();
+        assert!(
+            last.iter()
+                .any(|m| m["role"] == "tool" && m["content"].as_str().unwrap().contains("8088")),
+            "{last:#?}"
+        );
+    }
+
     /// A prompt and its answer, `/clear`, and Ctrl-C while an answer streams, against the
     /// mock Ollama: the chat survives the cancellation and answers the next prompt.
     #[test]

@@ -83,4 +83,12 @@ pub enum CoreError {
         /// What the image is called (its path).
         name: String,
     },
+    /// A coach rule's name was not one of [`crate::coach::Rule::ALL`]'s.
+    #[error("unknown coach rule {name:?} (known: {known})")]
+    UnknownRule {
+        /// The name asked for.
+        name: String,
+        /// The known names, comma-separated.
+        known: String,
+    },
 }

@@ -49,6 +49,9 @@
 //! - [`chat`]: the [`ChatClient`] and its turn loop, which streams [`ChatEvent`]s, runs the
 //!   model's tool calls concurrently after each reply, feeds results back and stops at a
 //!   turn limit or on cancellation.
+//! - [`coach`]: every rule by which ollm helps a small model (repeat guard, cuts, nudges,
+//!   the tools context, repairs of calls written as text), each named and switched on
+//!   its own in [`ChatConfig::coach`].
 //! - [`strategy`]: how tools reach the model: natively, as ReAct text, or through a
 //!   schema-constrained reply; the seam the turn loop calls (only [`ToolMode`] is public).
 //! - [`tokens`]: token estimates and per-model context limits.
@@ -72,6 +75,7 @@
 //!   failed run leaves in it, and [`tokens`] for where the context limit comes from.
 
 pub mod chat;
+pub mod coach;
 pub mod context;
 mod error;
 pub mod history;
@@ -83,9 +87,12 @@ pub mod tokens;
 pub mod tool;
 
 pub use chat::{
-    ACT_NUDGE, ANSWER_NUDGE, CAN_NUDGE, ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatRun,
-    DEFAULT_MAX_TOKENS, MAX_CALLS_PER_REPLY,
+    ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatRun, DEFAULT_MAX_TOKENS,
+    MAX_CALLS_PER_REPLY,
 };
+#[doc(hidden)]
+pub use coach::ANSWER_NUDGE;
+pub use coach::{CoachConfig, Nudge, Rule};
 pub use context::{Compaction, CompactionConfig, Compactor, ModelSummary, Window, WindowSource};
 pub use error::CoreError;
 pub use history::{History, HistoryStats};

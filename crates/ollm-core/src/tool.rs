@@ -9,9 +9,11 @@
 //!   text the model reads. Unknown tools, invalid arguments and failures become
 //!   `Error: ...` results so the model can correct itself and the loop carries on.
 //! - An invalid-arguments result ends with the valid argument keys, their types and which
-//!   are required, so a model that invented a key (small models copy the schema's
-//!   `"type": "object"` into their arguments, or write `file` for `path`) learns the real
-//!   ones.
+//!   are required, so a model that invented a key learns the real ones, and string values
+//!   the schema types otherwise are typed before validation: the coach's `key-hint` and
+//!   `typed-strings` rules ([`crate::coach`], where the evidence is), which a chat run
+//!   switches through [`ToolRegistry::execute_coached`]; [`ToolRegistry::execute`] and
+//!   [`ToolRegistry::validate`] apply both.
 //! - Results are normalised to text: strings as they are, MCP-style `[text, artifacts]`
 //!   pairs to their text, anything else as compact JSON.
 
@@ -24,6 +26,7 @@ use ollm_types::{ToolCall, ToolSchema};
 use serde_json::{Map, Value};
 
 use crate::CoreError;
+use crate::coach::{CoachConfig, Rule};
 
 /// Why a tool did not produce a result. The turn loop turns it into the call's result
 /// text (`Error: <message>`), so the model can read it and carry on.
@@ -309,8 +312,19 @@ impl ToolRegistry {
     }
 
     /// Checks `arguments` against the schema of `name`: `Ok` when valid, else the text
-    /// the model reads (`Error: Unknown tool ...` or `Error: invalid arguments ...`).
+    /// the model reads (`Error: Unknown tool ...` or `Error: invalid arguments ...`,
+    /// ending with the valid keys).
     pub fn validate(&self, name: &str, arguments: &Map<String, Value>) -> Result<(), String> {
+        self.validate_coached(name, arguments, &CoachConfig::default())
+    }
+
+    /// [`Self::validate`], naming the valid keys only with the coach's `key-hint` on.
+    fn validate_coached(
+        &self,
+        name: &str,
+        arguments: &Map<String, Value>,
+        coach: &CoachConfig,
+    ) -> Result<(), String> {
         let Some(&i) = self.index.get(name) else {
             return Err(unknown_tool_message(name));
         };
@@ -340,6 +354,7 @@ impl ToolRegistry {
             return Ok(());
         }
         let valid = valid_arguments(&entry.schema.parameters)
+            .filter(|_| coach.is_on(Rule::KeyHint))
             .map(|v| format!(". Valid arguments: {v}"))
             .unwrap_or_default();
         Err(format!(
@@ -354,16 +369,22 @@ impl ToolRegistry {
     /// result. Never fails; see [`ToolOutcome`]. A panicking tool is not caught here
     /// (the chat loop runs tools in tasks and reports panics as error results).
     pub async fn execute(&self, call: &ToolCall) -> ToolOutcome {
+        self.execute_coached(call, &CoachConfig::default()).await
+    }
+
+    /// [`Self::execute`] under the coach's switches: quoted values are typed only with
+    /// `typed-strings` on, the valid keys named only with `key-hint` on.
+    pub async fn execute_coached(&self, call: &ToolCall, coach: &CoachConfig) -> ToolOutcome {
         if !self.contains(&call.name) {
             tracing::warn!(tool = %call.name, "the model called an unknown tool");
         }
         let arguments = match self.index.get(&call.name) {
-            Some(&i) => {
+            Some(&i) if coach.is_on(Rule::TypedStrings) => {
                 crate::recover::typed_strings(&call.arguments, &self.entries[i].schema.parameters)
             }
-            None => call.arguments.clone(),
+            _ => call.arguments.clone(),
         };
-        if let Err(content) = self.validate(&call.name, &arguments) {
+        if let Err(content) = self.validate_coached(&call.name, &arguments, coach) {
             return ToolOutcome {
                 content,
                 is_error: true,

@@ -11,6 +11,8 @@
 #[path = "all/support.rs"]
 mod support;
 
+#[path = "all/coach.rs"]
+mod coach;
 #[path = "all/compaction.rs"]
 mod compaction;
 #[path = "all/constrained.rs"]

@@ -17,16 +17,26 @@
 //!   nobody ran; the
 //!   user sees JSON, so the run fails even when a pattern happens to match inside it
 //!   (`{"name": "say_hello", "arguments": {"message": "Bonjour"}}`).
-//! - The grade is a pure function of [`Run`], the task and the folder afterwards, the
-//!   same for ollm's columns and the plain loop's.
+//! - **An empty answer fails**: the user is left with nothing, whatever the folder holds.
+//! - **Unasked actions fail, and are counted apart.** A `write_file` or `run_command` call
+//!   the task does not ask for ([`Task::asks_for`]), whether it ran or not, and any file
+//!   added, changed or removed in the folder but the one a write task names, fail the run;
+//!   [`Grade::unasked`] lists them, so the report can count runs that acted unasked
+//!   (issue 35: a write on "How do you say hello in French?"). A read-only command
+//!   (`wc -l`) counts too: the user did not ask for a command, and ollm's `--yes` in the
+//!   eval runs what a user would have been asked to approve.
+//! - The grade is a pure function of [`Run`] (which holds the folder's changes) and the
+//!   task, the same for ollm's columns and the plain loop's, so `--regrade` can apply it
+//!   to committed runs.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
 use regex::Regex;
 use serde_json::{Value, json};
 
-use super::tasks::{ExpectedCall, Kind, Task};
+use super::tasks::{ACTIONS, ExpectedCall, Files, Kind, Task};
 
 /// One call the model made, and whether it ran.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +61,8 @@ pub(super) struct Run {
     pub(super) turns: u32,
     pub(super) prompt_tokens: u64,
     pub(super) completion_tokens: u64,
+    /// Files added or changed (their text afterwards) or removed (`None`) in the folder.
+    pub(super) changed: BTreeMap<String, Option<String>>,
 }
 
 impl Run {
@@ -60,8 +72,17 @@ impl Run {
     }
 }
 
-/// Every reason `run` fails `task`, given the folder afterwards; empty when it passes.
-pub(super) fn grade(task: &Task, run: &Run, project: &Path) -> Vec<String> {
+/// A run's grade.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Grade {
+    /// Every reason the run fails its task; empty when it passes.
+    pub(super) failures: Vec<String>,
+    /// The actions nobody asked for (also among `failures`).
+    pub(super) unasked: Vec<String>,
+}
+
+/// `run`'s grade on `task`.
+pub(super) fn grade(task: &Task, run: &Run) -> Grade {
     let mut failures = Vec::new();
     if run.exit_code != Some(0) {
         failures.push(format!("exit code {:?}", run.exit_code));
@@ -69,7 +90,9 @@ pub(super) fn grade(task: &Task, run: &Run, project: &Path) -> Vec<String> {
     if run.finish.as_deref() != Some("stop") {
         failures.push(format!("finish {:?}", run.finish));
     }
-    if is_call_text(&run.answer) {
+    if run.answer.trim().is_empty() {
+        failures.push("no answer".into());
+    } else if is_call_text(&run.answer) {
         failures.push("the answer is a call written as text".into());
     }
     for pattern in &task.answer {
@@ -77,12 +100,34 @@ pub(super) fn grade(task: &Task, run: &Run, project: &Path) -> Vec<String> {
             failures.push(format!("answer does not match {pattern}"));
         }
     }
+    failures.extend(calls_failures(task, run));
+    if let Some(file) = &task.file {
+        let text = run
+            .changed
+            .get(&file.path)
+            .cloned()
+            .flatten()
+            .unwrap_or_default();
+        for pattern in &file.patterns {
+            if !matches(pattern, &text) {
+                failures.push(format!("{} does not match {pattern}", file.path));
+            }
+        }
+    }
+    let unasked = unasked(task, run);
+    failures.extend(unasked.iter().map(|u| format!("unasked: {u}")));
+    Grade { failures, unasked }
+}
+
+/// What the kind asks of the calls.
+fn calls_failures(task: &Task, run: &Run) -> Vec<String> {
+    let mut failures = Vec::new();
     match task.kind {
         Kind::None if !run.calls.is_empty() => {
             failures.push(format!("{} calls on a no-tool task", run.calls.len()));
         }
         Kind::None => {}
-        Kind::Tool => {
+        Kind::Tool | Kind::Write => {
             if run.calls_run() == 0 {
                 failures.push(format!("no call ran ({} made)", run.calls.len()));
             }
@@ -93,13 +138,60 @@ pub(super) fn grade(task: &Task, run: &Run, project: &Path) -> Vec<String> {
             }
         }
     }
-    if let Some(file) = &task.file {
-        let text = fs::read_to_string(project.join(&file.path)).unwrap_or_default();
-        if !matches(&file.pattern, &text) {
-            failures.push(format!("{} does not match {}", file.path, file.pattern));
+    failures
+}
+
+/// The actions in `run` that `task` does not ask for: calls of [`ACTIONS`], and changes
+/// to the folder but the task's file.
+fn unasked(task: &Task, run: &Run) -> Vec<String> {
+    let calls = run
+        .calls
+        .iter()
+        .filter(|c| ACTIONS.contains(&c.name.as_str()) && !task.asks_for(&c.name))
+        .map(|c| format!("{} {}", c.name, c.args));
+    let asked = task.file.as_ref().map(|f| f.path.as_str());
+    let changes = run
+        .changed
+        .iter()
+        .filter(|(path, _)| Some(path.as_str()) != asked)
+        .map(|(path, after)| match after {
+            Some(_) => format!("{path} written"),
+            None => format!("{path} removed"),
+        });
+    calls.chain(changes).collect()
+}
+
+/// The files of `project` that differ from `before`: added or changed (their text) or
+/// removed (`None`). A file that is no UTF-8 is compared lossily.
+pub(super) fn changes(before: &Files, project: &Path) -> BTreeMap<String, Option<String>> {
+    let mut after = Files::new();
+    walk(project, project, &mut after);
+    let mut changed: BTreeMap<String, Option<String>> = after
+        .iter()
+        .filter(|(path, text)| before.get(*path) != Some(*text))
+        .map(|(path, text)| (path.clone(), Some(text.clone())))
+        .collect();
+    for path in before.keys().filter(|p| !after.contains_key(*p)) {
+        changed.insert(path.clone(), None);
+    }
+    changed
+}
+
+/// Every file under `dir` into `out`, by its path relative to `root` with `/`.
+fn walk(root: &Path, dir: &Path, out: &mut Files) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            walk(root, &path, out);
+        } else if let Ok(relative) = path.strip_prefix(root) {
+            let bytes = fs::read(&path).unwrap_or_default();
+            let name = relative.to_string_lossy().replace('\\', "/");
+            out.insert(name, String::from_utf8_lossy(&bytes).into_owned());
         }
     }
-    failures
 }
 
 /// Whether `answer` is a call written as text: bare or in one fence, an object that
@@ -152,26 +244,38 @@ fn normalise(value: &Value) -> String {
 mod tests {
     use super::*;
 
+    /// A task from its JSON fields (the task file's shape, one wording).
+    fn task(fields: Value) -> Task {
+        let mut intent = json!({"id": "t", "workspace": "w", "kind": "tool",
+            "casual": "a", "polite": "b", "terse": "c", "answer": []});
+        for (k, v) in fields.as_object().unwrap() {
+            intent[k] = v.clone();
+        }
+        let tuning = json!({"workspaces": {"w": {}}, "smoke": [], "intents": [intent]});
+        super::super::tasks::from_values(tuning, json!({"intents": []}))
+            .unwrap()
+            .remove(0)
+    }
+
     fn tool_task() -> Task {
-        serde_json::from_value(json!({"id": "t", "kind": "tool", "prompt": "p",
-            "answer": ["\\b8123\\b"],
+        task(json!({"answer": ["\\b8123\\b"],
             "calls": [{"tool": "read_file", "args": {"path": "config/app.toml"}}]}))
-        .unwrap()
     }
 
     fn none_task() -> Task {
-        serde_json::from_value(
-            json!({"id": "n", "kind": "none", "prompt": "p", "answer": ["\\b42\\b"]}),
-        )
-        .unwrap()
+        task(json!({"kind": "none", "answer": ["\\b42\\b"]}))
+    }
+
+    fn call(name: &str, args: Value, ran: bool) -> Call {
+        Call {
+            name: name.into(),
+            args,
+            ran,
+        }
     }
 
     fn read(path: &str, ran: bool) -> Call {
-        Call {
-            name: "read_file".into(),
-            args: json!({ "path": path }),
-            ran,
-        }
+        call("read_file", json!({ "path": path }), ran)
     }
 
     /// A run that ended well, answered `answer` and made `calls`.
@@ -185,11 +289,10 @@ mod tests {
         }
     }
 
-    /// Grades `run` on `task` in an empty folder: the failures, or empty for a pass;
-    /// `expected` is the one failure wanted (a substring of it), or `None` for a pass.
+    /// Grades `run` on `task`: `expected` is the one failure wanted (a substring of
+    /// it), or `None` for a pass.
     fn check(task: &Task, run: &Run, expected: Option<&str>) {
-        let dir = tempfile::tempdir().unwrap();
-        let failures = grade(task, run, dir.path());
+        let failures = grade(task, run).failures;
         match expected {
             None => assert!(failures.is_empty(), "{failures:?}"),
             Some(want) => assert!(
@@ -274,6 +377,13 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_answer_fails_even_without_patterns() {
+        let small_talk = task(json!({"kind": "none"}));
+        check(&small_talk, &run("You're welcome!", vec![]), None);
+        check(&small_talk, &run(" \n", vec![]), Some("no answer"));
+    }
+
+    #[test]
     fn a_call_written_as_text_is_no_answer_even_when_a_pattern_matches() {
         let call = r#"{"name": "say_hello", "arguments": {"message": "42"}}"#;
         check(
@@ -300,16 +410,76 @@ mod tests {
         );
     }
 
+    /// A write task for `hello.txt` holding Hello.
+    fn write_task() -> Task {
+        task(json!({"kind": "write",
+            "file": {"path": "hello.txt", "patterns": ["\\bHello\\b"]}}))
+    }
+
+    fn wrote(path: &str, text: &str) -> Run {
+        let mut r = run(
+            "done",
+            vec![call("write_file", json!({"path": path}), true)],
+        );
+        r.changed.insert(path.into(), Some(text.into()));
+        r
+    }
+
     #[test]
-    fn a_written_file_is_checked_on_disk() {
-        let task: Task = serde_json::from_value(json!({"id": "w", "kind": "tool",
-            "prompt": "p", "answer": ["\\bdone\\b"],
-            "file": {"path": "hello.txt", "pattern": "\\bHello\\b"}}))
-        .unwrap();
+    fn a_written_file_is_checked_by_its_text_afterwards() {
+        check(&write_task(), &wrote("hello.txt", "Hello, world!"), None);
+        check(
+            &write_task(),
+            &wrote("hello.txt", "Bonjour"),
+            Some("hello.txt does not match"),
+        );
+    }
+
+    #[test]
+    fn an_unasked_write_or_command_fails_and_is_counted_apart() {
+        let g = grade(&none_task(), &wrote("hello.txt", "x"));
+        assert_eq!(
+            g.unasked,
+            [r#"write_file {"path":"hello.txt"}"#, "hello.txt written"]
+        );
+        assert!(
+            g.failures
+                .iter()
+                .any(|f| f.starts_with("unasked: write_file"))
+        );
+        // A write task may write its file, but no other.
+        let mut other = wrote("hello.txt", "Hello");
+        other.changed.insert("notes.md".into(), None);
+        assert_eq!(grade(&write_task(), &other).unasked, ["notes.md removed"]);
+        // A command counts unless the task asks for one, even when it was refused.
+        let wc = call("run_command", json!({"program": "wc"}), false);
+        let counted = run("8123", vec![read("config/app.toml", true), wc.clone()]);
+        assert_eq!(grade(&tool_task(), &counted).unasked.len(), 1);
+        let mut asks = tool_task();
+        asks.may = vec!["run_command".into()];
+        assert_eq!(grade(&asks, &counted), Grade::default());
+    }
+
+    #[test]
+    fn changes_are_what_differs_from_the_workspace() {
         let dir = tempfile::tempdir().unwrap();
-        let r = run("done", vec![read("a", true)]);
-        assert_eq!(grade(&task, &r, dir.path()).len(), 1);
-        fs::write(dir.path().join("hello.txt"), "Hello, world!").unwrap();
-        assert!(grade(&task, &r, dir.path()).is_empty());
+        let before: Files = [("a.txt", "a"), ("sub/b.txt", "b"), ("c.txt", "c")]
+            .into_iter()
+            .map(|(p, t)| (p.to_owned(), t.to_owned()))
+            .collect();
+        fs::create_dir(dir.path().join("sub")).unwrap();
+        fs::write(dir.path().join("a.txt"), "a").unwrap();
+        fs::write(dir.path().join("sub/b.txt"), "B").unwrap();
+        fs::write(dir.path().join("new.txt"), "n").unwrap();
+        let got = changes(&before, dir.path());
+        let want: BTreeMap<String, Option<String>> = [
+            ("c.txt", None),
+            ("new.txt", Some("n")),
+            ("sub/b.txt", Some("B")),
+        ]
+        .into_iter()
+        .map(|(p, t)| (p.to_owned(), t.map(str::to_owned)))
+        .collect();
+        assert_eq!(got, want);
     }
 }

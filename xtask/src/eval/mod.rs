@@ -1,15 +1,28 @@
-//! `cargo xtask eval`: the tool-calling eval on the real model (issues 9 and 24).
+//! `cargo xtask eval`: the tool-calling eval on the real model (issues 9, 24 and 35).
 //!
-//! Not a test: it measures. Each task of `xtask/eval/tasks.json` runs in each column,
-//! `plain` (a bare OpenAI-client loop, [`plain`]) and ollm's tool modes (`native`,
+//! Not a test: it measures. Each task ([`tasks`]: the tuning part of
+//! `xtask/eval/tasks.json`, the held-out part of `xtask/eval/held-out.json`) runs in each
+//! column, `plain` (a bare OpenAI-client loop, [`plain`]) and ollm's tool modes (`native`,
 //! `react`, `constrained`, `auto`, [`ollm`]), against the [`crate::llama::Server`] with
-//! the chosen model, in a fresh copy of the task file's project folder, `--repeats` times.
-//! [`grade`] decides each run; [`report`] writes the result file and the docs' table.
+//! the chosen model, in a fresh copy of its workspace, `--repeats` times. [`grade`]
+//! decides each run; [`report`] writes the result file and [`measures`] the docs' tables.
 //!
 //! # Decisions
 //!
 //! - **Columns**: `plain,native,auto` by default, so the table shows what ollm adds over
 //!   a bare client and what auto adds over native.
+//! - **Parts**: `--part all` by default, so the table shows the held-out part beside the
+//!   tuning part; `--part tuning` while tuning.
+//! - **Ablation** (`--ablate --rules a,b`): the auto column once with nothing off (the
+//!   baseline) and once per coach rule with that rule off (`ollm run --coach-off RULE`,
+//!   `all` for every rule), on the tuning part unless `--part` says otherwise: the
+//!   held-out part is not for deciding which rules stay. The eval refuses an `ollm`
+//!   whose `run --help` does not name `--coach-off`, since every run would fail on the
+//!   flag and measure nothing.
+//! - **The folder is named after its workspace** (`rust-service`, `notes`, ...), as a
+//!   user's folder is named after what it holds; the model sees the name in ollm's
+//!   working-folder line and in absolute paths. The first eval named every folder
+//!   `project`.
 //! - **Sampling** is what a user gets unless `--temperature T` is given: the default
 //!   column starts its server with llama.cpp's own sampling (not the e2e suite's pinned
 //!   `--temp 0`) and sends no temperature, so each client's own defaults apply: the plain
@@ -32,9 +45,12 @@
 pub(crate) mod bfcl;
 mod context;
 mod grade;
+mod legacy;
+mod measures;
 mod ollm;
 mod plain;
 mod report;
+mod results;
 mod tasks;
 
 use std::fs;
@@ -49,13 +65,11 @@ use serde_json::{Value, json};
 
 use crate::llama::{self, target_dir};
 use crate::{cargo, run_cmd, section};
-use context::RunContext;
-use grade::Run;
-use report::{ResultFile, RunRecord};
-use tasks::{Kind, Task};
+use context::{COLUMNS, Column, RunContext};
+use grade::{Grade, Run};
+use results::{FORMAT, ResultFile, RunRecord};
+use tasks::{Part, PartChoice, Suite, Task};
 
-/// Every column, in the order runs go.
-const COLUMNS: &[&str] = &["plain", "native", "react", "constrained", "auto"];
 /// The tool schemas the plain loop offers: ollm's built-in tools, as `ollm run` sends them.
 const TOOLS_FILE: &str = "xtask/eval/tools.json";
 /// Runs at once: one per server slot.
@@ -72,6 +86,14 @@ pub(crate) struct Options {
     pub(crate) columns: Vec<String>,
     /// Only tasks whose id contains one of these (all when empty).
     pub(crate) filters: Vec<String>,
+    /// The part to run (`all`, or `tuning` for `--ablate`, when `None`).
+    pub(crate) part: Option<PartChoice>,
+    /// Run the auto column once per rule of `rules` with that rule off, and a baseline.
+    pub(crate) ablate: bool,
+    /// The coach rules `--ablate` switches off, one at a time.
+    pub(crate) rules: Vec<String>,
+    /// Only print the task counts per part, kind and workspace.
+    pub(crate) list: bool,
     /// The task file's `smoke` subset, 1 repeat, temperature 0, `plain,auto`.
     pub(crate) smoke: bool,
     /// A prebuilt `ollm` to measure instead of building this worktree's.
@@ -101,6 +123,10 @@ impl Options {
             match arg.as_str() {
                 "--strategies" | "--columns" => o.columns = list(value()?),
                 "--tasks" => o.filters = list(value()?),
+                "--part" => o.part = Some(PartChoice::parse(value()?)?),
+                "--ablate" => o.ablate = true,
+                "--rules" => o.rules = list(value()?),
+                "--list" => o.list = true,
                 "--smoke" => o.smoke = true,
                 "--table" => o.table = true,
                 "--regrade" => o.regrade = true,
@@ -121,7 +147,44 @@ impl Options {
         if o.repeats == Some(0) {
             bail!("--repeats must be at least 1");
         }
+        o.check_ablation()?;
         Ok(o)
+    }
+
+    /// `--ablate` needs `--rules` (kebab-case names) and no `--columns`; `--rules` needs
+    /// `--ablate`.
+    fn check_ablation(&self) -> Result<()> {
+        if !self.ablate {
+            if !self.rules.is_empty() {
+                bail!("--rules needs --ablate");
+            }
+            return Ok(());
+        }
+        if !self.columns.is_empty() || self.smoke {
+            bail!("--ablate runs the auto column only: drop --columns and --smoke");
+        }
+        if self.rules.is_empty() {
+            bail!("--ablate needs --rules a,b: the coach rules to switch off, one at a time");
+        }
+        let kebab = |r: &String| {
+            !r.is_empty()
+                && r.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        };
+        if let Some(bad) = self.rules.iter().find(|r| !kebab(r)) {
+            bail!("--rules: `{bad}` is no rule name (kebab-case)");
+        }
+        Ok(())
+    }
+
+    /// The part to run.
+    fn part(&self) -> PartChoice {
+        match (self.part, self.smoke, self.ablate) {
+            (_, true, _) => PartChoice::Only(Part::Tuning),
+            (Some(part), _, _) => part,
+            (None, _, true) => PartChoice::Only(Part::Tuning),
+            (None, _, false) => PartChoice::All,
+        }
     }
 }
 
@@ -135,7 +198,7 @@ fn number<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T> {
 #[derive(Clone)]
 struct Job {
     task: Task,
-    column: String,
+    column: Column,
     repeat: usize,
 }
 
@@ -147,58 +210,81 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     if options.regrade {
         return regrade(root);
     }
-    let file = tasks::load(root)?;
-    let tasks = tasks::select(&file, options.smoke, &options.filters)?;
-    let columns = columns(options);
-    let repeats = options.repeats.unwrap_or(if options.smoke { 1 } else { 3 });
+    let suite = tasks::load(root)?;
+    if options.list {
+        print!("{}", tasks::counts(&suite));
+        return Ok(());
+    }
+    let tasks = tasks::select(&suite, options.smoke, options.part(), &options.filters)?;
+    eval(root, options, &suite, &tasks)
+}
+
+/// Runs `tasks` in every column and writes the result file.
+fn eval(root: &Path, options: &Options, suite: &Suite, tasks: &[Task]) -> Result<()> {
     let model = llama::model_or_default(options.model.as_deref())?;
+    let mut result = plan(options, model, tasks);
     let ollm = snapshot(root, &ollm_binary(root, options)?)?;
+    if options.ablate && !ollm::has_coach_off(&ollm)? {
+        bail!("this ollm takes no --coach-off, so no rule can be switched off (the coach adds it)");
+    }
     // Read now: the worktree may move on while the eval runs (its copy does not).
-    let measured = describe_ollm(root, options, options.ollm.as_deref().unwrap_or(&ollm));
-    let tools = tool_schemas(root)?;
+    result.ollm = describe_ollm(root, options, options.ollm.as_deref().unwrap_or(&ollm));
     let server = start_server(model, options)?;
-    let server_note = server_note(&server);
-    let (temperature, sampling, sampling_note) = sampling(options, &server.base_url())?;
-    println!("eval: sampling {sampling}: {sampling_note}");
-    let jobs = jobs(&tasks, &columns, repeats);
-    let planned = jobs.len();
-    let (n_tasks, n_columns) = (tasks.len(), columns.len());
+    result.server = server_note(&server);
+    let temperature;
+    (temperature, result.sampling, result.sampling_note) = sampling(options, &server.base_url())?;
+    println!(
+        "eval: sampling {}: {}",
+        result.sampling, result.sampling_note
+    );
+    let jobs = jobs(tasks, &columns(options), result.repeats);
+    result.planned = jobs.len();
     section(&format!(
-        "eval: {n_tasks} tasks x {n_columns} columns x {repeats} repeats = {planned} runs, \
-         {PARALLEL} at a time"
+        "eval: {} tasks ({}) x {} columns x {} repeats = {} runs, {PARALLEL} at a time",
+        tasks.len(),
+        result.part,
+        result.columns.len(),
+        result.repeats,
+        jobs.len()
     ));
     let started = Instant::now();
-    let stamp = report::utc_stamp(SystemTime::now());
-    let traces = traces_dir(root, model.alias, &stamp)?;
     let ctx = RunContext {
-        traces,
+        traces: traces_dir(root, model.alias, &result.started)?,
         deadline: options.budget.map(|b| started + b),
-        ollm: ollm.clone(),
+        ollm,
         base_url: server.base_url(),
         model: model.alias,
-        files: file.files.clone(),
+        workspaces: suite.workspaces.clone(),
         temperature,
         max_turns: MAX_TURNS,
-        tools,
+        tools: tool_schemas(root)?,
     };
     let (records, harness) = run_all(&ctx, jobs);
     drop(server);
-    let result = ResultFile {
-        model: model.alias.to_owned(),
-        server: server_note,
-        ollm: measured,
-        sampling,
-        sampling_note,
-        repeats,
-        max_turns: MAX_TURNS,
-        tasks: tasks.iter().map(|t| t.id.clone()).collect(),
-        columns,
-        started: stamp,
-        wall_s: started.elapsed().as_secs_f64(),
-        planned,
-        runs: records,
-    };
+    result.runs = records;
+    result.wall_s = started.elapsed().as_secs_f64();
     finish(root, options, &result, &harness)
+}
+
+/// The result file as planned from the options, before anything runs: the model, the
+/// part, the tasks, the columns, the repeats, the start time.
+fn plan(options: &Options, model: &llama::Model, tasks: &[Task]) -> ResultFile {
+    ResultFile {
+        format: FORMAT,
+        model: model.alias.to_owned(),
+        repeats: options.repeats.unwrap_or(if options.smoke { 1 } else { 3 }),
+        max_turns: MAX_TURNS,
+        part: options.part().name().to_owned(),
+        ablation: if options.ablate {
+            options.rules.clone()
+        } else {
+            Vec::new()
+        },
+        tasks: tasks.iter().map(|t| t.id.clone()).collect(),
+        columns: columns(options).iter().map(Column::name).collect(),
+        started: report::utc_stamp(SystemTime::now()),
+        ..ResultFile::default()
+    }
 }
 
 /// The tools the plain column offers, from [`TOOLS_FILE`].
@@ -251,22 +337,30 @@ fn finish(root: &Path, options: &Options, result: &ResultFile, harness: &[String
     Ok(())
 }
 
-fn columns(options: &Options) -> Vec<String> {
+/// The columns to run: `--columns`, the ablation's, or the default set.
+fn columns(options: &Options) -> Vec<Column> {
+    if options.ablate {
+        let base = Column::parse(measures::BASELINE).into_iter();
+        return base
+            .chain(options.rules.iter().map(|r| Column::without(r)))
+            .collect();
+    }
     let default: &[&str] = if options.smoke {
         &["plain", "auto"]
     } else {
         &["plain", "native", "auto"]
     };
-    if options.columns.is_empty() {
-        default.iter().map(|s| (*s).to_owned()).collect()
+    let names: Vec<&str> = if options.columns.is_empty() {
+        default.to_vec()
     } else {
-        options.columns.clone()
-    }
+        options.columns.iter().map(String::as_str).collect()
+    };
+    names.into_iter().filter_map(Column::parse).collect()
 }
 
 /// Repeat by repeat, then column by column, then task by task: a run cut short by
 /// `--budget` still has whole repeats of every column.
-fn jobs(tasks: &[Task], columns: &[String], repeats: usize) -> Vec<Job> {
+fn jobs(tasks: &[Task], columns: &[Column], repeats: usize) -> Vec<Job> {
     let mut jobs = Vec::new();
     for repeat in 0..repeats {
         for column in columns {
@@ -409,7 +503,8 @@ fn run_all(ctx: &RunContext, jobs: Vec<Job>) -> (Vec<RunRecord>, Vec<String>) {
                         Err(err) => {
                             println!("[{}/{count}] HARNESS FAILURE: {err:#}", index + 1);
                             if let Ok(mut h) = harness.lock() {
-                                h.push(format!("{} {}: {err:#}", job.column, job.task.id));
+                                let column = job.column.name();
+                                h.push(format!("{column} {}: {err:#}", job.task.id));
                             }
                         }
                     }
@@ -442,14 +537,20 @@ fn progress_line(r: &RunRecord) -> String {
     )
 }
 
-/// One run in a fresh folder, graded; `Err` only when the harness broke.
+/// One run in a fresh copy of its workspace, graded; `Err` only when the harness broke.
 fn run_one(ctx: &RunContext, job: &Job) -> Result<RunRecord> {
     let scratch = tempfile::Builder::new()
         .prefix("ollm-eval-")
         .tempdir()
         .context("creating the run's folder")?;
-    let project = scratch.path().join("project");
-    for (name, text) in &ctx.files {
+    // Named after the workspace, as a user's folder is named after what it holds.
+    let project = scratch.path().join(&job.task.workspace);
+    let files = ctx
+        .workspaces
+        .get(&job.task.workspace)
+        .with_context(|| format!("no workspace {}", job.task.workspace))?;
+    fs::create_dir_all(&project)?;
+    for (name, text) in files {
         let path = project.join(name);
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent)?;
@@ -457,40 +558,42 @@ fn run_one(ctx: &RunContext, job: &Job) -> Result<RunRecord> {
         fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     let started = Instant::now();
-    let run = match job.column.as_str() {
+    let mut run = match job.column.mode.as_str() {
         "plain" => plain::run(ctx, &job.task.prompt, &project)?,
-        mode => ollm::run(ctx, mode, &job.task.prompt, &project)?,
+        _ => ollm::run(ctx, &job.column, &job.task.prompt, &project)?,
     };
     let seconds = started.elapsed().as_secs_f64();
-    let failures = grade::grade(&job.task, &run, &project);
+    run.changed = grade::changes(files, &project);
+    let grade = grade::grade(&job.task, &run);
     let out = scratch.path().join("out.jsonl");
     if out.is_file() {
-        let name = format!("{}.{}.{}.jsonl", job.task.id, job.column, job.repeat);
+        let name = format!("{}.{}.{}.jsonl", job.task.id, job.column.name(), job.repeat);
         fs::copy(&out, ctx.traces.join(name)).context("keeping the run's trace")?;
     }
-    Ok(record(job, &run, failures, seconds))
+    Ok(record(job, run, grade, seconds))
 }
 
 /// `eval --regrade`: every committed run graded again from what it recorded, so a
-/// stricter grader applies to old results too. A run whose task checks a file afterwards
-/// is kept as it was (the folder is gone).
+/// stricter grader applies to old results too. Files of the first format are left as
+/// they are: their tasks are gone.
 fn regrade(root: &Path) -> Result<()> {
-    let file = tasks::load(root)?;
+    let suite = tasks::load(root)?;
     for path in report::result_files(root)? {
         let mut result: ResultFile = serde_json::from_str(&fs::read_to_string(&path)?)
             .with_context(|| format!("parsing {}", path.display()))?;
+        if result.format < FORMAT {
+            continue;
+        }
         let mut changed = 0;
         for record in &mut result.runs {
-            let Some(task) = file.tasks.iter().find(|t| t.id == record.task) else {
+            let Some(task) = suite.tasks.iter().find(|t| t.id == record.task) else {
                 continue;
             };
-            if task.file.is_some() {
-                continue;
-            }
-            let failures = grade::grade(task, &replay(record), Path::new("/nonexistent"));
+            let Grade { failures, unasked } = grade::grade(task, &replay(record));
             changed += usize::from(failures != record.failures);
             record.pass = failures.is_empty();
             record.failures = failures;
+            record.unasked = unasked;
         }
         report::rewrite(&path, &result)?;
         println!("{}: {changed} runs graded differently", path.display());
@@ -515,22 +618,23 @@ fn replay(record: &RunRecord) -> Run {
         finish: record.finish.clone(),
         exit_code: record.exit_code,
         turns: record.turns,
+        changed: record.changed.clone(),
         ..Run::default()
     }
 }
 
-fn record(job: &Job, run: &Run, failures: Vec<String>, seconds: f64) -> RunRecord {
+fn record(job: &Job, run: Run, grade: Grade, seconds: f64) -> RunRecord {
     RunRecord {
         task: job.task.id.clone(),
-        kind: match job.task.kind {
-            Kind::Tool => "tool".into(),
-            Kind::None => "none".into(),
-        },
-        plain_words: job.task.plain_words,
-        column: job.column.clone(),
+        kind: job.task.kind.name().into(),
+        plain_words: true,
+        part: job.task.part.name().into(),
+        workspace: job.task.workspace.clone(),
+        column: job.column.name(),
         repeat: job.repeat,
-        pass: failures.is_empty(),
-        failures,
+        pass: grade.failures.is_empty(),
+        failures: grade.failures,
+        unasked: grade.unasked,
         finish: run.finish.clone(),
         exit_code: run.exit_code,
         calls_made: run.calls.len(),
@@ -540,10 +644,11 @@ fn record(job: &Job, run: &Run, failures: Vec<String>, seconds: f64) -> RunRecor
             .iter()
             .map(|c| json!({"name": c.name, "arguments": c.args, "ran": c.ran}))
             .collect(),
+        changed: run.changed,
         seconds,
         turns: run.turns,
         tokens: run.prompt_tokens + run.completion_tokens,
-        answer: run.answer.clone(),
+        answer: run.answer,
     }
 }
 
@@ -592,26 +697,118 @@ mod tests {
         }
     }
 
+    /// The names of the columns `a` asks for.
+    fn column_names(a: &[&str]) -> Vec<String> {
+        columns(&Options::parse(&args(a)).unwrap())
+            .iter()
+            .map(Column::name)
+            .collect()
+    }
+
     #[test]
     fn smoke_defaults_to_plain_and_auto_at_temperature_0() {
         let smoke = Options::parse(&args(&["--smoke"])).unwrap();
-        assert_eq!(columns(&smoke), ["plain", "auto"]);
-        assert_eq!(columns(&Options::default()), ["plain", "native", "auto"]);
+        assert_eq!(column_names(&["--smoke"]), ["plain", "auto"]);
+        assert_eq!(column_names(&[]), ["plain", "native", "auto"]);
+        assert_eq!(smoke.part(), PartChoice::Only(Part::Tuning));
         let (t, name, _) = sampling(&smoke, "http://unused").unwrap();
         assert_eq!((t, name.as_str()), (Some(0.0), "temperature 0"));
     }
 
     #[test]
+    fn parts_default_to_all_and_to_tuning_for_the_ablation() {
+        let part = |a: &[&str]| Options::parse(&args(a)).unwrap().part();
+        assert_eq!(part(&[]), PartChoice::All);
+        assert_eq!(
+            part(&["--part", "held-out"]),
+            PartChoice::Only(Part::HeldOut)
+        );
+        assert_eq!(
+            part(&["--ablate", "--rules", "a"]),
+            PartChoice::Only(Part::Tuning)
+        );
+        assert_eq!(
+            part(&["--ablate", "--rules", "a", "--part", "all"]),
+            PartChoice::All
+        );
+    }
+
+    #[test]
+    fn the_ablation_runs_a_baseline_then_each_rule_off() {
+        assert_eq!(
+            column_names(&["--ablate", "--rules", "answer-nudge, repeat-guard,all"]),
+            [
+                "auto",
+                "auto-without-answer-nudge",
+                "auto-without-repeat-guard",
+                "auto-without-all"
+            ]
+        );
+        for bad in [
+            &["--ablate"][..],
+            &["--rules", "a"],
+            &["--ablate", "--rules", "Answer_Nudge"],
+            &["--ablate", "--rules", "a,,b"],
+            &["--ablate", "--rules", "a", "--columns", "plain"],
+            &["--ablate", "--rules", "a", "--smoke"],
+            &["--part", "half"],
+        ] {
+            assert!(Options::parse(&args(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn jobs_go_repeat_by_repeat_then_column_by_column() {
-        let file = tasks::load(&crate::workspace_root()).unwrap();
-        let two = &file.tasks[..2];
-        let order: Vec<(String, usize, String)> = jobs(two, &args(&["plain", "auto"]), 2)
+        let suite = tasks::load(&crate::workspace_root()).unwrap();
+        let two = &suite.tasks[..2];
+        let columns: Vec<Column> = ["plain", "auto"]
             .into_iter()
-            .map(|j| (j.column, j.repeat, j.task.id))
+            .filter_map(Column::parse)
+            .collect();
+        let order: Vec<(String, usize, String)> = jobs(two, &columns, 2)
+            .into_iter()
+            .map(|j| (j.column.name(), j.repeat, j.task.id))
             .collect();
         assert_eq!(order.len(), 8);
         assert_eq!(order[0], ("plain".into(), 0, two[0].id.clone()));
         assert_eq!(order[2], ("auto".into(), 0, two[0].id.clone()));
         assert_eq!(order[4], ("plain".into(), 1, two[0].id.clone()));
+    }
+
+    #[test]
+    fn a_recorded_run_regrades_as_it_was_graded() {
+        let suite = tasks::load(&crate::workspace_root()).unwrap();
+        let task = suite
+            .tasks
+            .iter()
+            .find(|t| t.id == "port-file.casual")
+            .unwrap();
+        let mut run = Run {
+            answer: "Saved.".into(),
+            calls: vec![grade::Call {
+                name: "write_file".into(),
+                args: json!({"path": "port.txt", "content": "7341"}),
+                ran: true,
+            }],
+            finish: Some("stop".into()),
+            exit_code: Some(0),
+            ..Run::default()
+        };
+        run.changed.insert("port.txt".into(), Some("7341\n".into()));
+        run.changed.insert("config.toml".into(), None);
+        let job = Job {
+            task: task.clone(),
+            column: Column::without("answer-nudge"),
+            repeat: 1,
+        };
+        let graded = grade::grade(task, &run);
+        assert_eq!(graded.unasked, ["config.toml removed"]);
+        let record = record(&job, run.clone(), graded.clone(), 1.0);
+        assert_eq!(record.column, "auto-without-answer-nudge");
+        assert_eq!(
+            (record.part.as_str(), record.kind.as_str()),
+            ("tuning", "write")
+        );
+        assert_eq!(grade::grade(task, &replay(&record)), graded);
     }
 }

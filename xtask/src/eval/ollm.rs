@@ -3,7 +3,8 @@
 //! # Decisions
 //!
 //! - **The binary, as a user runs it**: `ollm run --provider openai --host URL --tool-mode
-//!   M --output-format stream-json --yes --max-turns N [--temperature T] MODEL PROMPT`.
+//!   M --output-format stream-json --yes --max-turns N [--temperature T] [--coach-off
+//!   RULE] MODEL PROMPT`.
 //!   `stream-json` rather than `json` because it keeps what happened before a timeout and
 //!   says which calls got an error result.
 //! - Output goes to a file, not a pipe, so a chatty run can never block on a full pipe
@@ -20,32 +21,19 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use super::context::{RUN_TIMEOUT, RunContext};
+use super::context::{Column, RUN_TIMEOUT, RunContext};
 use super::grade::{Call, Run};
 
-/// Runs `prompt` under `mode` in `project`; `Err` only when ollm could not be started
+/// Runs `prompt` in `column` in `project`; `Err` only when ollm could not be started
 /// (a broken harness), never for what the model did.
-pub(super) fn run(ctx: &RunContext, mode: &str, prompt: &str, project: &Path) -> Result<Run> {
+pub(super) fn run(ctx: &RunContext, column: &Column, prompt: &str, project: &Path) -> Result<Run> {
     let log_path = project
         .parent()
         .context("the project folder has a parent")?
         .join("out.jsonl");
     let log = File::create(&log_path)?;
-    let mut cmd = Command::new(&ctx.ollm);
+    let mut cmd = command(ctx, column, prompt);
     cmd.current_dir(project)
-        .args(["run", "--provider", "openai", "--host", &ctx.base_url])
-        .args([
-            "--tool-mode",
-            mode,
-            "--output-format",
-            "stream-json",
-            "--yes",
-        ])
-        .args(["--max-turns", &ctx.max_turns.to_string()]);
-    if let Some(t) = ctx.temperature {
-        cmd.args(["--temperature", &t.to_string()]);
-    }
-    cmd.args([ctx.model, prompt])
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(log)
@@ -72,6 +60,34 @@ pub(super) fn run(ctx: &RunContext, mode: &str, prompt: &str, project: &Path) ->
         None => seen.finish = Some("timeout".into()),
     }
     Ok(seen)
+}
+
+/// `ollm run` with the module docs' flags for `column`.
+fn command(ctx: &RunContext, column: &Column, prompt: &str) -> Command {
+    let mut cmd = Command::new(&ctx.ollm);
+    cmd.args(["run", "--provider", "openai", "--host", &ctx.base_url])
+        .args(["--tool-mode", &column.mode])
+        .args(["--output-format", "stream-json", "--yes"])
+        .args(["--max-turns", &ctx.max_turns.to_string()]);
+    if let Some(t) = ctx.temperature {
+        cmd.args(["--temperature", &t.to_string()]);
+    }
+    if let Some(rule) = &column.off {
+        cmd.args(["--coach-off", rule]);
+    }
+    cmd.args([ctx.model, prompt]);
+    cmd
+}
+
+/// Whether the `ollm` at `path` takes `--coach-off` (the coach's switch, which the
+/// ablation needs): its `run --help` names it.
+pub(super) fn has_coach_off(path: &Path) -> Result<bool> {
+    let out = Command::new(path)
+        .args(["run", "--help"])
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("starting {}", path.display()))?;
+    Ok(String::from_utf8_lossy(&out.stdout).contains("--coach-off"))
 }
 
 /// Reads a run's `stream-json` lines (see `docs/output-formats.md`).
@@ -117,6 +133,67 @@ pub(super) fn observe(text: &str) -> Run {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    fn ctx(ollm: PathBuf) -> RunContext {
+        RunContext {
+            ollm,
+            base_url: "http://127.0.0.1:1/v1".into(),
+            model: "m",
+            workspaces: BTreeMap::new(),
+            temperature: None,
+            max_turns: 4,
+            tools: Value::Null,
+            traces: PathBuf::new(),
+            deadline: None,
+        }
+    }
+
+    #[test]
+    fn a_column_with_a_rule_off_passes_coach_off() {
+        let args = |column: &Column| -> Vec<String> {
+            command(&ctx("ollm".into()), column, "hi?")
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        let off = args(&Column::without("repeat-guard"));
+        let at = off.iter().position(|a| a == "--coach-off").unwrap();
+        assert_eq!(off[at + 1], "repeat-guard");
+        assert_eq!(off[off.len() - 2..], ["m", "hi?"]);
+        let auto = args(&Column::parse("auto").unwrap());
+        assert!(!auto.iter().any(|a| a == "--coach-off"), "{auto:?}");
+        assert!(auto.windows(2).any(|w| w == ["--tool-mode", "auto"]));
+    }
+
+    /// An executable script at `dir/name` that prints `help`.
+    #[cfg(unix)]
+    fn fake_ollm(dir: &Path, name: &str, help: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        fs::write(&path, format!("#!/bin/sh\necho '{help}'\n")).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_ablation_needs_an_ollm_whose_help_names_coach_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = fake_ollm(
+            dir.path(),
+            "with",
+            "      --coach-off <RULE>  switch a rule off",
+        );
+        let without = fake_ollm(dir.path(), "without", "      --tool-mode <MODE>");
+        // A thread of another test that forks while a script is being written holds its
+        // file open until it execs: starting the script may then fail with ETXTBSY.
+        let help = |path: &Path| (0..5).find_map(|_| has_coach_off(path).ok()).unwrap();
+        assert!(help(&with));
+        assert!(!help(&without));
+        assert!(has_coach_off(&dir.path().join("missing")).is_err());
+    }
 
     #[test]
     fn stream_json_lines_become_what_the_run_did() {
@@ -152,6 +229,7 @@ mod tests {
                 turns: 2,
                 prompt_tokens: 30,
                 completion_tokens: 5,
+                ..Run::default()
             }
         );
     }

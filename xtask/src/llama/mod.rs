@@ -81,24 +81,25 @@
 mod baseline;
 mod build;
 mod cpu;
+pub(crate) mod demo;
 pub(crate) mod install;
 mod installed;
-mod model;
-mod openai_client;
+pub(crate) mod model;
+pub(crate) mod openai_client;
 mod portable;
 mod progress;
-mod server;
-mod venv;
+pub(crate) mod server;
+pub(crate) mod venv;
 
+use std::env;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use std::{env, fs};
 
 use anyhow::{Context, Result, bail};
 
-use crate::{cargo, run_cmd, secs, section};
+use crate::{cargo, run_cmd, section};
 use install::{Binary, Facts, Origin};
 pub(crate) use model::{Model, QWEN_05B, QWEN_15B};
 pub(crate) use server::Server;
@@ -127,24 +128,21 @@ fn server_args(sampling: Sampling) -> impl Iterator<Item = &'static str> {
 
 /// How long the server may take to load the model and answer its first completion.
 const READY_TIMEOUT: Duration = Duration::from_secs(180);
-/// The end-to-end test file; until it exists, `e2e` only checks the server.
-const E2E_TEST_FILE: &str = "crates/ollm-bridge/tests/e2e.rs";
 /// The cargo feature of `ollm-bridge` that adds the end-to-end tests today's core fails
 /// (the model's fenced-JSON calls and repeats; issue 9), switched on by `e2e --pending`.
 const E2E_PENDING_FEATURE: &str = "e2e-pending";
 /// The demo's folder: a small project whose answer is in one file.
-const DEMO_FILES: &[(&str, &str)] = &[
+pub(crate) const DEMO_FILES: &[(&str, &str)] = &[
     ("README.md", "# tally\n\nA tiny counting service.\n"),
     (
         "config.toml",
         "[server]\nhost = \"127.0.0.1\"\nport = 8123\nworkers = 4\n",
     ),
 ];
-/// The demo's default prompt: the answer is only in `config.toml`.
-const DEMO_PROMPT: &str =
-    "Use the read_file tool to read config.toml, then tell me which port it sets.";
+/// The demo's default prompt, in plain words: the answer is only in `config.toml`.
+pub(crate) const DEMO_PROMPT: &str = "Which port does config.toml set?";
 /// What a correct answer to [`DEMO_PROMPT`] must contain.
-const DEMO_ANSWER: &str = "8123";
+pub(crate) const DEMO_ANSWER: &str = "8123";
 
 /// Chooses, installs and starts the server with `model`, and waits until it is ready.
 /// Prints the path taken and why, what CPU code runs, and the cold-start split.
@@ -250,8 +248,14 @@ fn print_ready(server: &Server, origin: &Origin, binary: &Binary) {
 
 /// `cargo xtask e2e`: build the tests, start the server, run the tests, stop the server.
 /// With `pending`, also the tests gated behind [`E2E_PENDING_FEATURE`].
-pub(crate) fn e2e(root: &Path, pending: bool, passthrough: &[String]) -> Result<()> {
-    let has_tests = root.join(E2E_TEST_FILE).is_file();
+/// `mcp_servers` is where the caller installed the MCP test servers (`e2e` on its own
+/// installs them too, so it works on a fresh machine).
+pub(crate) fn e2e(
+    root: &Path,
+    mcp_servers: &Path,
+    pending: bool,
+    passthrough: &[String],
+) -> Result<()> {
     let features = if pending { E2E_PENDING_FEATURE } else { "e2e" };
     let test_cmd = || {
         let mut cmd = cargo();
@@ -266,10 +270,8 @@ pub(crate) fn e2e(root: &Path, pending: bool, passthrough: &[String]) -> Result<
         ]);
         cmd
     };
-    if has_tests {
-        section("e2e: build the end-to-end tests");
-        run_cmd(test_cmd().arg("--no-run"))?;
-    }
+    section("e2e: build the end-to-end tests");
+    run_cmd(test_cmd().arg("--no-run"))?;
     section("e2e: build ollm (for ollm serve)");
     run_cmd(
         cargo()
@@ -277,23 +279,19 @@ pub(crate) fn e2e(root: &Path, pending: bool, passthrough: &[String]) -> Result<
             .args(["build", "-q", "-p", "ollm-cli"]),
     )?;
     let server = start(&QWEN_05B)?;
-    if has_tests {
-        section("e2e: run the end-to-end tests");
-        println!(
-            "OLLM_E2E_BASE_URL={} OLLM_E2E_MODEL={MODEL_ALIAS}",
-            server.base_url()
-        );
-        let mut cmd = test_cmd();
-        cmd.env("OLLM_E2E_BASE_URL", server.base_url())
-            .env("OLLM_E2E_MODEL", MODEL_ALIAS);
-        if !passthrough.is_empty() {
-            cmd.arg("--").args(passthrough);
-        }
-        run_cmd(&mut cmd)?;
-    } else {
-        println!("e2e: {E2E_TEST_FILE} does not exist yet: SKIPPING the end-to-end tests");
-        println!("e2e: (the server was installed, started and found healthy)");
+    section("e2e: run the end-to-end tests");
+    println!(
+        "OLLM_E2E_BASE_URL={} OLLM_E2E_MODEL={MODEL_ALIAS}",
+        server.base_url()
+    );
+    let mut cmd = test_cmd();
+    cmd.env("OLLM_E2E_BASE_URL", server.base_url())
+        .env("OLLM_E2E_MODEL", MODEL_ALIAS)
+        .env(crate::mcp::ENV, mcp_servers);
+    if !passthrough.is_empty() {
+        cmd.arg("--").args(passthrough);
     }
+    run_cmd(&mut cmd)?;
     let ollm = target_dir(root).join("debug/ollm");
     let cache = cache_dir()?;
     openai_client::run(root, &cache, &ollm, &server.base_url(), MODEL_ALIAS)?;
@@ -306,55 +304,6 @@ pub(crate) fn e2e(root: &Path, pending: bool, passthrough: &[String]) -> Result<
     Ok(())
 }
 
-/// `cargo xtask demo`: the README's main job, `ollm run` with its built-in tools against
-/// the real server, in a temporary folder whose answer is in a file.
-pub(crate) fn demo(root: &Path, prompt: Option<&str>) -> Result<()> {
-    section("demo: build ollm");
-    run_cmd(
-        cargo()
-            .current_dir(root)
-            .args(["build", "-q", "-p", "ollm-cli"]),
-    )?;
-    let ollm = target_dir(root).join("debug/ollm");
-    let folder = tempfile::Builder::new()
-        .prefix("ollm-demo-")
-        .tempdir()
-        .context("creating the demo folder")?;
-    for (name, text) in DEMO_FILES {
-        fs::write(folder.path().join(name), text)
-            .with_context(|| format!("writing the demo file {name}"))?;
-    }
-    let server = start(&QWEN_05B)?;
-    section("demo: ollm run");
-    let base_url = server.base_url();
-    let args = [
-        "run",
-        "--provider",
-        "openai",
-        "--host",
-        &base_url,
-        "--yes",
-        MODEL_ALIAS,
-        prompt.unwrap_or(DEMO_PROMPT),
-    ];
-    println!("$ cd {}", folder.path().display());
-    for (name, _) in DEMO_FILES {
-        println!("$ ls {name}");
-    }
-    println!("$ ollm {}", shell_words(&args));
-    let started = Instant::now();
-    let output = run_echoed(Command::new(&ollm).current_dir(folder.path()).args(args))?;
-    println!("\ndemo: `ollm run` took {}", secs(started));
-    drop(server);
-    if prompt.is_none() {
-        if !output.contains(DEMO_ANSWER) {
-            bail!("the answer does not give {DEMO_ANSWER}, the port config.toml sets");
-        }
-        println!("demo: the answer gives {DEMO_ANSWER}, read from config.toml: correct");
-    }
-    Ok(())
-}
-
 /// The target directory cargo builds into (`CARGO_TARGET_DIR`, else `<root>/target`).
 pub(crate) fn target_dir(root: &Path) -> PathBuf {
     env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
@@ -362,7 +311,7 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
 
 /// Runs `cmd`, printing its standard output as it comes, and returns that output; fails
 /// unless it exits with success.
-fn run_echoed(cmd: &mut Command) -> Result<String> {
+pub(crate) fn run_echoed(cmd: &mut Command) -> Result<String> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -44,7 +44,7 @@ pub(crate) struct Model {
     /// How many parts.
     parts: usize,
     /// The joined file's SHA-256.
-    sha256: &'static str,
+    pub(crate) sha256: &'static str,
     /// Its size in bytes.
     size: u64,
     /// Where the verified model is kept in the cache's `models/`.

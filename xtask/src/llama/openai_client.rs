@@ -72,6 +72,18 @@ pub(crate) fn run(
     upstream: &str,
     model: &str,
 ) -> Result<()> {
+    run_with(root, cache, ollm, upstream, model, &[])
+}
+
+/// [`run`], with further arguments for the script (`--direct-gets-no-calls`).
+pub(crate) fn run_with(
+    root: &Path,
+    cache: &Path,
+    ollm: &Path,
+    upstream: &str,
+    model: &str,
+    extra: &[&str],
+) -> Result<()> {
     section("e2e: the official openai client, directly and through ollm serve");
     let python = venv_python(root, cache)?;
     let served = start_serve(ollm, &[upstream])?;
@@ -81,6 +93,7 @@ pub(crate) fn run(
         Command::new(&python)
             .arg(&script)
             .args([upstream, served.base_url.as_str(), model])
+            .args(extra)
             .stdin(Stdio::null()),
     );
     drop(served);

@@ -380,7 +380,7 @@ impl Drop for Server {
 /// TERM` where util-linux has it, so the server also stops if this process is killed
 /// without a chance to clean up. `setpriv` execs the program, so the child's process id
 /// and wait status are the server's (qemu-user re-raises the guest's fatal signal).
-fn server_command(wrapper: &[String], binary: &Path) -> Command {
+pub(crate) fn server_command(wrapper: &[String], binary: &Path) -> Command {
     let has_setpriv = Command::new("setpriv")
         .args(["--pdeathsig", "TERM", "true"])
         .stdin(Stdio::null())
@@ -399,7 +399,7 @@ fn server_command(wrapper: &[String], binary: &Path) -> Command {
 }
 
 /// A port that was free a moment ago on 127.0.0.1.
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     let listener =
         TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding a loopback port")?;
     Ok(listener
@@ -409,7 +409,7 @@ fn free_port() -> Result<u16> {
 }
 
 /// One HTTP/1.1 request on the loopback port (`Connection: close`): the status and body.
-fn http(
+pub(crate) fn http(
     port: u16,
     method: &str,
     path: &str,
@@ -444,7 +444,7 @@ fn parse_status_line(bytes: &[u8]) -> Option<u16> {
     parts.next()?.parse().ok()
 }
 
-fn shorten(text: &str) -> String {
+pub(crate) fn shorten(text: &str) -> String {
     let mut short: String = text.chars().take(300).collect();
     if short.len() < text.len() {
         short.push('…');

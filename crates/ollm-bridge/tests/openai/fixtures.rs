@@ -120,3 +120,48 @@ fn every_fixture_has_a_test() {
     }
     assert_eq!(names.len(), 10, "{names:?}");
 }
+
+/// The streams recorded from a real vLLM 0.32 (`test-utils/fixtures/vllm/`, by
+/// `xtask/vllm/record_fixtures.py`), each beside the events it must decode to, whatever
+/// the byte split: a plain reply; a call written as fenced JSON (text, finish `stop`:
+/// recovering it is ollm-core's job); a `required` call (finish `tool_calls`); a named
+/// call that vLLM finishes `stop`, reported as `tool_calls`.
+#[test]
+fn recorded_vllm_streams_decode_to_their_events() {
+    let dir = test_utils::fixtures::path("vllm");
+    let mut cases: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".events.json").map(str::to_owned)
+        })
+        .collect();
+    cases.sort();
+    assert_eq!(
+        cases,
+        [
+            "plain_stream",
+            "tools_auto_stream",
+            "tools_named_stream",
+            "tools_required_stream"
+        ]
+    );
+    for case in cases {
+        let record: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join(format!("{case}.json"))).unwrap())
+                .unwrap();
+        let body = record["body"].as_str().unwrap().as_bytes();
+        let expected: Vec<ProviderEvent> = serde_json::from_slice(
+            &std::fs::read(dir.join(format!("{case}.events.json"))).unwrap(),
+        )
+        .unwrap();
+        let expected = normalised(expected);
+        for split in [body.len(), 1, 2, 3, 7, 64] {
+            assert_eq!(
+                normalised(decode_split(body, split)),
+                expected,
+                "recorded {case}, split every {split} bytes"
+            );
+        }
+    }
+}

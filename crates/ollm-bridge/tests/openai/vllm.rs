@@ -1,6 +1,6 @@
 //! The OpenAI adapter and the pool against vLLM's own rules (the mock of
 //! `test_utils::mock_vllm`): auto tool choice without its flags, `--max-model-len`, an
-//! unknown model, in both of vLLM's error shapes.
+//! unknown model, in each generation's error shape.
 
 use std::sync::Arc;
 
@@ -52,8 +52,12 @@ fn answer() -> Reply {
 }
 
 #[tokio::test]
-async fn auto_tools_without_the_flags_is_a_tools_refusal_in_both_shapes() {
-    for generation in [Generation::Legacy, Generation::Current] {
+async fn auto_tools_without_the_flags_is_a_tools_refusal_in_every_shape() {
+    for generation in [
+        Generation::Legacy,
+        Generation::Reserving,
+        Generation::Current,
+    ] {
         let mock = vllm(VllmFlags {
             generation,
             ..VllmFlags::default()
@@ -73,14 +77,21 @@ async fn auto_tools_without_the_flags_is_a_tools_refusal_in_both_shapes() {
                 .unwrap_or("")
                 .contains("--enable-auto-tool-choice")
         );
-        // A named choice is served without the flags.
-        mock.push_reply(answer());
+        // A named choice: served without the flags by older servers (guided decoding);
+        // vLLM 0.32 wants --tool-call-parser for it too.
         let mut named = with_tools(3);
         named.tool_choice = ToolChoice::Tool("read".into());
-        assert_eq!(
-            error_of(adapter(&mock.base_url()).as_ref(), named).await,
-            None
-        );
+        if generation == Generation::Current {
+            let error = error_of(adapter(&mock.base_url()).as_ref(), named).await;
+            let error = error.expect("refused");
+            assert_eq!(error.kind, ProviderErrorKind::ToolsUnsupported, "{error:?}");
+        } else {
+            mock.push_reply(answer());
+            assert_eq!(
+                error_of(adapter(&mock.base_url()).as_ref(), named).await,
+                None
+            );
+        }
     }
     let flagged = vllm(VllmFlags::default().with_auto_tool_choice("hermes")).await;
     flagged.push_reply(answer());
@@ -91,15 +102,20 @@ async fn auto_tools_without_the_flags_is_a_tools_refusal_in_both_shapes() {
 }
 
 #[tokio::test]
-async fn over_max_model_len_is_a_context_overflow_in_both_wordings() {
-    for generation in [Generation::Legacy, Generation::Current] {
+async fn over_max_model_len_is_a_context_overflow_in_every_wording() {
+    // Older servers refuse the prompt plus max_tokens; vLLM 0.32 only a prompt over it.
+    for (generation, words) in [
+        (Generation::Legacy, 40),
+        (Generation::Reserving, 40),
+        (Generation::Current, 70),
+    ] {
         let flags = VllmFlags {
             max_model_len: 64,
             generation,
             ..VllmFlags::default().with_auto_tool_choice("hermes")
         };
         let mock = vllm(flags).await;
-        let mut request = with_tools(40);
+        let mut request = with_tools(words);
         request.options.max_tokens = Some(32);
         let error = error_of(adapter(&mock.base_url()).as_ref(), request)
             .await

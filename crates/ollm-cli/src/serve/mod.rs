@@ -11,14 +11,25 @@
 //!   also marks replicas (see the pool's docs).
 //! - The address it listens on is printed on stdout (`listening on http://...`) once the
 //!   socket is bound, so scripts and tests can start it on port 0 and read the port.
+//! - This file is the CLI's glue: flags, the `[serve]` table (`entry.rs`) and the
+//!   environment settle here into plain [`Options`]; the modules below take only those,
+//!   so the server can move into a crate of its own (issue 36). A `--repair` flag wins
+//!   over `[serve] repair`, `--repair-model` over `[serve.models]`.
 
+mod clock;
+mod contract;
+pub(crate) mod entry;
 #[cfg(test)]
 mod fidelity;
 mod http;
 mod metrics;
+mod policy;
+mod provenance;
 mod repair;
 #[cfg(test)]
 mod tests;
+mod through;
+mod turns;
 mod wire_in;
 mod wire_out;
 
@@ -27,17 +38,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ollm_bridge::{ProviderPool, Replica, ReplicaKind};
+use ollm_core::ToolMode;
 
-use crate::args::{HealthArg, ServeArgs};
-use crate::config::{self, ProviderKind, ProviderSettings};
+use crate::args::{HealthArg, RepairArg, ServeArgs};
+use crate::config::{self, Env, ProviderKind, ProviderSettings};
 use crate::exit::CliError;
 use crate::providers;
 
-pub(crate) use http::App;
+use entry::ServeEntry;
+pub(crate) use http::{App, Options};
+use policy::{ClientKey, Policy, Repair};
 
 /// Runs the server until Ctrl-C.
-pub(crate) fn run(args: &ServeArgs, provider: &ProviderSettings) -> Result<(), CliError> {
-    if !args.listen.ip().is_loopback() && args.api_key.is_none() {
+pub(crate) fn run(
+    args: &ServeArgs,
+    provider: &ProviderSettings,
+    entry: &ServeEntry,
+) -> Result<(), CliError> {
+    let options = options(args, entry, provider.kind, &Env::from_process())?;
+    if !args.listen.ip().is_loopback() && options.keys.is_empty() {
         return Err(CliError::Usage(format!(
             "refusing to listen on {} without --api-key: only loopback addresses are open",
             args.listen
@@ -47,11 +66,7 @@ pub(crate) fn run(args: &ServeArgs, provider: &ProviderSettings) -> Result<(), C
         .enable_all()
         .build()?;
     let pool = pool(args, provider)?;
-    let app = Arc::new(App::new(
-        pool.clone(),
-        !args.no_repair,
-        args.api_key.clone(),
-    ));
+    let app = Arc::new(App::new(pool.clone(), options));
     let router = http::router(app, args.max_body_bytes);
     rt.block_on(async {
         let checks = pool.spawn_health_checks(Duration::from_secs(args.health_interval.max(1)));
@@ -71,6 +86,89 @@ pub(crate) fn run(args: &ServeArgs, provider: &ProviderSettings) -> Result<(), C
         checks.abort();
         served.map_err(CliError::from)
     })
+}
+
+/// The server's options from its flags, the config file's `[serve]` table (flags win) and
+/// the environment (the keys' variables).
+fn options(
+    args: &ServeArgs,
+    entry: &ServeEntry,
+    kind: ProviderKind,
+    env: &Env,
+) -> Result<Options, CliError> {
+    let flag = match (args.no_repair, args.repair) {
+        (true, _) => Some(Repair::Off),
+        (false, arg) => arg.map(|a| match a {
+            RepairArg::Off => Repair::Off,
+            RepairArg::Flag => Repair::Flag,
+            RepairArg::On => Repair::On,
+        }),
+    };
+    let mut policy = Policy {
+        default: flag.or(entry.repair).unwrap_or_default(),
+        models: entry
+            .models
+            .iter()
+            .filter_map(|(name, m)| Some((name.clone(), m.repair?)))
+            .collect(),
+    };
+    for raw in &args.repair_models {
+        let (model, repair) = raw
+            .rsplit_once('=')
+            .and_then(|(m, p)| Some((m, p.parse::<Repair>().ok()?)))
+            .filter(|(m, _)| !m.is_empty())
+            .ok_or_else(|| {
+                CliError::Usage(format!(
+                    "--repair-model {raw:?}: expected MODEL=off|flag|on"
+                ))
+            })?;
+        policy.models.insert(model.to_owned(), repair);
+    }
+    let max_in_flight = match args.max_in_flight.or(entry.max_in_flight) {
+        Some(0) => {
+            return Err(CliError::Usage(
+                "[serve] max_in_flight must be at least 1".into(),
+            ));
+        }
+        limit => limit.map(|n| n as usize),
+    };
+    Ok(Options {
+        policy,
+        keys: keys(args, entry, env)?,
+        max_in_flight,
+        // Anthropic's Messages API takes no response schema: the ReAct prompt instead.
+        constraint: match kind {
+            ProviderKind::Anthropic => ToolMode::React,
+            ProviderKind::Ollama | ProviderKind::Openai => ToolMode::Constrained,
+        },
+    })
+}
+
+/// The keys clients may use: `--api-key` (named `default`) and `[serve.keys.NAME]`.
+fn keys(args: &ServeArgs, entry: &ServeEntry, env: &Env) -> Result<Vec<ClientKey>, CliError> {
+    let mut keys: Vec<ClientKey> = args
+        .api_key
+        .iter()
+        .map(|secret| ClientKey {
+            name: "default".into(),
+            secret: secret.clone(),
+            repair: None,
+        })
+        .collect();
+    for (name, key) in &entry.keys {
+        let secret = env.get(&key.api_key_env).ok_or_else(|| {
+            CliError::Usage(format!(
+                "[serve.keys.{name}]: the variable {} is not set",
+                key.api_key_env
+            ))
+        })?;
+        keys.push(ClientKey {
+            name: name.clone(),
+            secret: secret.to_owned(),
+            repair: key.repair,
+        });
+    }
+    Ok(keys)
 }
 
 /// The pool of `--upstream`s (or the provider's own address).
@@ -100,4 +198,76 @@ fn pool(args: &ServeArgs, provider: &ProviderSettings) -> Result<ProviderPool, C
         })
         .collect::<Result<Vec<_>, CliError>>()?;
     ProviderPool::new(replicas).map_err(|e| CliError::Usage(e.to_string()))
+}
+
+#[cfg(test)]
+mod settle_tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::args::{Cli, Command};
+
+    fn settle(flags: &[&str], file: &str, kind: ProviderKind) -> Result<Options, CliError> {
+        let argv = [&["ollm", "serve"][..], flags].concat();
+        let Command::Serve(args) = Cli::try_parse_from(argv).expect("flags").command else {
+            panic!("not serve");
+        };
+        let entry: ServeEntry = toml::from_str(file).expect("table");
+        options(
+            &args,
+            &entry,
+            kind,
+            &Env::from_pairs(&[("AGENT_KEY", "k1")]),
+        )
+    }
+
+    #[test]
+    fn flags_win_over_the_table_and_keys_come_from_the_environment() {
+        let file = "repair = \"on\"\n[models.m]\nrepair = \"on\"\n\
+                    [keys.agent]\napi_key_env = \"AGENT_KEY\"\nrepair = \"flag\"\n";
+        let check = |flags: &[&str], default: Repair, m: Repair| {
+            let got = settle(flags, file, ProviderKind::Openai).expect("settled");
+            assert_eq!(
+                (got.policy.default, got.policy.models["m"]),
+                (default, m),
+                "{flags:?}"
+            );
+            assert_eq!(got.constraint, ToolMode::Constrained);
+            let keys: Vec<_> = got
+                .keys
+                .iter()
+                .map(|k| (k.name.as_str(), k.secret.as_str(), k.repair))
+                .collect();
+            assert_eq!(keys, [("agent", "k1", Some(Repair::Flag))]);
+        };
+        check(&[], Repair::On, Repair::On);
+        check(&["--repair", "flag"], Repair::Flag, Repair::On);
+        check(&["--no-repair"], Repair::Off, Repair::On);
+        check(&["--repair-model", "m=off"], Repair::On, Repair::Off);
+        let limit = |flags: &[&str], file: &str| {
+            settle(flags, file, ProviderKind::Openai).map(|o| o.max_in_flight)
+        };
+        assert_eq!(limit(&[], "").ok(), Some(None));
+        assert_eq!(limit(&[], "max_in_flight = 3").ok(), Some(Some(3)));
+        assert_eq!(
+            limit(&["--max-in-flight", "2"], "max_in_flight = 3").ok(),
+            Some(Some(2))
+        );
+        assert!(limit(&[], "max_in_flight = 0").is_err());
+        let messages = settle(&[], "", ProviderKind::Anthropic).expect("settled");
+        assert_eq!(
+            messages.constraint,
+            ToolMode::React,
+            "no schema on the Messages API"
+        );
+        assert!(settle(&["--repair-model", "=on"], "", ProviderKind::Openai).is_err());
+        assert!(
+            settle(
+                &[],
+                "[keys.x]\napi_key_env = \"UNSET\"\n",
+                ProviderKind::Openai
+            )
+            .is_err()
+        );
+    }
 }

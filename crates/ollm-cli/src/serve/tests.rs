@@ -2,12 +2,18 @@
 //! errors and the routes.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use ollm_core::ToolMode;
+use reqwest::header::HeaderMap;
 
 use ollm_bridge::{OpenAiConfig, OpenAiProvider, ProviderPool, Replica, ReplicaKind, RetryPolicy};
 use serde_json::{Value, json};
 use test_utils::mock_openai::{MockOpenAi, Reply};
 
-use super::{App, http};
+use super::policy::{ClientKey, Policy, Repair};
+use super::{App, Options, http};
 
 const FENCED_CALL: &str =
     "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```";
@@ -22,10 +28,31 @@ fn replica(url: &str) -> Replica {
     Replica::new(url, ReplicaKind::OpenAi, Arc::new(adapter))
 }
 
-/// Serves `urls` on a free port; the base URL (`http://127.0.0.1:PORT`).
+/// Serves `urls` on a free port with repair on or off and maybe a key; the base URL
+/// (`http://127.0.0.1:PORT`).
 async fn serve(urls: &[String], repair: bool, key: Option<&str>) -> String {
+    let options = Options {
+        policy: Policy {
+            default: if repair { Repair::On } else { Repair::Off },
+            ..Policy::default()
+        },
+        keys: key
+            .map(|k| ClientKey {
+                name: "default".into(),
+                secret: k.to_owned(),
+                repair: None,
+            })
+            .into_iter()
+            .collect(),
+        ..Options::default()
+    };
+    serve_with(urls, options).await
+}
+
+/// Serves `urls` on a free port with `options`; the base URL.
+async fn serve_with(urls: &[String], options: Options) -> String {
     let pool = ProviderPool::new(urls.iter().map(|u| replica(u)).collect()).expect("replicas");
-    let app = Arc::new(App::new(pool, repair, key.map(str::to_owned)));
+    let app = Arc::new(App::new(pool, options));
     let router = http::router(app, 64 * 1024);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -443,4 +470,794 @@ async fn a_call_answered_before_the_users_last_message_may_run_again() {
         "{reply}"
     );
     assert_eq!(mock.requests().len(), 1);
+}
+
+/// Issue 37: a client that leaves mid-stream must not leave the upstream generating for
+/// nobody. The upstream streams forever; the client goes away; the upstream's body must
+/// end (its connection closed) within a second, with or without tools, and also when
+/// nothing reached the client yet (text held back as possible call markup).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_mid_stream_drops_the_upstream_request_within_a_second() {
+    let held = "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"";
+    let cases = [
+        (true, false, "Counting: "),
+        (true, true, "Counting: "),
+        (true, true, held),
+        (false, false, "Counting: "),
+        (false, true, "Counting: "),
+    ];
+    for (stream, with_tools, opening) in cases {
+        let case = format!("stream: {stream}, tools: {with_tools}, opening: {opening:?}");
+        let mock = MockOpenAi::start().await.expect("mock");
+        let endless = Reply::sse()
+            .content(opening)
+            .forever(Duration::from_millis(5));
+        mock.push_reply(endless.reply());
+        let base = serve(&[mock.base_url()], true, None).await;
+        let request = body(stream, with_tools);
+        let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+        let client = tokio::spawn(async move {
+            let response = reqwest::Client::new()
+                .post(format!("{base}/v1/chat/completions"))
+                .json(&request)
+                .send()
+                .await
+                .expect("sent");
+            let mut chunks = response.bytes_stream();
+            let _ = chunks.next().await;
+            let _ = first_tx.send(());
+            // Reads on until the test ends it.
+            while let Some(Ok(_)) = chunks.next().await {}
+        });
+        tokio::time::timeout(Duration::from_secs(5), mock.wait_requests(1))
+            .await
+            .expect(&case);
+        if stream && opening != held {
+            // Mid-stream: the client has its first chunk.
+            let first = tokio::time::timeout(Duration::from_secs(5), first_rx).await;
+            assert!(matches!(first, Ok(Ok(()))), "no first chunk ({case})");
+        }
+        client.abort();
+        let _ = client.await;
+        let ended = tokio::time::timeout(Duration::from_secs(1), mock.wait_bodies_ended(1)).await;
+        assert!(
+            ended.is_ok(),
+            "the upstream still streams a second after the client left ({case})"
+        );
+    }
+}
+
+/// The log lines at `warn` and above written on this thread while capturing (a
+/// `#[tokio::test]` runs every task on its own thread). One global subscriber writes to
+/// the capturing thread's buffer: a per-test default subscriber lost lines when other
+/// tests' threads registered the same callsites at the same time (tracing caches a
+/// callsite's interest globally).
+#[derive(Clone, Default)]
+struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
+
+thread_local! {
+    static CAPTURING: std::cell::RefCell<Option<Log>> = const { std::cell::RefCell::new(None) };
+}
+
+impl Log {
+    /// Captures this thread's log from now on, into the returned log.
+    fn capture() -> Log {
+        static INSTALLED: std::sync::Once = std::sync::Once::new();
+        INSTALLED.call_once(|| {
+            let _ = tracing_subscriber::fmt()
+                .with_writer(|| ThisThread)
+                .with_max_level(tracing::Level::WARN)
+                .with_ansi(false)
+                .try_init();
+        });
+        let log = Log::default();
+        CAPTURING.with(|c| *c.borrow_mut() = Some(log.clone()));
+        log
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("log")).into_owned()
+    }
+}
+
+/// Writes to the log this thread captures into, if any.
+struct ThisThread;
+
+impl std::io::Write for ThisThread {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        CAPTURING.with(|c| {
+            if let Some(log) = &*c.borrow() {
+                log.0.lock().expect("log").extend_from_slice(bytes);
+            }
+        });
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// An upstream that answers each chat request on a new connection, keeps the connection
+/// alive, and closes it without a word when a second request arrives on it: a server whose
+/// keep-alive timer fired just as a pooled connection was reused (llama-server's and
+/// uvicorn's close idle connections after 5 s). The base URL (`.../v1`).
+async fn closes_reused_connections(reply: &'static str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 8192];
+                let mut answered = false;
+                while let Ok(n) = socket.read(&mut buf).await {
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    if !whole_request(&seen) {
+                        continue;
+                    }
+                    if answered {
+                        return; // closes the reused connection unanswered
+                    }
+                    seen.clear();
+                    answered = true;
+                    let body = format!(
+                        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+                        json!({"choices": [{"index": 0, "delta": {"content": reply}, "finish_reason": null}]}),
+                        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+                    );
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = socket.write_all(format!("{head}{body}").as_bytes()).await;
+                }
+            });
+        }
+    });
+    format!("http://{addr}/v1")
+}
+
+/// Whether `seen` holds a whole request: its head and `content-length` bytes of body.
+fn whole_request(seen: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(seen);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return false;
+    };
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    body.len() >= length
+}
+
+/// Issue 37: about one request in 45 got an immediate 502 with nothing in serve's log.
+/// A pooled connection the upstream had just closed is a transport error before any
+/// byte: serve tries once more on a fresh connection, and logs what happened.
+#[tokio::test]
+async fn a_reused_connection_closed_by_the_upstream_is_retried_and_logged() {
+    let log = Log::capture();
+    let upstream = closes_reused_connections("fine").await;
+    let base = serve(&[upstream], true, None).await;
+    for round in 0..3 {
+        let (status, text) = post(&base, &body(false, false)).await;
+        assert_eq!(status, 200, "round {round}: {text}\nlog:\n{}", log.text());
+        let reply: Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(reply["choices"][0]["message"]["content"], "fine");
+    }
+    let logged = log.text();
+    assert!(
+        logged.contains("WARN") && logged.contains("connection closed"),
+        "the retried transport error is logged with its cause:\n{logged}"
+    );
+}
+
+/// Issue 37: every error a client receives is logged with its cause, the upstream's
+/// status and message, or the transport error.
+#[tokio::test]
+async fn every_error_a_client_receives_is_logged_with_its_cause() {
+    let log = Log::capture();
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(Reply::http_error(400, "temperature out of range"));
+    mock.push_reply(Reply::sse().content("half an ans").reply());
+    let base = serve(&[mock.base_url()], true, None).await;
+    let (status, _) = post(&base, &body(false, false)).await;
+    assert_eq!(status, 400);
+    let (status, _) = post(&base, &body(true, false)).await;
+    assert_eq!(status, 200, "the break comes after the first byte");
+    let gone = serve(&["http://127.0.0.1:9/v1".to_owned()], true, None).await;
+    let (status, _) = post(&gone, &body(false, true)).await;
+    assert_eq!(status, 502);
+    let logged = log.text();
+    let lines: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .collect();
+    let check = |what: &str, needle: &str| {
+        assert!(
+            lines.iter().any(|l| l.contains(needle)),
+            "{what} is not logged ({needle:?}):\n{logged}"
+        );
+    };
+    check("the upstream's refusal", "temperature out of range");
+    check("its status", "400");
+    check("the break mid-stream", "ended");
+    check("the transport error", "127.0.0.1:9");
+}
+
+/// Issue 37: `/tokenize` was asked before every chat request, and what it counted held
+/// the run's placeholder prompt.
+#[tokio::test]
+async fn tokenize_is_asked_only_near_the_window_and_never_with_the_placeholder() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer("short"));
+    mock.push_reply(answer("long"));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let (status, text) = post(&base, &body(false, true)).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        mock.tokenize_requests().is_empty(),
+        "a short request is clearly within the 4096-token window: {:?}",
+        mock.tokenize_requests()
+    );
+    // 10,000 characters: an estimate of 2,500 tokens, past half the window.
+    let mut long = body(false, true);
+    long["messages"][0]["content"] =
+        json!(format!("{}What is in notes.txt?", "word ".repeat(2000)));
+    let (status, text) = post(&base, &long).await;
+    assert_eq!(status, 200, "{text}");
+    let asked = mock.tokenize_requests();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let counted = asked[0]["content"].as_str().unwrap_or_default();
+    assert!(counted.contains("word word"), "{counted:.80}");
+    assert!(
+        !counted.contains("continue the conversation") && !counted.contains('\0'),
+        "the placeholder was counted"
+    );
+}
+
+/// The messages of an upstream request, as (role, content or called names).
+fn roles(request: &Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let calls: Vec<&str> = m["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["function"]["name"].as_str())
+                .collect();
+            let what = match m["content"].as_str() {
+                Some(text) if calls.is_empty() => text.to_owned(),
+                _ => calls.join(","),
+            };
+            (m["role"].as_str().unwrap_or_default().to_owned(), what)
+        })
+        .collect()
+}
+
+/// A streamed or whole reply's content, calls (name, arguments) and finish reason.
+fn read_reply(stream: bool, text: &str) -> (String, Vec<(String, String)>, String) {
+    if stream {
+        let events = events(text);
+        let (content, calls) = reassemble(&events);
+        let finish = events
+            .iter()
+            .find_map(|e| e["choices"][0]["finish_reason"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        return (
+            content,
+            calls.into_iter().map(|c| (c.1, c.2)).collect(),
+            finish,
+        );
+    }
+    let reply: Value = serde_json::from_str(text).expect("json");
+    let message = &reply["choices"][0]["message"];
+    let calls = message["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let f = &c["function"];
+            let name = f["name"].as_str().unwrap_or_default().to_owned();
+            (name, f["arguments"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect();
+    let content = message["content"].as_str().unwrap_or_default().to_owned();
+    let finish = reply["choices"][0]["finish_reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    (content, calls, finish)
+}
+
+/// Issue 37: the 1.5B called `say_hello` and `count`, which the client never declared,
+/// and serve passed the calls on.
+#[tokio::test]
+async fn a_call_to_an_undeclared_tool_is_answered_inside_the_request_and_never_reaches_the_client()
+{
+    let invented = "```json\n{\"name\": \"say_hello\", \"arguments\": {}}\n```";
+    for stream in [false, true] {
+        let mock = MockOpenAi::start().await.expect("mock");
+        mock.push_reply(answer(invented));
+        mock.push_reply(answer(FENCED_CALL));
+        let base = serve(&[mock.base_url()], true, None).await;
+        let (status, text) = post(&base, &body(stream, true)).await;
+        assert_eq!(status, 200, "{text}");
+        let (content, calls, finish) = read_reply(stream, &text);
+        let want = vec![(
+            "read_file".to_owned(),
+            "{\"path\":\"notes.txt\"}".to_owned(),
+        )];
+        assert_eq!(calls, want, "stream {stream}: {text}");
+        assert_eq!(
+            (content.as_str(), finish.as_str()),
+            ("", "tool_calls"),
+            "{text}"
+        );
+        let asked = mock.requests();
+        assert_eq!(asked.len(), 2, "{asked:?}");
+        let retry = roles(&asked[1]);
+        assert_eq!(retry[0], ("user".into(), "What is in notes.txt?".into()));
+        assert_eq!(
+            retry[1],
+            ("assistant".into(), "say_hello".into()),
+            "{retry:?}"
+        );
+        assert_eq!(retry[2].0, "tool");
+        assert!(
+            retry[2].1.contains("Unknown tool \"say_hello\""),
+            "{retry:?}"
+        );
+        assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+    }
+}
+
+/// Issue 37: a model that keeps calling an undeclared tool is asked at most twice more;
+/// the client then gets its text without the calls, and a finish that says so.
+#[tokio::test]
+async fn a_model_that_keeps_inventing_tools_gives_the_client_its_text_without_the_calls() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    for word in ["One.", "Two.", "Three."] {
+        let count = json!({"index": 0, "id": "c", "type": "function",
+            "function": {"name": "count", "arguments": "{}"}});
+        let delta = json!({"choices": [{"index": 0, "delta": {"tool_calls": [count]}, "finish_reason": null}]});
+        let reply = Reply::sse()
+            .content(word)
+            .data(delta)
+            .finish("tool_calls")
+            .done();
+        mock.push_reply(reply.reply());
+    }
+    let base = serve(&[mock.base_url()], true, None).await;
+    let (status, text) = post(&base, &body(false, true)).await;
+    assert_eq!(status, 200, "{text}");
+    let (content, calls, finish) = read_reply(false, &text);
+    assert!(calls.is_empty(), "{text}");
+    assert_eq!(finish, "stop", "{text}");
+    assert_eq!(content, "One.\n\nTwo.\n\nThree.");
+    assert_eq!(mock.requests().len(), 3, "one request and two retries");
+    let metrics = reqwest::get(format!("{base}/metrics")).await.expect("sent");
+    let metrics = metrics.text().await.expect("text");
+    assert!(
+        metrics.contains("ollm_serve_undeclared_calls_total 3"),
+        "{metrics}"
+    );
+}
+
+/// A chat request's status, headers and body.
+async fn post_full(base: &str, body: &Value, key: Option<&str>) -> (u16, HeaderMap, String) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(body);
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.expect("sent");
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    (status, headers, response.text().await.expect("body"))
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The `ollm` extension of a whole reply, or of a stream's finish chunk.
+fn extension(stream: bool, text: &str) -> Value {
+    if !stream {
+        let reply: Value = serde_json::from_str(text).expect("json");
+        return reply["ollm"].clone();
+    }
+    let events = events(text);
+    let finish = events
+        .iter()
+        .find(|e| e["choices"][0]["finish_reason"].is_string())
+        .cloned()
+        .unwrap_or_default();
+    finish["ollm"].clone()
+}
+
+/// Issue 37: every repaired call is visible (header, body, metric), so an agent that
+/// refuses recovered calls can tell them from the server's own.
+#[tokio::test]
+async fn a_recovered_call_is_marked_in_a_header_the_body_and_a_metric() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let native = json!({"index": 0, "id": "n1", "type": "function",
+        "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}});
+    let native = json!({"choices": [{"index": 0, "delta": {"tool_calls": [native]}, "finish_reason": null}]});
+    mock.push_reply(answer(FENCED_CALL));
+    mock.push_reply(answer(FENCED_CALL));
+    mock.push_reply(
+        Reply::sse()
+            .data(native)
+            .finish("tool_calls")
+            .done()
+            .reply(),
+    );
+    let base = serve(&[mock.base_url()], true, None).await;
+    for stream in [false, true] {
+        let (status, headers, text) = post_full(&base, &body(stream, true), None).await;
+        assert_eq!(status, 200, "{text}");
+        assert_eq!(
+            header(&headers, "x-ollm-repair"),
+            Some("recovered; format=fenced-json; calls=1"),
+            "stream {stream}: the reply began with its call, so even a stream has the header"
+        );
+        assert_eq!(header(&headers, "x-ollm-repair-policy"), Some("on"));
+        let repair = &extension(stream, &text)["repair"];
+        assert_eq!(repair["status"], "recovered", "{text}");
+        assert_eq!(repair["format"], "fenced-json", "{text}");
+        assert_eq!(
+            repair["calls"][0]["function"]["name"], "read_file",
+            "{text}"
+        );
+    }
+    // The server's own call is no repair: no mark.
+    let (_, headers, text) = post_full(&base, &body(false, true), None).await;
+    assert_eq!(read_reply(false, &text).1.len(), 1, "{text}");
+    assert_eq!(header(&headers, "x-ollm-repair"), None);
+    assert!(extension(false, &text).is_null(), "{text}");
+    let metrics = reqwest::get(format!("{base}/metrics")).await.expect("sent");
+    let metrics = metrics.text().await.expect("text");
+    let line = "ollm_serve_repaired_calls_total{status=\"recovered\",format=\"fenced-json\"} 2";
+    assert!(metrics.contains(line), "{metrics}");
+}
+
+/// Issue 37: under `flag` the reply goes out as the server wrote it, and the calls serve
+/// would have recovered are only reported.
+#[tokio::test]
+async fn under_flag_the_text_goes_out_untouched_and_the_calls_are_only_reported() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let split = Reply::sse()
+        .content(&FENCED_CALL[..9])
+        .content(&FENCED_CALL[9..])
+        .finish("stop")
+        .done();
+    mock.push_reply(split.clone().reply());
+    mock.push_reply(split.reply());
+    let options = Options {
+        policy: Policy {
+            default: Repair::Flag,
+            ..Policy::default()
+        },
+        ..Options::default()
+    };
+    let base = serve_with(&[mock.base_url()], options).await;
+    for stream in [false, true] {
+        let (status, headers, text) = post_full(&base, &body(stream, true), None).await;
+        assert_eq!(status, 200, "{text}");
+        let (content, calls, finish) = read_reply(stream, &text);
+        assert_eq!(
+            content, FENCED_CALL,
+            "stream {stream}: the text untouched: {text}"
+        );
+        assert!(calls.is_empty(), "{text}");
+        assert_eq!(finish, "stop");
+        assert_eq!(header(&headers, "x-ollm-repair-policy"), Some("flag"));
+        let repair = &extension(stream, &text)["repair"];
+        assert_eq!(repair["status"], "flagged", "{text}");
+        assert_eq!(
+            repair["calls"][0]["function"]["name"], "read_file",
+            "{text}"
+        );
+        if !stream {
+            let want = Some("flagged; format=fenced-json; calls=1");
+            assert_eq!(header(&headers, "x-ollm-repair"), want);
+        }
+    }
+    assert_eq!(
+        mock.requests().len(),
+        2,
+        "one upstream request per client request"
+    );
+}
+
+/// Issue 37: the policy is set per model and per API key; where both apply, the more
+/// cautious wins.
+#[tokio::test]
+async fn the_policy_follows_the_model_and_the_key() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    for _ in 0..4 {
+        mock.push_reply(answer(FENCED_CALL));
+    }
+    let key = |name: &str, repair: Option<Repair>| ClientKey {
+        name: name.into(),
+        secret: format!("{name}-secret"),
+        repair,
+    };
+    let options = Options {
+        policy: Policy {
+            default: Repair::On,
+            models: [("flagged-model".to_owned(), Repair::Flag)].into(),
+        },
+        keys: vec![key("agent", Some(Repair::Off)), key("editor", None)],
+        ..Options::default()
+    };
+    let base = serve_with(&[mock.base_url()], options).await;
+    let mut flagged = body(false, true);
+    flagged["model"] = json!("flagged-model");
+    let cases = [
+        (body(false, true), "editor-secret", "on"),
+        (body(false, true), "agent-secret", "off"),
+        (flagged.clone(), "editor-secret", "flag"),
+        (flagged, "agent-secret", "off"),
+    ];
+    for (request, key, want) in cases {
+        let (status, headers, text) = post_full(&base, &request, Some(key)).await;
+        assert_eq!(status, 200, "{text}");
+        let case = format!("{} with {key}", request["model"]);
+        assert_eq!(
+            header(&headers, "x-ollm-repair-policy"),
+            Some(want),
+            "{case}"
+        );
+        let (content, calls, _) = read_reply(false, &text);
+        assert_eq!(calls.len(), usize::from(want == "on"), "{case}: {text}");
+        assert_eq!(content.is_empty(), want == "on", "{case}: {text}");
+    }
+}
+
+/// Issue 37: llama.cpp and LM Studio accept `tool_choice: "required"` and answer in
+/// prose. The reply without a call is asked for once more under a JSON schema that only
+/// admits a call.
+#[tokio::test]
+async fn tool_choice_required_gets_a_call_from_an_engine_that_answers_in_prose() {
+    for stream in [false, true] {
+        let mock = MockOpenAi::start().await.expect("mock");
+        mock.push_reply(answer("The file says hello."));
+        mock.push_reply(answer(
+            "{\"tool\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}",
+        ));
+        let base = serve(&[mock.base_url()], true, None).await;
+        let mut request = body(stream, true);
+        request["tool_choice"] = json!("required");
+        let (status, headers, text) = post_full(&base, &request, None).await;
+        assert_eq!(status, 200, "{text}");
+        let (content, calls, finish) = read_reply(stream, &text);
+        let want = vec![(
+            "read_file".to_owned(),
+            "{\"path\":\"notes.txt\"}".to_owned(),
+        )];
+        assert_eq!(calls, want, "stream {stream}: {text}");
+        assert_eq!(
+            (content.as_str(), finish.as_str()),
+            ("", "tool_calls"),
+            "{text}"
+        );
+        assert_eq!(
+            extension(stream, &text)["repair"]["format"],
+            "json-schema",
+            "{text}"
+        );
+        if !stream {
+            assert!(header(&headers, "x-ollm-repair").is_some_and(|h| h.contains("json-schema")));
+        }
+        let asked = mock.requests();
+        assert_eq!(asked.len(), 2);
+        assert_eq!(
+            asked[0]["tool_choice"], "required",
+            "the engine was asked first"
+        );
+        let schema = &asked[1]["response_format"]["json_schema"]["schema"];
+        assert!(schema["oneOf"].is_array(), "{}", asked[1]);
+        assert!(
+            !schema.to_string().contains("final_answer"),
+            "the schema admits only a call: {schema}"
+        );
+    }
+}
+
+/// A named tool choice under the ReAct constraint (an upstream that takes no schema), and
+/// a retry that brings no call either: the first reply stands, and its finish says `stop`.
+#[tokio::test]
+async fn a_named_tool_choice_falls_back_to_react_and_the_finish_always_agrees() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer("It says hello."));
+    mock.push_reply(answer(
+        "Thought: I need the file.\nAction: read_file\nAction Input: {\"path\": \"notes.txt\"}",
+    ));
+    mock.push_reply(answer("It says hello."));
+    mock.push_reply(answer("I will not."));
+    let options = Options {
+        constraint: ToolMode::React,
+        ..Options::default()
+    };
+    let base = serve_with(&[mock.base_url()], options).await;
+    let mut request = body(false, true);
+    request["tool_choice"] = json!({"type": "function", "function": {"name": "read_file"}});
+    let (_, _, text) = post_full(&base, &request, None).await;
+    let (_, calls, finish) = read_reply(false, &text);
+    assert_eq!(calls.len(), 1, "{text}");
+    assert_eq!(finish, "tool_calls");
+    assert_eq!(
+        extension(false, &text)["repair"]["format"],
+        "react",
+        "{text}"
+    );
+    let retry = &mock.requests()[1];
+    assert!(retry.get("response_format").is_none(), "{retry}");
+    assert!(
+        retry.to_string().contains("Action:"),
+        "the ReAct prompt: {retry}"
+    );
+    // Another model, whose server has not yet been caught ignoring the choice.
+    request["model"] = json!("other-model");
+    let (_, _, text) = post_full(&base, &request, None).await;
+    let (content, calls, finish) = read_reply(false, &text);
+    assert!(calls.is_empty(), "{text}");
+    assert_eq!(
+        (content.as_str(), finish.as_str()),
+        ("It says hello.", "stop")
+    );
+}
+
+/// vLLM answers a named `tool_choice` with a call and `finish_reason: "stop"`; the client
+/// gets `tool_calls`, agreeing with the body.
+#[tokio::test]
+async fn the_finish_reason_says_tool_calls_whenever_the_body_has_calls() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let call = json!({"index": 0, "id": "n1", "type": "function",
+        "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}});
+    let call =
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]});
+    for _ in 0..4 {
+        mock.push_reply(
+            Reply::sse()
+                .data(call.clone())
+                .finish("stop")
+                .done()
+                .reply(),
+        );
+    }
+    for repair in [true, false] {
+        let base = serve(&[mock.base_url()], repair, None).await;
+        for stream in [false, true] {
+            let mut request = body(stream, true);
+            request["tool_choice"] = json!({"type": "function", "function": {"name": "read_file"}});
+            let (_, _, text) = post_full(&base, &request, None).await;
+            let (_, calls, finish) = read_reply(stream, &text);
+            assert_eq!(calls.len(), 1, "repair {repair}, stream {stream}: {text}");
+            assert_eq!(
+                finish, "tool_calls",
+                "repair {repair}, stream {stream}: {text}"
+            );
+        }
+    }
+}
+
+/// A server that ignored `"required"` for a model once is asked under the constraint at
+/// once from then on: the prose reply it would write first costs the client its time.
+#[tokio::test]
+async fn a_server_that_ignored_a_required_choice_is_asked_under_the_constraint_at_once() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let call = "{\"tool\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}";
+    mock.push_reply(answer("The file says hello."));
+    mock.push_reply(answer(call));
+    mock.push_reply(answer(call));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let mut request = body(false, true);
+    request["tool_choice"] = json!("required");
+    for round in 0..2 {
+        let (_, _, text) = post_full(&base, &request, None).await;
+        assert_eq!(read_reply(false, &text).1.len(), 1, "round {round}: {text}");
+    }
+    let asked = mock.requests();
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    assert!(asked[2].get("response_format").is_some(), "{}", asked[2]);
+    let metrics = reqwest::get(format!("{base}/metrics")).await.expect("sent");
+    let metrics = metrics.text().await.expect("text");
+    assert!(
+        metrics.contains("ollm_serve_tool_choice_retries_total 1"),
+        "{metrics}"
+    );
+}
+
+/// Issue 37: what serve adds is told per reply (`x-ollm-overhead-ms`, as LiteLLM's
+/// `x-litellm-overhead-duration-ms`) and kept as a histogram; the upstream's own time is
+/// not in it.
+#[tokio::test]
+async fn what_serve_adds_is_told_per_reply_without_the_upstreams_time() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    for _ in 0..2 {
+        let slow = Reply::sse()
+            .delay(Duration::from_millis(500))
+            .content(FENCED_CALL);
+        mock.push_reply(slow.finish("stop").done().reply());
+    }
+    let base = serve(&[mock.base_url()], true, None).await;
+    for stream in [false, true] {
+        let started = std::time::Instant::now();
+        let (status, headers, text) = post_full(&base, &body(stream, true), None).await;
+        let took = started.elapsed();
+        assert_eq!(status, 200, "{text}");
+        let added: f64 = header(&headers, "x-ollm-overhead-ms")
+            .and_then(|v| v.parse().ok())
+            .expect("x-ollm-overhead-ms");
+        assert!(took >= Duration::from_millis(500), "{took:?}");
+        assert!(
+            (0.0..400.0).contains(&added),
+            "stream {stream}: {added} ms of {took:?}: the upstream's 500 ms are not serve's"
+        );
+    }
+    let metrics = reqwest::get(format!("{base}/metrics")).await.expect("sent");
+    let metrics = metrics.text().await.expect("text");
+    assert!(
+        metrics.contains("ollm_serve_overhead_seconds_count 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("ollm_serve_overhead_seconds_bucket{le=\"+Inf\"} 2"),
+        "{metrics}"
+    );
+}
+
+/// Issue 37: with a concurrency limit, a request past it while every replica is full is
+/// answered 429 with `Retry-After` at once, before anything reaches an upstream.
+#[tokio::test]
+async fn past_the_concurrency_limit_a_request_gets_429_with_retry_after() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let slow = Reply::sse()
+        .content("first")
+        .delay(Duration::from_millis(300));
+    mock.push_reply(slow.finish("stop").done().reply());
+    mock.push_reply(answer("third"));
+    let options = Options {
+        max_in_flight: Some(1),
+        ..Options::default()
+    };
+    let base = serve_with(&[mock.base_url()], options).await;
+    let held = {
+        let base = base.clone();
+        tokio::spawn(async move { post(&base, &body(false, false)).await })
+    };
+    tokio::time::timeout(Duration::from_secs(5), mock.wait_requests(1))
+        .await
+        .expect("the first request went up");
+    let (status, headers, text) = post_full(&base, &body(false, false), None).await;
+    assert_eq!(status, 429, "{text}");
+    assert_eq!(header(&headers, "retry-after"), Some("1"));
+    let error: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(error["error"]["type"], "rate_limit_error");
+    assert_eq!(
+        mock.requests().len(),
+        1,
+        "nothing went up for the refused one"
+    );
+    let (status, first) = held.await.expect("joined");
+    assert_eq!(status, 200, "{first}");
+    let (status, text) = post(&base, &body(false, false)).await;
+    assert_eq!(status, 200, "room again once the first ended: {text}");
 }

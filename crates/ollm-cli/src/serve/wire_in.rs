@@ -10,6 +10,8 @@
 //! - A `tool` message names no tool on OpenAI's wire; its name is taken from the
 //!   assistant call it answers (by id), since Ollama's wire and the ReAct strategy need it.
 //! - Images come as `data:` URLs only: `ollm serve` never fetches a URL for a client.
+//! - A named `tool_choice` must name one of the request's `tools`, as OpenAI requires:
+//!   a call to anything else could never reach the client (`turns.rs`).
 //! - Every problem is a [`WireError`], answered 400 in OpenAI's error shape with the
 //!   offending field in `param`.
 
@@ -78,7 +80,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<ClientRequest, WireError> {
     let mut request = ProviderRequest::new(model, messages);
     request.system = system;
     request.tools = tools(body.get("tools"))?;
-    request.tool_choice = tool_choice(body.get("tool_choice"))?;
+    request.tool_choice = tool_choice(body.get("tool_choice"), &request.tools)?;
     request.parallel_tool_calls = match body.get("parallel_tool_calls") {
         None | Some(Value::Null) => None,
         Some(Value::Bool(b)) => Some(*b),
@@ -268,21 +270,28 @@ fn tools(raw: Option<&Value>) -> Result<Vec<ToolSchema>, WireError> {
         .collect()
 }
 
-fn tool_choice(raw: Option<&Value>) -> Result<ToolChoice, WireError> {
-    match raw {
-        None | Some(Value::Null) => Ok(ToolChoice::Auto),
-        Some(Value::String(s)) => match s.as_str() {
-            "auto" => Ok(ToolChoice::Auto),
-            "none" => Ok(ToolChoice::None),
-            "required" => Ok(ToolChoice::Required),
-            other => Err(bad("tool_choice", format!("unknown tool_choice {other:?}"))),
-        },
+/// The `tool_choice`; a named one must be among `tools`.
+fn tool_choice(raw: Option<&Value>, tools: &[ToolSchema]) -> Result<ToolChoice, WireError> {
+    let name = match raw {
+        None | Some(Value::Null) => return Ok(ToolChoice::Auto),
+        Some(Value::String(s)) => {
+            return match s.as_str() {
+                "auto" => Ok(ToolChoice::Auto),
+                "none" => Ok(ToolChoice::None),
+                "required" => Ok(ToolChoice::Required),
+                other => Err(bad("tool_choice", format!("unknown tool_choice {other:?}"))),
+            };
+        }
         Some(v) => v
             .pointer("/function/name")
             .and_then(Value::as_str)
-            .map(|n| ToolChoice::Tool(n.to_owned()))
-            .ok_or_else(|| bad("tool_choice", "`tool_choice` names no function")),
+            .ok_or_else(|| bad("tool_choice", "`tool_choice` names no function"))?,
+    };
+    if !tools.iter().any(|t| t.name == name) {
+        let message = format!("`tool_choice` names {name:?}, which is not in `tools`");
+        return Err(bad("tool_choice", message));
     }
+    Ok(ToolChoice::Tool(name.to_owned()))
 }
 
 fn options(body: &Map<String, Value>) -> Result<GenerationOptions, WireError> {
@@ -398,6 +407,11 @@ mod tests {
         );
         check(
             json!({"model": "m", "messages": user, "tool_choice": "maybe"}),
+            Err("tool_choice"),
+        );
+        check(
+            json!({"model": "m", "messages": user,
+                "tool_choice": {"type": "function", "function": {"name": "ghost"}}}),
             Err("tool_choice"),
         );
         check(

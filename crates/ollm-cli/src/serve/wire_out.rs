@@ -13,13 +13,19 @@
 //! - Reasoning goes out as `reasoning_content`, the field llama-server, vLLM and DeepSeek
 //!   use.
 //! - The finish reason is `tool_calls` when the reply made calls, `length` when the cap
-//!   cut it, else `stop`.
+//!   cut it, else `stop`, whatever the upstream said: it always agrees with the body
+//!   (a client loops on `tool_calls` and would wait for calls that never came). vLLM
+//!   answers a named `tool_choice` with a call and `finish_reason: "stop"`.
+//! - Where the reply's calls came from ([`Piece::Repair`]) goes in an `ollm` extension
+//!   object: top level in a whole reply, in the finish chunk of a stream.
 //! - An error after the stream began is one `data: {"error": {...}}` event and the stream
 //!   ends without `[DONE]`: the `openai` package raises on it, so a partial answer is
 //!   never taken for a whole one.
 
-use ollm_types::{FinishReason, ProviderError, ProviderErrorKind, ToolCall, Usage};
+use ollm_types::{FinishReason, ProviderError, ProviderErrorKind, ProviderEvent, ToolCall, Usage};
 use serde_json::{Value, json};
+
+use super::provenance::{Provenance, call_json};
 
 /// The largest piece of a call's arguments one chunk carries, in bytes.
 pub(crate) const ARGUMENT_FRAGMENT: usize = 48;
@@ -31,8 +37,25 @@ pub(crate) enum Piece {
     Reasoning(String),
     Call(ToolCall),
     Usage(Usage),
+    /// Where the reply's calls came from (before its calls, if it has any).
+    Repair(Provenance),
     Finish(FinishReason),
     Error(ProviderError),
+}
+
+impl Piece {
+    /// The piece a provider event is, if any (warnings are none).
+    pub(crate) fn from_event(event: ProviderEvent) -> Option<Piece> {
+        Some(match event {
+            ProviderEvent::TextDelta { text } => Piece::Text(text),
+            ProviderEvent::ThinkingDelta { text } => Piece::Reasoning(text),
+            ProviderEvent::ToolCall { call } => Piece::Call(call),
+            ProviderEvent::Usage { usage } => Piece::Usage(usage),
+            ProviderEvent::Finish { reason } => Piece::Finish(reason),
+            ProviderEvent::Error { error } => Piece::Error(error),
+            _ => return None,
+        })
+    }
 }
 
 /// What a reply's chunks share.
@@ -63,6 +86,7 @@ pub(crate) struct Chunker {
     usage: Usage,
     include_usage: bool,
     length: bool,
+    repair: Option<Provenance>,
 }
 
 impl Chunker {
@@ -82,6 +106,7 @@ impl Chunker {
             usage: Usage::default(),
             include_usage,
             length: false,
+            repair: None,
         };
         (chunker, sse(&first))
     }
@@ -102,10 +127,15 @@ impl Chunker {
                 }
             }
             Piece::Usage(usage) => self.usage.accumulate(&usage),
+            Piece::Repair(provenance) => self.repair = Some(provenance),
             Piece::Finish(reason) => {
                 self.length |= reason == FinishReason::Length;
                 let finish = self.finish_reason();
-                out.push_str(&sse(&self.meta.chunk(json!({}), Some(finish))));
+                let mut last = self.meta.chunk(json!({}), Some(finish));
+                if let Some(repair) = &self.repair {
+                    last["ollm"] = repair.extension();
+                }
+                out.push_str(&sse(&last));
                 if self.include_usage {
                     let mut chunk = self.meta.chunk(json!({}), None);
                     chunk["choices"] = json!([]);
@@ -175,16 +205,14 @@ fn usage_json(usage: &Usage) -> Value {
 /// A whole reply gathered from its pieces: the `chat.completion` body, or the error.
 pub(crate) fn completion(meta: &Meta, pieces: Vec<Piece>) -> Result<Value, ProviderError> {
     let (mut text, mut reasoning, mut calls) = (String::new(), String::new(), Vec::new());
-    let (mut usage, mut length) = (Usage::default(), false);
+    let (mut usage, mut length, mut repair) = (Usage::default(), false, None);
     for piece in pieces {
         match piece {
             Piece::Text(t) => text.push_str(&t),
             Piece::Reasoning(t) => reasoning.push_str(&t),
-            Piece::Call(call) => calls.push(json!({
-                "id": call.id, "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments_value().to_string()},
-            })),
+            Piece::Call(call) => calls.push(call_json(&call)),
             Piece::Usage(u) => usage.accumulate(&u),
+            Piece::Repair(p) => repair = Some(p),
             Piece::Finish(reason) => length |= reason == FinishReason::Length,
             Piece::Error(error) => return Err(error),
         }
@@ -197,11 +225,15 @@ pub(crate) fn completion(meta: &Meta, pieces: Vec<Piece>) -> Result<Value, Provi
     if !calls.is_empty() {
         message["tool_calls"] = Value::Array(calls);
     }
-    Ok(json!({
+    let mut body = json!({
         "id": meta.id, "object": "chat.completion", "created": meta.created, "model": meta.model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": usage_json(&usage),
-    }))
+    });
+    if let Some(repair) = repair {
+        body["ollm"] = repair.extension();
+    }
+    Ok(body)
 }
 
 /// OpenAI's error body for `error`.

@@ -8,7 +8,7 @@ pub(crate) mod prompter;
 
 use std::sync::Arc;
 
-use ollm_core::ToolRegistry;
+use ollm_core::{CoachConfig, ToolRegistry};
 use ollm_tools::{Approver, Mode, ToolConfig, Workspace};
 
 use crate::config::Settings;
@@ -26,6 +26,14 @@ pub(crate) fn config(settings: &Settings) -> ToolConfig {
         secret_env: settings.provider.api_key_env.iter().cloned().collect(),
         sandbox: t.sandbox,
     }
+}
+
+/// Tells the coach the CLI's words for its tools: they work on the working folder ("this
+/// folder", in the `can-nudge`), and the built-in tools take a file path in `path`
+/// (`path-in-name`). Core knows neither.
+pub(crate) fn tell_coach(coach: &mut CoachConfig) {
+    coach.scope = Some("this folder".to_owned());
+    coach.path_argument = Some("path".to_owned());
 }
 
 /// The built-in tools for the working directory.
@@ -98,5 +106,25 @@ mod tests {
                 "run_command"
             ]
         );
+    }
+
+    /// The word the coach is told for the path argument is the one the built-in file
+    /// tools declare.
+    #[test]
+    fn the_coach_is_told_the_built_in_tools_path_argument() {
+        use crate::config::{Env, settle};
+        let settings = settle(&Default::default(), &Env::default(), "c".into(), None).unwrap();
+        let built = build(&settings, Mode::Headless).unwrap();
+        let mut coach = CoachConfig::default();
+        tell_coach(&mut coach);
+        let key = coach.path_argument.unwrap();
+        for name in ["read_file", "list_dir", "write_file"] {
+            let schema = built.registry.schema(name).unwrap();
+            assert!(
+                schema.parameters["properties"].get(&key).is_some(),
+                "{name}: {}",
+                schema.parameters
+            );
+        }
     }
 }

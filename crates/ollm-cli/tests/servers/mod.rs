@@ -32,13 +32,14 @@ impl Ollama {
     }
 }
 
-struct OpenAi {
-    mock: MockOpenAi,
+/// A mock OpenAI-compatible server served by its own runtime.
+pub(crate) struct OpenAi {
+    pub(crate) mock: MockOpenAi,
     _rt: tokio::runtime::Runtime,
 }
 
 impl OpenAi {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let rt = runtime();
         let mock = rt.block_on(MockOpenAi::start()).unwrap();
         OpenAi { mock, _rt: rt }
@@ -216,6 +217,8 @@ mod sessions_commands;
 mod defaults;
 
 mod logging;
+
+mod serve;
 
 mod ollama_one_shot {
     use super::*;

@@ -18,14 +18,17 @@ use tokio_util::sync::CancellationToken;
 use super::event::ChatEvent;
 use super::shared::Sink;
 use crate::ToolRegistry;
+use crate::coach::CoachConfig;
 use crate::tool::ToolOutcome;
 
-/// Runs `calls` concurrently, one task each, emitting a `ToolResult` as each finishes.
+/// Runs `calls` concurrently, one task each, emitting a `ToolResult` as each finishes;
+/// the registry applies the coach's rules of `coach` (`typed-strings`, `key-hint`).
 /// Returns the outcomes in call order (`None` for calls that did not finish) and whether
 /// the run was cancelled.
 pub(super) async fn execute_all(
     tools: &Arc<ToolRegistry>,
     calls: &[ToolCall],
+    coach: &CoachConfig,
     cancel: &CancellationToken,
     sink: &Sink,
 ) -> (Vec<Option<ToolOutcome>>, bool) {
@@ -38,7 +41,8 @@ pub(super) async fn execute_all(
     for (i, call) in calls.iter().enumerate() {
         let tools = Arc::clone(tools);
         let call = call.clone();
-        let handle = set.spawn(async move { tools.execute(&call).await });
+        let coach = coach.clone();
+        let handle = set.spawn(async move { tools.execute_coached(&call, &coach).await });
         ids.insert(handle.id(), i);
     }
     let mut cancelled = false;

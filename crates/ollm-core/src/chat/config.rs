@@ -4,6 +4,7 @@
 use ollm_types::{GenerationOptions, Think, ToolChoice};
 use serde::{Deserialize, Serialize};
 
+use crate::coach::CoachConfig;
 use crate::context::CompactionConfig;
 use crate::strategy::{AutoRules, ToolMode};
 use crate::tokens::ContextLimits;
@@ -23,7 +24,7 @@ pub struct ChatConfig {
     /// Text put before the conversation's first user message in the requests of a run
     /// that offers tools: what the tools work on (the CLI puts the working folder and
     /// its top entries here). Never recorded in the history, and left out of runs
-    /// without tools.
+    /// without tools (the coach's `tools-context` rule).
     pub tools_context: Option<String>,
     /// The most provider round trips one `chat` call may make (default 10).
     pub max_turns: u32,
@@ -44,10 +45,8 @@ pub struct ChatConfig {
     pub options: GenerationOptions,
     /// The temperature of a request that offers tools when the sampling options set
     /// none (default `Some(0.0)`: greedy; `None` leaves the server's default). Not used
-    /// in a run asked to think, which greedy decoding can send into loops. Measured on
-    /// Qwen2.5-Coder-0.5B and 1.5B through llama-server (docs/tool-calling.md, issue
-    /// 24): at temperature 0 the 0.5B finished 4 of 7 plain-words tasks, at llama.cpp's
-    /// default 0.8 about 1 of 7.
+    /// in a run asked to think, which greedy decoding can send into loops, nor with the
+    /// coach's `greedy-tool-turns` rule off (see [`crate::coach`] for the measurement).
     pub tool_temperature: Option<f32>,
     /// Whether to think.
     pub think: Option<Think>,
@@ -59,10 +58,9 @@ pub struct ChatConfig {
     /// `keep_alive`: `"5m"`, `"0"`, a number of seconds); `None` leaves the server's
     /// default. Servers without the notion ignore it.
     pub keep_alive: Option<String>,
-    /// Whether a reply whose text keeps repeating itself is stopped (default `true`; see
-    /// the chat module's Decisions: only a repetition far longer than any a user asks for
-    /// trips it).
-    pub runaway_guard: bool,
+    /// The small-model rules' switches, and the caller's words they use
+    /// ([`crate::coach`]; default: every rule on).
+    pub coach: CoachConfig,
 }
 
 impl Default for ChatConfig {
@@ -83,7 +81,7 @@ impl Default for ChatConfig {
             context_limits: ContextLimits::default(),
             compaction: CompactionConfig::default(),
             keep_alive: None,
-            runaway_guard: true,
+            coach: CoachConfig::default(),
         }
     }
 }

@@ -4,6 +4,7 @@
 use ollm_types::{FinishReason, Message, ProviderError, ToolCall, Usage, Warning};
 use serde::{Deserialize, Serialize};
 
+use crate::coach::Rule;
 use crate::context::Compaction;
 use crate::strategy::ToolMode;
 
@@ -13,9 +14,6 @@ pub const CANCELLED_RESULT: &str = "Error: cancelled before the tool finished";
 /// The result recorded for a call of a reply stopped because it kept repeating itself.
 pub const STOPPED_RESULT: &str = "Error: not run: the reply was stopped because it kept \
      repeating itself";
-
-/// The most calls of one reply that run (see the chat module's Decisions).
-pub const MAX_CALLS_PER_REPLY: usize = 16;
 
 /// One event of a chat run, in the order things happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,6 +71,21 @@ pub enum ChatEvent {
     Compacted {
         /// What was done, with the sizes before and after.
         compaction: Compaction,
+    },
+    /// The coach acted on the model's behalf (see [`crate::coach`]): which rule, and what
+    /// it did. A front end words it for its users from `rule`; `detail` is the whole
+    /// story (counts, sizes, the text said), for logs and `--verbose`. A rule that also
+    /// warns (kind `Repetition`: `repeat-limit`, `runaway-stop`, `call-loop-cut`,
+    /// `listed-tools-cut`, `calls-per-reply`) sends this event first, then the warning.
+    Coached {
+        /// The rule that acted.
+        rule: Rule,
+        /// The call it answered, when it answered one (`repeat-guard`: the call's
+        /// `ToolResult` follows).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// What it did, in full.
+        detail: String,
     },
     /// Something the user should know.
     Warning {

@@ -87,44 +87,35 @@
 //!   call: afterwards the model must be able to answer, so later turns are `auto`. With
 //!   `none`, calls the model makes anyway meet an empty registry (`Unknown tool`). A
 //!   named tool that is not offered ends the run at once with a `BadRequest` error.
-//! - **Loop guard** (`guard.rs`): an identical call (same tool, same arguments as
-//!   canonical JSON) repeated within a run is not run again; it is answered with the
-//!   head of the earlier result and told to use it. The same call a third time ends the
-//!   run (`FinishReason::Repetition`, a `Repetition` warning) once that turn is recorded.
-//! - **Runaway guard**: every request carries a generation cap (`max_tokens`: the call's
+//! - **Small-model rules** (the repeat guard and its limit, the runaway and call-loop
+//!   cuts, the calls per reply, the nudges, the tools context, greedy tool turns) are the
+//!   coach's ([`crate::coach`]): each named, switched on its own in
+//!   [`ChatConfig::coach`], asked at fixed points of a turn. Its nudges belong to the run
+//!   that needed them: recorded while it runs, taken out of the history when it ends, so
+//!   `Finish`'s `added` never holds one.
+//! - **Generation cap**: every request carries `max_tokens` (the call's
 //!   [`ChatOptions::max_tokens`], else the sampling options', else
 //!   [`ChatConfig::max_tokens`], [`DEFAULT_MAX_TOKENS`] by default: about five minutes
 //!   at 13 tokens/s, room for a long answer or a thinking model's reasoning); a reply cut
-//!   there finishes as `length` with a `TokenLimit` warning. A reply whose text keeps
-//!   repeating itself (`runaway.rs`: one unit over 8 KiB, far past a 50-times repeated
-//!   line, a long table or a rule line) is stopped (its stream dropped, which cancels the
-//!   request), recorded as far as it went, and ends the run with `Repetition` and a
-//!   warning; its calls, if any, are answered [`STOPPED_RESULT`]. `runaway_guard: false`
-//!   turns this off; the generation cap still bounds the reply.
-//! - **Calls per reply**: at most [`MAX_CALLS_PER_REPLY`] of one reply's calls run; the
-//!   rest are dropped from the conversation with a `Repetition` warning (a dropped call
-//!   already announced gets an error `ToolResult` event). A looping small model wrote a
-//!   reply of 1,000 identical calls: kept whole, its answers made the next request
-//!   overflow the window and ended the run; 16 leaves room for any real batch.
+//!   there finishes as `length` with a `TokenLimit` warning. A reply the coach stops
+//!   (`runaway-stop`) is recorded as far as it went, and ends the run with `Repetition`
+//!   and a warning; its calls, if any, are answered [`STOPPED_RESULT`].
 //! - Runs of one client are serialised: a second `chat` waits for the first to end.
 //! - A panic anywhere in a run (provider, tool, this loop) becomes an `Error` event and a
 //!   `Finish`; the client stays usable.
 
-mod call_loop;
 mod calls;
 mod client;
 mod compact;
 mod config;
 mod event;
-mod guard;
 mod run;
-mod runaway;
 mod settle;
 mod shared;
 mod turn;
 
+pub use crate::coach::MAX_CALLS_PER_REPLY;
 pub use client::ChatClient;
 pub use config::{ChatConfig, ChatOptions, DEFAULT_MAX_TOKENS};
-pub use event::{CANCELLED_RESULT, ChatEvent, MAX_CALLS_PER_REPLY, STOPPED_RESULT};
-pub use guard::{ACT_NUDGE, ANSWER_NUDGE, CAN_NUDGE};
+pub use event::{CANCELLED_RESULT, ChatEvent, STOPPED_RESULT};
 pub use run::ChatRun;

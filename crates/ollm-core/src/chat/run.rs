@@ -131,7 +131,7 @@ pub(super) async fn supervise(
     let sink = Sink::new(tx);
     let model = lock(&shared.config).model.clone();
     let span = tracing::info_span!("run", %model);
-    let run = run_chat(shared, prompt, options, cancel, sink.clone()).instrument(span);
+    let run = run_chat(Arc::clone(&shared), prompt, options, cancel, sink.clone()).instrument(span);
     let inner = tokio::spawn(run);
     if let Err(e) = inner.await {
         let message = if e.is_panic() {
@@ -140,6 +140,6 @@ pub(super) async fn supervise(
             "internal error: the chat run was aborted"
         };
         sink.error(ProviderErrorKind::Other, message);
-        sink.finish(FinishReason::Error, Usage::default());
+        sink.finish(&shared, FinishReason::Error, Usage::default());
     }
 }

@@ -32,9 +32,9 @@ use ollm_types::{
 
 use super::config::{ChatConfig, ChatOptions};
 use super::event::ChatEvent;
-use super::guard::CallMemory;
 use super::shared::{Shared, Sink, lock};
 use crate::ToolRegistry;
+use crate::coach::Coach;
 use crate::context::CompactionConfig;
 use crate::strategy::{self, Reason, Strategy, ToolMode, capabilities_known};
 use crate::tokens::ContextLimits;
@@ -55,13 +55,13 @@ pub(super) struct RunSettings {
     pub(super) options: GenerationOptions,
     pub(super) think: Option<Think>,
     /// The temperature of requests that offer tools when `options` sets none
-    /// ([`super::ChatConfig::tool_temperature`]; `None` in a run that thinks).
+    /// ([`super::ChatConfig::tool_temperature`]; `None` in a run that thinks), for the
+    /// coach.
     pub(super) tool_temperature: Option<f32>,
     pub(super) limits: ContextLimits,
     pub(super) compaction: CompactionConfig,
-    /// Whether a reply that keeps repeating itself is stopped (`runaway.rs`).
-    pub(super) runaway_guard: bool,
-    /// Put before the first user message of every request of a run that offers tools.
+    /// Put before the first user message of every request of a run that offers tools,
+    /// as the coach says.
     pub(super) tools_context: Option<String>,
     pub(super) info: Option<ModelInfo>,
     /// The tools that may run (none with tool choice `none`).
@@ -125,7 +125,6 @@ impl RunSettings {
             think,
             limits: config.context_limits.clone(),
             compaction: config.compaction.clone(),
-            runaway_guard: config.runaway_guard,
             tools_context: config.tools_context.clone().filter(|_| has_tools),
             info,
             tools,
@@ -134,16 +133,16 @@ impl RunSettings {
     }
 
     /// What the next reply is offered: `required` and a named tool bind only until the
-    /// run's first call (see the chat module's Decisions); right after a turn none of
-    /// whose calls ran, no tools at all (see `guard.rs`).
-    pub(super) fn offer(&self, memory: &CallMemory) -> Offer<'_> {
-        if memory.answer_due() {
+    /// run's first call (see the chat module's Decisions); no tools at all when the coach
+    /// withholds them (the next reply is to answer).
+    pub(super) fn offer(&self, coach: &Coach) -> Offer<'_> {
+        if coach.withholds_tools() {
             return Offer {
                 choice: ToolChoice::None,
                 tools: &[],
             };
         }
-        let choice = if memory.any() && self.choice.requires_call() {
+        let choice = if coach.made_calls() && self.choice.requires_call() {
             ToolChoice::Auto
         } else {
             self.choice.clone()

@@ -8,6 +8,11 @@
 //!   circles).
 //! - The sink records what the run appends to the history as it appends it, so `Finish`
 //!   can report exactly that (and nothing, after a failed first turn removed the prompt).
+//! - What the coach says is recorded apart ([`Sink::coach`]) and taken back out of the
+//!   history when the run ends ([`Sink::finish`]): it belongs to the run that needed it
+//!   (`crate::coach`). The run's messages are the history's end, so they are matched
+//!   from the end; where a compaction in the run summarised some of them the walk stops,
+//!   and a nudge inside the summary stays there, as words of the summary.
 //! - A poisoned lock is taken over: a panic in one run (which becomes an `Error` event)
 //!   must not make the client unusable.
 
@@ -23,6 +28,7 @@ use tokio::sync::mpsc;
 
 use super::config::ChatConfig;
 use super::event::ChatEvent;
+use crate::coach::Rule;
 use crate::context::calibrate::Calibration;
 use crate::context::{Compactor, ModelSummary};
 use crate::strategy::{Learned, Shown};
@@ -107,8 +113,9 @@ impl Shared {
 #[derive(Clone)]
 pub(super) struct Sink {
     tx: mpsc::UnboundedSender<ChatEvent>,
-    /// The messages this run appended to the history, reported on `Finish`.
-    added: Arc<Mutex<Vec<Message>>>,
+    /// The messages this run appended to the history, in order, each marked `true` when
+    /// the coach said it; the others are reported on `Finish`.
+    added: Arc<Mutex<Vec<(Message, bool)>>>,
 }
 
 impl Sink {
@@ -149,7 +156,32 @@ impl Sink {
     /// Appends `messages` to the history and remembers them as added by this run.
     pub(super) fn record(&self, shared: &Shared, messages: Vec<Message>) {
         lock(&shared.history).extend(messages.iter().cloned());
-        lock(&self.added).extend(messages);
+        lock(&self.added).extend(messages.into_iter().map(|m| (m, false)));
+    }
+
+    /// Appends what the coach says (`message`, for `rule`) to the history for the rest
+    /// of the run (see the module docs), and tells the caller with a `Coached` event.
+    pub(super) fn coach(&self, shared: &Shared, message: Message, rule: Rule) {
+        self.send(ChatEvent::Coached {
+            rule,
+            call_id: None,
+            detail: format!("told the model: {}", message.text()),
+        });
+        lock(&shared.history).push(message.clone());
+        lock(&self.added).push((message, true));
+    }
+
+    /// Tells the caller that the coach acted (a `Coached` event), and, when it has
+    /// something to `warn` about, sends the `Repetition` warning after it.
+    pub(super) fn coached(&self, rule: Rule, call_id: Option<&str>, detail: String, warn: bool) {
+        self.send(ChatEvent::Coached {
+            rule,
+            call_id: call_id.map(str::to_owned),
+            detail: detail.clone(),
+        });
+        if warn {
+            self.warn(WarningKind::Repetition, detail);
+        }
     }
 
     /// Removes everything this run added, which is at the end of the history (a
@@ -162,13 +194,86 @@ impl Sink {
         added.clear();
     }
 
-    /// Sends the last event.
-    pub(super) fn finish(&self, reason: FinishReason, usage: Usage) {
+    /// Takes what the coach said out of the history, then sends the last event with
+    /// what the run added.
+    pub(super) fn finish(&self, shared: &Shared, reason: FinishReason, usage: Usage) {
         let added = std::mem::take(&mut *lock(&self.added));
+        forget_coached(&mut lock(&shared.history), &added);
+        let added = added
+            .into_iter()
+            .filter(|(_, coached)| !coached)
+            .map(|(m, _)| m)
+            .collect();
         self.send(ChatEvent::Finish {
             reason,
             usage,
             added,
         });
+    }
+}
+
+/// Removes from the end of `history` the messages of `added` the coach said, walking
+/// both from the end while they match (see the module docs).
+fn forget_coached(history: &mut History, added: &[(Message, bool)]) {
+    let mut at = history.len();
+    for (message, coached) in added.iter().rev() {
+        if at == 0 || history.get(at - 1) != Some(message) {
+            return;
+        }
+        at -= 1;
+        if *coached {
+            history.splice(at..at + 1, Vec::new());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What is left of `history` after a run that added `added` (`true`: the coach said
+    /// it) ends.
+    fn check(history: &[&str], added: &[(&str, bool)], expected: &[&str]) {
+        let mut h = History::new();
+        h.extend(history.iter().map(|t| Message::user(*t)));
+        let added: Vec<(Message, bool)> = added
+            .iter()
+            .map(|(t, coached)| (Message::user(*t), *coached))
+            .collect();
+        forget_coached(&mut h, &added);
+        let left: Vec<String> = h.messages().iter().map(Message::text).collect();
+        assert_eq!(left, expected, "{history:?} after {added:?}");
+    }
+
+    #[test]
+    fn what_the_coach_said_leaves_with_the_run() {
+        let run = [
+            ("q", false),
+            ("call", false),
+            ("nudge", true),
+            ("answer", false),
+        ];
+        check(
+            &["q", "call", "nudge", "answer"],
+            &run,
+            &["q", "call", "answer"],
+        );
+        // The same words typed by the user in an earlier run stay.
+        check(
+            &["nudge", "a0", "q", "call", "nudge", "answer"],
+            &run,
+            &["nudge", "a0", "q", "call", "answer"],
+        );
+        // A compaction in the run summarised its start: the nudge after it still goes.
+        check(
+            &["q0", "summary", "nudge", "answer"],
+            &run,
+            &["q0", "summary", "answer"],
+        );
+        // It summarised the nudge too: it is words of the summary now, and nothing of
+        // the history before the summary is touched.
+        let summarised = ["nudge", "summary", "answer"];
+        check(&summarised, &run, &summarised);
+        check(&["q"], &[("q", false)], &["q"]);
     }
 }

@@ -12,6 +12,9 @@
 //! - Fallbacks (ReAct for refused native tools, no `think` for refused thinking) are
 //!   decided and applied by the settings (`settle.rs`), which settled what they undo;
 //!   each removes its own cause, so the same turn is retried at most twice.
+//! - Every small-model rule is the coach's ([`crate::coach`]): the loop asks it before a
+//!   request, while a reply streams, after a reply and on calls, and does what it says;
+//!   no step here decides for a small model on its own.
 //! - A strategy may answer some of a turn's calls itself (a text call to a tool not on
 //!   offer, a malformed one): those never run, get their `ToolResult` like the others,
 //!   and are recorded in call order, so calls and results stay 1:1.
@@ -20,21 +23,22 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use ollm_types::{
-    ContentPart, FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent,
-    ProviderRequest, Role, ToolCall, ToolChoice, Usage, WarningKind,
+    FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest,
+    ToolCall, ToolChoice, Usage, WarningKind,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::call_loop::{CallWatch, Cut, cut_reply};
 use super::calls::{answer_unfinished, execute_all};
 use super::compact::{Fitted, Room, bound_results, fit};
 use super::config::ChatOptions;
-use super::event::{CANCELLED_RESULT, ChatEvent, MAX_CALLS_PER_REPLY, STOPPED_RESULT};
-use super::guard::{self, ACT_NUDGE, ANSWER_NUDGE, CAN_NUDGE, CallMemory, REPEAT_LIMIT, Source};
-use super::runaway::RepeatDetector;
+use super::event::{CANCELLED_RESULT, ChatEvent, STOPPED_RESULT};
 use super::settle::{Fallback, Offer, RunSettings};
 use super::shared::{Shared, Sink, lock};
+use crate::coach::{
+    CallPlan, Coach, Cut, MAX_CALLS_PER_REPLY, REPEAT_LIMIT, Rule, Said, Source, Watch, canonical,
+    cut_reply,
+};
 use crate::context::settle_window;
 use crate::strategy::{TextFilter, Turn, TurnOutcome};
 use crate::tool::ToolOutcome;
@@ -64,7 +68,7 @@ pub(super) async fn run_chat(
 ) {
     let _guard = tokio::select! {
         biased;
-        _ = cancel.cancelled() => return sink.finish(FinishReason::Cancelled, Usage::default()),
+        _ = cancel.cancelled() => return sink.finish(&shared, FinishReason::Cancelled, Usage::default()),
         guard = shared.run_lock.lock() => guard,
     };
     let config = lock(&shared.config).clone();
@@ -76,18 +80,23 @@ pub(super) async fn run_chat(
     sink.record(&shared, vec![prompt]);
     let info = tokio::select! {
         biased;
-        _ = cancel.cancelled() => return sink.finish(FinishReason::Cancelled, Usage::default()),
+        _ = cancel.cancelled() => return sink.finish(&shared, FinishReason::Cancelled, Usage::default()),
         info = shared.model_info(&config.model) => info,
     };
     let Some(settings) = RunSettings::settle(&shared, &config, &options, info, &sink) else {
         sink.unrecord(&shared);
-        return sink.finish(FinishReason::Error, Usage::default());
+        return sink.finish(&shared, FinishReason::Error, Usage::default());
     };
+    let coach = {
+        let history = lock(&shared.history);
+        Coach::seeded(config.coach.clone(), history.messages(), &settings.tools)
+    }
+    .for_requests(settings.tools_context.clone(), settings.tool_temperature);
     let mut run = Run {
         shared: Arc::clone(&shared),
         settings,
         sink,
-        memory: CallMemory::default(),
+        coach,
         cancel,
         turn: 1,
         total: Usage::default(),
@@ -101,8 +110,8 @@ struct Run {
     shared: Arc<Shared>,
     settings: RunSettings,
     sink: Sink,
-    /// The run's calls and their results so far (`guard.rs`).
-    memory: CallMemory,
+    /// The run's coach: what its calls did so far, what it asked of the model.
+    coach: Coach,
     cancel: CancellationToken,
     /// The turn being played, from 1.
     turn: u32,
@@ -140,12 +149,12 @@ impl Run {
             completion_tokens = total.completion_tokens.unwrap_or_default(),
             "run finished"
         );
-        self.sink.finish(reason, self.total);
+        self.sink.finish(&self.shared, reason, self.total);
     }
 
     /// One turn: build the request, check its size, stream the reply, then conclude.
     async fn play_turn(&mut self) -> Result<TurnEnd, TurnFailure> {
-        let offer = self.settings.offer(&self.memory);
+        let offer = self.settings.offer(&self.coach);
         let (request, mut room) = match self.check_budget(&offer).await {
             Fitted::Send(request, room) => (request, room),
             Fitted::Cancelled => return Ok(TurnEnd::Finish(FinishReason::Cancelled)),
@@ -168,9 +177,7 @@ impl Run {
         if reply.finish == Some(FinishReason::Repetition) {
             return Ok(self.stopped(&reply));
         }
-        if let Some(context) = self.settings.tools_context.as_deref() {
-            drop_echo(&mut reply.raw, context);
-        }
+        self.coach.read_reply(&mut reply.raw);
         let end = self.conclude(&reply, &room, &choice, filter.as_mut()).await;
         self.complete(reply.usage);
         Ok(end)
@@ -184,22 +191,28 @@ impl Run {
         });
     }
 
-    /// A reply stopped for repeating itself: after a result it is not recorded and the
-    /// nudge asks for the answer (guard.rs), once; otherwise it is recorded as far as it
-    /// went and ends the run.
+    /// A reply stopped for repeating itself: when the coach asks for the answer, it is
+    /// not recorded and the nudge follows; otherwise it is recorded as far as it went and
+    /// ends the run.
     fn stopped(&mut self, reply: &Reply) -> TurnEnd {
-        let ask_again = self.memory.any() && !self.memory.answer_due() && reply.calls.is_empty();
-        let end = if ask_again {
-            self.memory.set_answer_due(true);
-            self.sink
-                .record(&self.shared, vec![Message::user(ANSWER_NUDGE)]);
-            TurnEnd::Continue
-        } else {
-            self.record_unfinished(reply, STOPPED_RESULT);
-            TurnEnd::Finish(FinishReason::Repetition)
+        let end = match self.coach.after_stopped(!reply.calls.is_empty()) {
+            Some(said) => {
+                self.say(said);
+                TurnEnd::Continue
+            }
+            None => {
+                self.record_unfinished(reply, STOPPED_RESULT);
+                TurnEnd::Finish(FinishReason::Repetition)
+            }
         };
         self.complete(reply.usage);
         end
+    }
+
+    /// Says what the coach says, for the rest of the run (see `shared.rs`).
+    fn say(&self, said: Said) {
+        let message = said.nudge.message(self.coach.config());
+        self.sink.coach(&self.shared, message, said.rule);
     }
 
     /// The request for the next reply: the history, the options, `think` as settled, and
@@ -207,19 +220,14 @@ impl Run {
     fn build_request(&self, offer: &Offer<'_>) -> ProviderRequest {
         let settings = &self.settings;
         let history = lock(&self.shared.history);
-        let mut messages = history.messages().to_vec();
-        if let Some(context) = settings.tools_context.as_deref() {
-            before_first_prompt(&mut messages, context);
-        }
-        let mut request = ProviderRequest::new(&settings.model, messages);
+        let mut request = ProviderRequest::new(&settings.model, history.messages().to_vec());
         request.system = history.system_text();
         request.options = settings.options.clone();
-        if !offer.tools.is_empty() && request.options.temperature.is_none() {
-            request.options.temperature = settings.tool_temperature;
-        }
         request.think = settings.think;
         request.parallel_tool_calls = settings.parallel_tool_calls;
         request.keep_alive.clone_from(&settings.keep_alive);
+        self.coach
+            .before_request(&mut request, !offer.tools.is_empty());
         settings
             .strategy
             .prepare(&mut request, offer.tools, &offer.choice);
@@ -264,10 +272,7 @@ impl Run {
         };
         let mut stream = std::panic::AssertUnwindSafe(stream).catch_unwind();
         let mut reply = Reply::default();
-        let mut watch = Watch {
-            repeats: self.settings.runaway_guard.then(RepeatDetector::default),
-            calls: self.settings.runaway_guard.then(CallWatch::default),
-        };
+        let mut watch = self.coach.watch();
         let flow = loop {
             let next = tokio::select! {
                 biased;
@@ -305,18 +310,13 @@ impl Run {
     ) -> Flow {
         let (shared, sink) = (&self.shared, &self.sink);
         match next {
-            Some(Ok(ProviderEvent::TextDelta { text }))
-                if watch
-                    .repeats
-                    .as_mut()
-                    .is_some_and(|d| d.push(&text).is_some()) =>
-            {
+            Some(Ok(ProviderEvent::TextDelta { text })) if watch.text(&text) => {
                 reply.take(ProviderEvent::TextDelta { text }, filter, shared, sink);
                 stopped_repeating(reply, sink);
                 Flow::Finished(FinishReason::Repetition)
             }
             Some(Ok(event)) => match reply.take(event, filter, shared, sink) {
-                Flow::More => match watch.calls.as_mut().and_then(|w| w.push(&reply.raw)) {
+                Flow::More => match watch.reply(&reply.raw) {
                     Some(cut) => stopped_calling(reply, cut, sink),
                     None => Flow::More,
                 },
@@ -363,6 +363,7 @@ impl Run {
             &settings.tools.schemas(),
             &mut || shared.mint_id(),
             choice,
+            self.coach.config(),
         );
         self.sink.shown(filter.finish(outcome.shown()));
         if reply.finish == Some(FinishReason::Length) {
@@ -404,45 +405,27 @@ impl Run {
         }
     }
 
-    /// Records an answer; one the guard answers with a nudge (guard.rs) continues the
-    /// run, any other ends it.
+    /// Records an answer; one the coach answers with a nudge continues the run (the
+    /// nudge follows it, or replaces it when it was empty), any other ends it.
     fn answer(&mut self, raw: &str, answer: &str, finish: Option<FinishReason>) -> TurnEnd {
-        let nudge = self.answer_nudge(answer);
+        let settings = &self.settings;
+        let shows_call = !answer.trim().is_empty()
+            && (settings.strategy).shows_call(answer, &settings.offered, self.coach.config());
+        let offers = !settings.offered.is_empty();
+        let said = self.coach.after_answer(answer, shows_call, offers);
         let mut record = self.settings.strategy.record(Turn::Answer { raw, answer });
-        if let Some(nudge) = nudge {
-            // Asked once to act, or to answer (guard.rs); an empty reply is dropped.
-            if nudge == ANSWER_NUDGE {
-                record.clear();
-                self.memory.set_answer_due(true);
-            }
-            record.push(Message::user(nudge));
-            self.sink.record(&self.shared, record);
-            return TurnEnd::Continue;
+        if said.is_some_and(|s| s.drops_reply) {
+            record.clear();
         }
         self.sink.record(&self.shared, record);
+        if let Some(said) = said {
+            self.say(said);
+            return TurnEnd::Continue;
+        }
         TurnEnd::Finish(match finish {
             Some(FinishReason::Length) => FinishReason::Length,
             _ => FinishReason::Stop,
         })
-    }
-
-    /// The user message that follows an answer, if any (guard.rs): an empty answer after
-    /// the run's calls asks for the answer; an example of a call, or a claim that it
-    /// cannot reach the files, asks the model to act (once, before any call, with tools
-    /// offered).
-    fn answer_nudge(&mut self, answer: &str) -> Option<&'static str> {
-        let settings = &self.settings;
-        if answer.trim().is_empty() {
-            return self.memory.ask_to_answer().then_some(ANSWER_NUDGE);
-        }
-        let nudge = if settings.strategy.shows_call(answer, &settings.offered) {
-            ACT_NUDGE
-        } else if !settings.offered.is_empty() && guard::says_it_cannot(answer) {
-            CAN_NUDGE
-        } else {
-            return None;
-        };
-        self.memory.ask_to_act().then_some(nudge)
     }
 
     /// A reply's calls: learns how they came (`structured`: as the server's calls),
@@ -464,7 +447,9 @@ impl Run {
                 .strategy
                 .learn(&mut learned, model, structured);
         }
-        bound_calls(&mut calls, &reply.calls, &self.sink);
+        let made = calls.len();
+        let dropped = self.coach.bound(&mut calls);
+        drop_calls(made, &dropped, &reply.calls, &self.sink);
         answered.truncate(calls.len());
         let planned = Planned {
             text,
@@ -490,40 +475,38 @@ impl Run {
     }
 
     /// Announces the calls that were not announced while streaming (those read from
-    /// text), runs the calls of `planned` that are new to the run, answers the repeated
-    /// ones from what their twins produced (see `guard.rs`) and the decided ones as
-    /// decided, and records the turn and the answer nudge as `guard.rs` says. Ends the run
-    /// when cancelled meanwhile (what was produced is recorded too) or when a call was
-    /// asked for the [`REPEAT_LIMIT`]th time.
+    /// text), runs the calls of `planned` the coach says to run, answers the repeated
+    /// ones from earlier results and the decided ones as decided, and records the turn
+    /// as the coach says. Ends the run when cancelled meanwhile (what was produced is
+    /// recorded too) or when a call was asked for the [`REPEAT_LIMIT`]th time.
     async fn run_calls(&mut self, planned: Planned<'_>, announced: &[ToolCall]) -> TurnEnd {
         let calls = planned.calls;
         for call in calls.iter().filter(|c| !announced.contains(c)) {
             self.sink
                 .send(ChatEvent::ToolCallStarted { call: call.clone() });
         }
-        let identities = guard::identities(&self.settings.tools, calls);
-        let sources = self.memory.sort(&identities);
+        let plan = self.coach.plan(&self.settings.tools, calls);
+        let sources = plan.sources();
         let runs = |i: usize| planned.answered[i].is_none() && sources[i] == Source::Run;
         let fresh: Vec<ToolCall> = (0..calls.len())
             .filter(|&i| runs(i))
             .map(|i| calls[i].clone())
             .collect();
-        let tools = &self.settings.tools;
-        let (ran, cancelled) = execute_all(tools, &fresh, &self.cancel, &self.sink).await;
+        let (tools, config) = (&self.settings.tools, self.coach.config());
+        let (ran, cancelled) = execute_all(tools, &fresh, config, &self.cancel, &self.sink).await;
         let mut ran = ran.into_iter();
         let mut results: Vec<Option<ToolOutcome>> = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
             let result = match (&planned.answered[i], &sources[i]) {
                 (Some(decided), _) => Some(decided.clone()),
                 (None, Source::Run) => ran.next().flatten(),
-                (None, Source::Earlier) => self.memory.answer(&identities[i]),
-                (None, Source::Twin(j)) => results[*j]
-                    .as_ref()
-                    .map(|r| guard::repeat_result(&call.name, &r.content)),
+                (None, Source::Earlier) => self.coach.earlier(&plan, i),
+                (None, Source::Twin(j)) => results[*j].as_ref().map(|r| Coach::twin(&call.name, r)),
             };
             if !runs(i) && !cancelled {
                 if let Some(r) = &result {
-                    announce(&self.sink, call, r);
+                    let repeat = planned.answered[i].is_none();
+                    answer_unrun(&self.sink, call, r, repeat);
                 }
             }
             results.push(result);
@@ -533,48 +516,41 @@ impl Run {
             self.record_calls_unfinished(partial, &results, CANCELLED_RESULT);
             return TurnEnd::Finish(FinishReason::Cancelled);
         }
-        let ran = Ran {
-            identities: &identities,
-            sources: &sources,
-            results,
-        };
-        self.record_calls(&planned, ran)
+        self.record_calls(&planned, &plan, results)
     }
 
     /// Records a turn whose calls all have their results: cuts the results to the room
-    /// left, lets the guard learn from them, and records the turn and the answer nudge as
-    /// `guard.rs` says; ends the run when a call was asked for too often.
-    fn record_calls(&mut self, planned: &Planned<'_>, ran: Ran<'_>) -> TurnEnd {
+    /// left, lets the coach learn from them, and records the turn and the nudge as the
+    /// coach says; ends the run when a call was asked for too often.
+    fn record_calls(
+        &mut self,
+        planned: &Planned<'_>,
+        plan: &CallPlan,
+        results: Vec<Option<ToolOutcome>>,
+    ) -> TurnEnd {
         let calls = planned.calls;
-        let mut results: Vec<ToolOutcome> = ran
-            .results
+        let mut results: Vec<ToolOutcome> = results
             .into_iter()
             .map(|r| r.unwrap_or_else(|| ToolOutcome::error("the tool did not run")))
             .collect();
         let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
         let compaction = &self.settings.compaction;
         bound_results(&mut results, &names, planned.room, compaction, &self.sink);
-        let stuck = self.memory.learn(ran.identities, &results);
-        // None ran (repeats, unknown tools): the nudge follows; a turn of repeats only is
-        // not recorded (see `guard.rs`).
         let tools = &self.settings.tools;
-        let idle = (0..calls.len())
-            .all(|i| !tools.contains(&calls[i].name) || ran.sources[i] == Source::Earlier);
-        self.memory.set_answer_due(idle && stuck.is_none());
-        let mut record = Vec::new();
-        if !self.memory.repeated() {
+        let after = self.coach.after_calls(tools, calls, plan, &results);
+        if after.record {
             let turn = Turn::Calls {
                 raw: planned.text,
                 calls,
                 results: &results,
             };
-            record = self.settings.strategy.record(turn);
+            let record = self.settings.strategy.record(turn);
+            self.sink.record(&self.shared, record);
         }
-        if self.memory.answer_due() {
-            record.push(Message::user(ANSWER_NUDGE));
+        if let Some(said) = after.nudge {
+            self.say(said);
         }
-        self.sink.record(&self.shared, record);
-        match stuck {
+        match after.stuck {
             Some(i) => {
                 warn_stuck(&self.sink, &calls[i]);
                 TurnEnd::Finish(FinishReason::Repetition)
@@ -611,31 +587,6 @@ impl Run {
         };
         let record = self.settings.strategy.record(turn);
         self.sink.record(&self.shared, record);
-    }
-}
-
-/// Puts the run's tools context before the conversation's first user message, in the
-/// request only. Measured on Qwen2.5-Coder-1.5B (docs/tool-calling.md): in the system
-/// prompt the same text lowered how often the model called a tool on the first turn
-/// (22 of 42 against 32 of 42 without it), before the first prompt it raised it (38 of
-/// 42). The first message of the conversation, in every turn and every run with tools,
-/// so the server's prompt cache keeps the prefix.
-fn before_first_prompt(messages: &mut [Message], context: &str) {
-    let Some(first) = messages.iter_mut().find(|m| m.role() == Role::User) else {
-        return;
-    };
-    let mut parts = first.parts().to_vec();
-    match parts.first_mut() {
-        Some(ContentPart::Text { text }) => *text = format!("{context}\n\n{text}"),
-        _ => parts.insert(
-            0,
-            ContentPart::Text {
-                text: format!("{context}\n\n"),
-            },
-        ),
-    }
-    if let Ok(prefixed) = Message::new(Role::User, parts, None, None) {
-        *first = prefixed;
     }
 }
 
@@ -707,28 +658,6 @@ impl Reply {
     }
 }
 
-/// Drops the run's tools context from the front of a reply that repeats it: the 0.5B
-/// began a reply with the `[Working folder: ...]` block it had been sent, then a fenced
-/// call, which the echo made prose with an example in it (issue 24). From the context's
-/// first line, when the reply opens with it, to the end of its last line.
-fn drop_echo(raw: &mut String, context: &str) {
-    let (Some(first), Some(last)) = (context.lines().next(), context.lines().last()) else {
-        return;
-    };
-    let body = raw.trim_start();
-    if first.trim().is_empty() || !body.starts_with(first.trim()) {
-        return;
-    }
-    let from = raw.len() - body.len();
-    let Some(end) = raw[from..]
-        .find(last.trim())
-        .map(|at| from + at + last.trim().len())
-    else {
-        return;
-    };
-    raw.replace_range(..end, "");
-}
-
 /// Warns that the reply was stopped because it kept repeating itself; the caller drops
 /// the stream, which cancels the request.
 fn stopped_repeating(reply: &Reply, sink: &Sink) {
@@ -736,51 +665,34 @@ fn stopped_repeating(reply: &Reply, sink: &Sink) {
         let chars: Vec<char> = reply.raw.chars().rev().take(60).collect();
         chars.into_iter().rev().collect()
     };
-    sink.warn(
-        WarningKind::Repetition,
-        format!(
-            "the reply kept repeating itself and was stopped after {} characters (it ended \
-             \"{}\")",
-            reply.raw.chars().count(),
-            tail.escape_debug()
-        ),
+    let detail = format!(
+        "the reply kept repeating itself and was stopped after {} characters (it ended \
+         \"{}\")",
+        reply.raw.chars().count(),
+        tail.escape_debug()
     );
+    sink.coached(Rule::RunawayStop, None, detail, true);
 }
 
-/// Cuts a reply that kept writing calls where it began to repeat them
-/// (`call_loop.rs`), and warns; the caller drops the stream, which cancels the request,
-/// and reads what is left as the whole reply.
+/// Cuts a reply that kept writing calls where the coach said (`call-loop-cut`,
+/// `listed-tools-cut`), and warns; the caller drops the stream, which cancels the
+/// request, and reads what is left as the whole reply.
 fn stopped_calling(reply: &mut Reply, cut: Cut, sink: &Sink) -> Flow {
     let made = reply.raw.len();
     reply.raw = cut_reply(&reply.raw, cut.at);
-    sink.warn(
-        WarningKind::Repetition,
-        format!(
-            "{} (after {} of its {made} bytes so far)",
-            cut.why,
-            reply.raw.len()
-        ),
-    );
+    let kept = reply.raw.len();
+    let detail = format!("{} (after {kept} of its {made} bytes so far)", cut.why);
+    sink.coached(cut.rule, None, detail, true);
     Flow::Finished(FinishReason::Stop)
 }
 
-/// The stream's watchers of a runaway reply (none with `runaway_guard: false`).
-struct Watch {
-    /// Text that keeps repeating itself (`runaway.rs`).
-    repeats: Option<RepeatDetector>,
-    /// Calls that begin to repeat (`call_loop.rs`).
-    calls: Option<CallWatch>,
-}
-
-/// Keeps the first [`MAX_CALLS_PER_REPLY`] of a reply's calls; the rest are dropped from
-/// the conversation, with a warning, and each dropped call that was announced while
-/// streaming is answered by an event (not in the history, which no longer holds it).
-fn bound_calls(calls: &mut Vec<ToolCall>, announced: &[ToolCall], sink: &Sink) {
-    if calls.len() <= MAX_CALLS_PER_REPLY {
+/// Drops the calls past the coach's bound (`made` in all) from the conversation, with a
+/// warning; each dropped call that was announced while streaming is answered by an event
+/// (not in the history, which no longer holds it).
+fn drop_calls(made: usize, dropped: &[ToolCall], announced: &[ToolCall], sink: &Sink) {
+    if dropped.is_empty() {
         return;
     }
-    let made = calls.len();
-    let dropped = calls.split_off(MAX_CALLS_PER_REPLY);
     let why = format!(
         "the reply made {made} tool calls; the first {MAX_CALLS_PER_REPLY} run and the \
          other {} were dropped from the conversation",
@@ -794,7 +706,7 @@ fn bound_calls(calls: &mut Vec<ToolCall>, announced: &[ToolCall], sink: &Sink) {
             is_error: true,
         });
     }
-    sink.warn(WarningKind::Repetition, why);
+    sink.coached(Rule::CallsPerReply, None, why, true);
 }
 
 /// A turn's calls: the text its assistant message keeps, the calls, and per call the
@@ -807,16 +719,18 @@ struct Planned<'a> {
     room: &'a Room,
 }
 
-/// What became of a turn's calls: per call its identity for the guard, where its result
-/// came from, and the result (`None`: the tool did not finish).
-struct Ran<'a> {
-    identities: &'a [ToolCall],
-    sources: &'a [Source],
-    results: Vec<Option<ToolOutcome>>,
-}
-
-/// Sends the `ToolResult` of a call answered without running.
-fn announce(sink: &Sink, call: &ToolCall, result: &ToolOutcome) {
+/// Sends the `ToolResult` of a call answered without running; a `repeat` answered from
+/// an earlier result is the coach's (`repeat-guard`), and a `Coached` event says so first.
+fn answer_unrun(sink: &Sink, call: &ToolCall, result: &ToolOutcome, repeat: bool) {
+    if repeat {
+        let mut args = String::new();
+        canonical(&call.arguments_value(), &mut args);
+        let detail = format!(
+            "{} {args} repeats a call of this run; answered from its earlier result, not run",
+            call.name
+        );
+        sink.coached(Rule::RepeatGuard, Some(&call.id), detail, false);
+    }
     sink.send(ChatEvent::ToolResult {
         call_id: call.id.clone(),
         name: call.name.clone(),
@@ -828,13 +742,11 @@ fn announce(sink: &Sink, call: &ToolCall, result: &ToolOutcome) {
 /// Warns that the run ends because the model kept asking for `call`.
 fn warn_stuck(sink: &Sink, call: &ToolCall) {
     let mut args = String::new();
-    guard::canonical(&call.arguments_value(), &mut args);
-    sink.warn(
-        WarningKind::Repetition,
-        format!(
-            "the model asked for the same call {REPEAT_LIMIT} times ({} {args}) instead of \
-             answering from its result; the run was stopped",
-            call.name
-        ),
+    canonical(&call.arguments_value(), &mut args);
+    let detail = format!(
+        "the model asked for the same call {REPEAT_LIMIT} times ({} {args}) instead of \
+         answering from its result; the run was stopped",
+        call.name
     );
+    sink.coached(Rule::RepeatLimit, None, detail, true);
 }

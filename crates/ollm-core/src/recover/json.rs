@@ -12,6 +12,7 @@
 use serde_json::{Map, Value};
 
 use super::{OfferedTools, RawArgs, RawCall, scan};
+use crate::coach::Rule;
 
 const ARG_KEYS: &[&str] = &["arguments", "parameters", "args", "input"];
 
@@ -189,7 +190,10 @@ pub(super) fn body_calls(body: &str, what: &str) -> Vec<RawCall> {
 pub(super) fn whole_reply(body: &str, offered: &OfferedTools) -> Option<Vec<RawCall>> {
     match whole(body, offered) {
         Some(calls) if calls.iter().any(Result::is_ok) => Some(calls),
-        whole => leading_calls(body.trim(), offered).or(whole),
+        whole if offered.is_on(Rule::InventedResultCut) => {
+            leading_calls(body.trim(), offered).or(whole)
+        }
+        whole => whole,
     }
 }
 

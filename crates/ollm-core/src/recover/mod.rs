@@ -26,7 +26,8 @@
 //!   reply is nothing but markup, or the block ends the reply); otherwise the reply is left
 //!   as prose untouched, because a broken block amid prose is more likely an explanation.
 //! - **Names** are matched to an offered tool exactly, then ignoring case, a `functions.`
-//!   prefix and a `:N` suffix (`functions.read_file:0`). A well-formed call to a tool not
+//!   prefix and a `:N` suffix (`functions.read_file:0`; the coach's `name-repair`), then
+//!   as a path written into the name (`read_config.toml`; `path-in-name`). A well-formed call to a tool not
 //!   on offer in a reply that is clearly a call is [`Recovered::UnknownTool`], so the
 //!   caller can answer `Error: Unknown tool "<name>"; available: ...`.
 //! - **Qwen3-Coder XML values are strings** unless the tool's JSON schema types the
@@ -59,6 +60,7 @@ mod types;
 
 use serde_json::Value;
 
+use crate::coach::Rule;
 use blocks::Block;
 pub(crate) use qwen_xml::typed_strings;
 pub(crate) use stream::HoldBack;
@@ -234,20 +236,25 @@ fn resolve(call: RawCall, format: Format, offered: &OfferedTools) -> Recovered {
 
 /// A call whose name carries its path (`read_config.toml` with no arguments, as
 /// Qwen2.5-Coder-0.5B writes for "read config.toml": 5 of 38 eval tasks): the one offered
-/// tool named `<verb>_...` that takes a `path`, called with the rest of the name as the
-/// path. Only when the rest looks like a file path (has a `.` or a `/`) and the
-/// arguments give no path.
+/// tool named `<verb>_...` that takes the path argument (the caller's word, the coach's
+/// `path-in-name`), called with the rest of the name as the path. Only when the rest
+/// looks like a file path (has a `.` or a `/`) and the arguments give no path.
 fn path_in_name(name: &str, args: &RawArgs, offered: &OfferedTools) -> Option<Recovered> {
+    let key = offered
+        .coach
+        .path_argument
+        .as_deref()
+        .filter(|_| offered.is_on(Rule::PathInName))?;
     let (verb, path) = name.trim().split_once('_')?;
     let no_path = match args {
-        RawArgs::Json(map) => !map.contains_key("path"),
-        RawArgs::Strings(pairs) => pairs.iter().all(|(k, _)| k != "path"),
+        RawArgs::Json(map) => !map.contains_key(key),
+        RawArgs::Strings(pairs) => pairs.iter().all(|(k, _)| k != key),
     };
     if verb.is_empty() || !no_path || !(path.contains('.') || path.contains('/')) {
         return None;
     }
     let prefix = format!("{verb}_");
-    let takes_path = |schema: &Value| schema.pointer("/properties/path").is_some();
+    let takes_path = |schema: &Value| schema.get("properties").and_then(|p| p.get(key)).is_some();
     let mut tools = offered
         .tools
         .iter()
@@ -260,7 +267,7 @@ fn path_in_name(name: &str, args: &RawArgs, offered: &OfferedTools) -> Option<Re
         RawArgs::Json(map) => map.clone(),
         RawArgs::Strings(pairs) => qwen_xml::typed(pairs.clone(), offered.schema(tool)),
     };
-    arguments.insert("path".to_owned(), Value::String(path.to_owned()));
+    arguments.insert(key.to_owned(), Value::String(path.to_owned()));
     Some(Recovered::Call {
         name: tool.clone(),
         arguments,

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{Format, HoldBack, OfferedTools, Recovered, Recovery, recover};
+use crate::coach::{CoachConfig, Rule};
 
 const CORPUS: &[(&str, &str)] = &[
     (
@@ -74,8 +75,10 @@ fn corpus() -> Vec<(&'static str, Case)> {
         .collect()
 }
 
+/// The tools as the corpus lists them, under every rule of the coach, with `path` as the
+/// path argument (the CLI's word, and the corpus tools').
 fn offered(tools: &Value) -> OfferedTools {
-    match tools {
+    let tools = match tools {
         Value::Array(names) => OfferedTools::new(
             names
                 .iter()
@@ -83,7 +86,11 @@ fn offered(tools: &Value) -> OfferedTools {
         ),
         Value::Object(map) => OfferedTools::new(map.iter().map(|(n, s)| (n.clone(), s.clone()))),
         other => panic!("tools must be a list or a map, got {other}"),
-    }
+    };
+    tools.coached(&CoachConfig {
+        path_argument: Some("path".into()),
+        ..CoachConfig::default()
+    })
 }
 
 /// The recovery as the corpus spells it: `{"call", "arguments"}`, `{"unknown"}`,
@@ -541,4 +548,57 @@ fn a_reply_that_shows_a_call_instead_of_making_it_is_told_apart() {
     // Empty call markup: no call and no malformed one, but meant to act.
     check("<tools></tools>", true);
     check("<tool_call>\n</tool_call>", true);
+}
+
+/// Each of the coach's recovery rules does what it says with its switch on, and nothing
+/// with it off (or, for `path-in-name`, without the caller's word for the path argument).
+#[test]
+fn the_coachs_recovery_rules_each_have_their_switch() {
+    let path = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    let all = offered(&json!({"read_file": path}));
+    let check = |off: &[Rule], path_argument: Option<&str>, reply: &str, expected: Value| {
+        let mut coach = CoachConfig {
+            path_argument: path_argument.map(str::to_owned),
+            ..CoachConfig::default()
+        };
+        coach.off.extend(off.iter().copied());
+        let tools = all.clone().coached(&coach);
+        let got = Value::Array(spelled(&recover(reply, &tools)));
+        assert_eq!(got, expected, "{off:?} {reply}");
+    };
+    let read = json!([{"call": "read_file", "arguments": {"path": "a"}}]);
+    let loose = r#"{"name": "functions.Read_File:0", "arguments": {"path": "a"}}"#;
+    check(&[], Some("path"), loose, read.clone());
+    check(
+        &[Rule::NameRepair],
+        Some("path"),
+        loose,
+        json!([{"unknown": "functions.Read_File:0"}]),
+    );
+    let named = r#"{"name": "read_a", "arguments": {}}"#;
+    let named = named.replace("read_a", "read_a.txt");
+    let as_path = json!([{"call": "read_file", "arguments": {"path": "a.txt"}}]);
+    check(&[], Some("path"), &named, as_path.clone());
+    check(
+        &[Rule::PathInName],
+        Some("path"),
+        &named,
+        json!([{"unknown": "read_a.txt"}]),
+    );
+    check(&[], None, &named, json!([{"unknown": "read_a.txt"}]));
+    check(
+        &[],
+        Some("file"),
+        &named,
+        json!([{"unknown": "read_a.txt"}]),
+    );
+    let invented = r#"{"name": "read_file", "arguments": {"path": "a"}}
+{"type": "error", "message": "No such file"}"#;
+    check(&[], Some("path"), invented, read);
+    check(
+        &[Rule::InventedResultCut],
+        Some("path"),
+        invented,
+        json!([]),
+    );
 }

@@ -6,6 +6,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::coach::{CoachConfig, Rule};
+
 /// The format family a recovered item was written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Format {
@@ -29,24 +31,46 @@ pub(crate) enum Format {
     Json,
 }
 
-/// The tools on offer: each name with its argument JSON schema.
+/// The tools on offer: each name with its argument JSON schema, and the coach's rules the
+/// recovery goes by.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct OfferedTools {
     pub(super) tools: Vec<(String, Value)>,
+    /// The coach's switches and words (`name-repair`, `path-in-name`,
+    /// `invented-result-cut`).
+    pub(super) coach: CoachConfig,
 }
 
 impl OfferedTools {
-    /// Tools from `(name, argument schema)` pairs.
+    /// Tools from `(name, argument schema)` pairs, under every rule of the coach but
+    /// `path-in-name`, which needs the caller's word for the path argument
+    /// ([`Self::coached`]).
     pub(crate) fn new(tools: impl IntoIterator<Item = (String, Value)>) -> Self {
         Self {
             tools: tools.into_iter().collect(),
+            coach: CoachConfig::default(),
         }
     }
 
-    /// The offered name that `raw` means, if any (see the module docs for the rules).
+    /// The same tools under `coach`'s switches and words.
+    pub(crate) fn coached(mut self, coach: &CoachConfig) -> Self {
+        self.coach = coach.clone();
+        self
+    }
+
+    /// Whether the coach's `rule` is on.
+    pub(super) fn is_on(&self, rule: Rule) -> bool {
+        self.coach.is_on(rule)
+    }
+
+    /// The offered name that `raw` means, if any (see the module docs for the rules):
+    /// exactly, or with `name-repair` on, loosely.
     pub(crate) fn resolve(&self, raw: &str) -> Option<&str> {
         let raw = raw.trim();
         let exact = |n: &str| self.tools.iter().find(|(t, _)| t == n);
+        if !self.is_on(Rule::NameRepair) {
+            return exact(raw).map(|(t, _)| t.as_str());
+        }
         let loose = |n: &str| self.tools.iter().find(|(t, _)| t.eq_ignore_ascii_case(n));
         let stripped = raw.strip_prefix("functions.").unwrap_or(raw);
         let stripped = match stripped.rsplit_once(':') {

@@ -20,8 +20,8 @@
 //! Where later work belongs: recovering calls a model writes as text is `crate::recover`,
 //! wired in by `native` (its `Hold` display and `interpret`); choosing a strategy
 //! from more server facts goes in `Strategy::resolve` (called from `chat/settle.rs`).
-//! Guards that hold for every strategy (refusing the same call over and over, stopping
-//! a looping reply) belong to the loop: `chat/guard.rs` and `chat/runaway.rs`.
+//! Rules that help a small model whatever the strategy (refusing the same call over and
+//! over, stopping a looping reply, the nudges) belong to the coach: [`crate::coach`].
 //!
 //! # Decisions
 //! - [`ToolMode::Auto`], in order: ReAct when the server refused native tools for the
@@ -52,6 +52,7 @@ use ollm_types::{
 use serde::{Deserialize, Serialize};
 
 use crate::CoreError;
+use crate::coach::CoachConfig;
 use crate::tool::ToolOutcome;
 pub(crate) use common::{Shown, TextFilter, Turn};
 
@@ -244,8 +245,9 @@ impl Strategy {
         tools: &[ToolSchema],
         mint: &mut dyn FnMut() -> String,
         choice: &ToolChoice,
+        coach: &CoachConfig,
     ) -> TurnOutcome {
-        let outcome = self.read(text, native_calls, tools, mint);
+        let outcome = self.read(text, native_calls, tools, mint, coach);
         match (&outcome, self) {
             (TurnOutcome::Answer(_), Strategy::React | Strategy::Constrained)
                 if choice.requires_call() =>
@@ -297,14 +299,21 @@ impl Strategy {
     }
 
     /// Whether an answer shows the user how to call a tool instead of calling it (see
-    /// `recover::shows_call`); only the native strategy reads calls from text.
-    pub(crate) fn shows_call(self, answer: &str, tools: &[ToolSchema]) -> bool {
+    /// `recover::shows_call`, under the `coach`'s switches); only the native strategy
+    /// reads calls from text.
+    pub(crate) fn shows_call(
+        self,
+        answer: &str,
+        tools: &[ToolSchema],
+        coach: &CoachConfig,
+    ) -> bool {
         self == Strategy::Native
             && crate::recover::shows_call(
                 answer,
                 &crate::recover::OfferedTools::new(
                     tools.iter().map(|t| (t.name.clone(), t.parameters.clone())),
-                ),
+                )
+                .coached(coach),
             )
     }
 
@@ -315,9 +324,10 @@ impl Strategy {
         native_calls: Vec<ToolCall>,
         tools: &[ToolSchema],
         mint: &mut dyn FnMut() -> String,
+        coach: &CoachConfig,
     ) -> TurnOutcome {
         if self == Strategy::Native {
-            return match native::interpret(text, native_calls, tools, mint) {
+            return match native::interpret(text, native_calls, tools, mint, coach) {
                 native::Read::Answer(answer) => TurnOutcome::Answer(answer),
                 native::Read::Calls {
                     calls,
@@ -703,7 +713,14 @@ mod tests {
                 n += 1;
                 format!("c{n}")
             };
-            strategy.interpret(text, vec![], &[], &mut mint, &choice)
+            strategy.interpret(
+                text,
+                vec![],
+                &[],
+                &mut mint,
+                &choice,
+                &CoachConfig::default(),
+            )
         };
         let react = "Thought: easy\nFinal Answer: 42";
         let constrained = "{\"final_answer\": \"42\"}";

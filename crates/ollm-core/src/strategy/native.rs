@@ -27,6 +27,7 @@ use ollm_types::{Message, ProviderRequest, ToolCall, ToolSchema};
 use serde_json::Map;
 
 use super::common::{self, Shown, TextFilter, Turn};
+use crate::coach::{CoachConfig, Rule};
 use crate::recover::{self, HoldBack, OfferedTools, Recovered};
 use crate::tool::ToolOutcome;
 
@@ -174,12 +175,14 @@ pub(crate) enum Read {
     },
 }
 
-/// Reads a finished native reply: the server's calls, or calls recovered from `text`.
+/// Reads a finished native reply: the server's calls, or calls recovered from `text`
+/// under the `coach`'s switches.
 pub(crate) fn interpret(
     text: &str,
     native_calls: Vec<ToolCall>,
     tools: &[ToolSchema],
     mint: &mut dyn FnMut() -> String,
+    coach: &CoachConfig,
 ) -> Read {
     if !native_calls.is_empty() {
         let answered = vec![None; native_calls.len()];
@@ -189,16 +192,19 @@ pub(crate) fn interpret(
             prose: without_fence_debris(text),
         };
     }
-    let offered = OfferedTools::new(tools.iter().map(|t| (t.name.clone(), t.parameters.clone())));
+    let offered = OfferedTools::new(tools.iter().map(|t| (t.name.clone(), t.parameters.clone())))
+        .coached(coach);
     let recovery = recover::recover(text, &offered);
     if recovery.calls.is_empty() {
         return Read::Answer(text.to_owned());
     }
-    let available = offered.names().collect::<Vec<_>>().join(", ");
+    let available = coach
+        .is_on(Rule::ToolsHint)
+        .then(|| offered.names().collect::<Vec<_>>().join(", "));
     let (calls, answered) = recovery
         .calls
         .into_iter()
-        .map(|item| planned(item, mint(), &available))
+        .map(|item| planned(item, mint(), available.as_deref()))
         .unzip();
     Read::Calls {
         calls,
@@ -207,8 +213,13 @@ pub(crate) fn interpret(
     }
 }
 
-/// One recovered item as a call to record, with its result when it must not run.
-fn planned(item: Recovered, id: String, available: &str) -> (ToolCall, Option<ToolOutcome>) {
+/// One recovered item as a call to record, with its result when it must not run; the
+/// names of the tools on offer are `available` (the coach's `tools-hint`).
+fn planned(
+    item: Recovered,
+    id: String,
+    available: Option<&str>,
+) -> (ToolCall, Option<ToolOutcome>) {
     let call = |name: String, arguments| ToolCall {
         id: id.clone(),
         name,
@@ -217,16 +228,24 @@ fn planned(item: Recovered, id: String, available: &str) -> (ToolCall, Option<To
     match item {
         Recovered::Call { name, arguments } => (call(name, arguments), None),
         Recovered::UnknownTool { name } => {
-            let answer =
-                ToolOutcome::error(format!("Unknown tool \"{name}\"; available: {available}"));
-            (call(name, Map::new()), Some(answer))
+            let answer = match available {
+                Some(available) => format!("Unknown tool \"{name}\"; available: {available}"),
+                None => format!("Unknown tool \"{name}\""),
+            };
+            (call(name, Map::new()), Some(ToolOutcome::error(answer)))
         }
         Recovered::Malformed { reason, .. } => {
-            let answer = ToolOutcome::error(format!(
-                "the tool call could not be read: {reason}. Write it again as one \
-                 {{\"name\": ..., \"arguments\": {{...}}}} call naming one of: {available}"
-            ));
-            (call(MALFORMED_CALL.to_owned(), Map::new()), Some(answer))
+            let how = "Write it again as one {\"name\": ..., \"arguments\": {...}} call";
+            let answer = match available {
+                Some(available) => format!(
+                    "the tool call could not be read: {reason}. {how} naming one of: {available}"
+                ),
+                None => format!("the tool call could not be read: {reason}. {how}"),
+            };
+            (
+                call(MALFORMED_CALL.to_owned(), Map::new()),
+                Some(ToolOutcome::error(answer)),
+            )
         }
     }
 }
@@ -267,7 +286,13 @@ mod tests {
             n += 1;
             format!("t{n}")
         };
-        match interpret(text, Vec::new(), &tools(), &mut mint) {
+        match interpret(
+            text,
+            Vec::new(),
+            &tools(),
+            &mut mint,
+            &CoachConfig::default(),
+        ) {
             Read::Answer(answer) => {
                 assert_eq!(answer, text);
                 None

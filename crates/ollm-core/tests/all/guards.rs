@@ -2,7 +2,7 @@
 //! strategy choice, in runs against scripted providers.
 
 use ollm_core::{
-    ACT_NUDGE, ANSWER_NUDGE, CAN_NUDGE, ChatEvent, ChatOptions, DEFAULT_MAX_TOKENS, ToolMode,
+    ChatConfig, ChatEvent, ChatOptions, CoachConfig, DEFAULT_MAX_TOKENS, Nudge, Rule, ToolMode,
 };
 use ollm_types::{
     Capability, FinishReason, ProviderErrorKind, ProviderEvent, Role, ToolChoice, WarningKind,
@@ -21,6 +21,20 @@ fn warnings(events: &[ChatEvent], kind: WarningKind) -> usize {
         events,
         |e| matches!(e, ChatEvent::Warning { warning } if warning.kind == kind),
     )
+}
+
+/// The text of `nudge` (the coach owns it).
+fn said(nudge: Nudge) -> String {
+    nudge.text(&CoachConfig::default())
+}
+
+/// The runaway guard off, as the CLI's `--no-runaway-guard` turns it off: the text
+/// runaway stop and both cuts of a reply written as calls.
+fn runaway_guard(cfg: &mut ChatConfig, on: bool) {
+    if !on {
+        let rules = [Rule::RunawayStop, Rule::CallLoopCut, Rule::ListedToolsCut];
+        cfg.coach.off.extend(rules);
+    }
 }
 
 fn call_turn(id: &str, args: serde_json::Value) -> Vec<ProviderEvent> {
@@ -124,10 +138,14 @@ fn the_reply_after_a_repeat_is_offered_no_tools() {
         .map(|r| r.tool_choice.clone())
         .collect();
     assert_eq!(choices[2], ToolChoice::None);
-    // The repeats' turns are not in the history: the nudge stands in for each of them.
+    // The repeats' turns are not in the history: the nudge stood in for each of them
+    // while the run went on, and left the history with the run.
+    let last = provider.requests().last().unwrap().clone();
+    let sent: Vec<String> = last.messages.iter().map(|m| m.text()).collect();
+    assert_eq!(count_text(&sent, &said(Nudge::Answer)), 2, "{sent:?}");
     let history = c.history();
     let texts: Vec<String> = history.messages().iter().map(|m| m.text()).collect();
-    assert_eq!(count_text(&texts, ANSWER_NUDGE), 2, "{texts:?}");
+    assert_eq!(count_text(&texts, &said(Nudge::Answer)), 0, "{texts:?}");
     let ids: Vec<String> = history
         .messages()
         .iter()
@@ -175,9 +193,15 @@ fn a_runaway_after_a_result_is_asked_again_once() {
         assert_eq!(finish_reason(&events), expected);
         assert_eq!(provider.request_count(), 3);
         assert_eq!(provider.requests()[2].tools.len(), 0);
+        let sent: Vec<String> = provider.requests()[2]
+            .messages
+            .iter()
+            .map(|m| m.text())
+            .collect();
+        assert_eq!(count_text(&sent, &said(Nudge::Answer)), 1, "{sent:?}");
         let history = c.history();
         let texts: Vec<String> = history.messages().iter().map(|m| m.text()).collect();
-        assert_eq!(count_text(&texts, ANSWER_NUDGE), 1, "{texts:?}");
+        assert_eq!(count_text(&texts, &said(Nudge::Answer)), 0, "{texts:?}");
         check_history(&history);
     }
 }
@@ -216,7 +240,7 @@ fn with_the_runaway_guard_off_a_repeating_reply_streams_to_its_end() {
         (false, FinishReason::Stop),
     ] {
         let provider = MockProvider::builder().turn(turn.clone()).build();
-        let c = client_with(provider, registry([]), |cfg| cfg.runaway_guard = guard);
+        let c = client_with(provider, registry([]), |cfg| runaway_guard(cfg, guard));
         let events = block_on(chat(&c, "hi"));
         check_events(&events);
         assert_eq!(finish_reason(&events), expected, "guard {guard}");
@@ -303,7 +327,7 @@ fn with_the_runaway_guard_off_a_reply_of_calls_is_read_whole() {
             .build();
         let tool = RecordingTool::new("list_dir");
         let c = client_with(provider, registry([tool.clone()]), |cfg| {
-            cfg.runaway_guard = guard;
+            runaway_guard(cfg, guard);
         });
         let events = block_on(chat(&c, "hi"));
         check_events(&events);
@@ -312,7 +336,7 @@ fn with_the_runaway_guard_off_a_reply_of_calls_is_read_whole() {
             warned,
             "guard {guard}"
         );
-        // Either way the call runs once: twins are answered from one result (guard.rs).
+        // Either way the call runs once: twins are answered from one result (repeat-guard).
         assert_eq!(tool.call_count(), 1, "guard {guard}");
     }
 }
@@ -610,13 +634,14 @@ fn an_example_instead_of_a_call_is_asked_to_act_once() {
         }
         let provider = builder.build();
         let tool = RecordingTool::new("list_dir").returns(json!("main.rs"));
-        let c = client(provider, registry([tool.clone()]));
+        let c = client(provider.clone(), registry([tool.clone()]));
         let events = block_on(chat(&c, "which files are in src?"));
         check_events(&events);
         assert_eq!(tool.calls().len(), runs);
         assert_eq!(finish_reason(&events), finish);
-        let texts: Vec<String> = c.history().messages().iter().map(|m| m.text()).collect();
-        assert_eq!(count_text(&texts, ACT_NUDGE), 1, "{texts:?}");
+        let sent = sent_last(&provider);
+        assert_eq!(count_text(&sent, &said(Nudge::Act)), 1, "{sent:?}");
+        assert_eq!(count_text(&texts_of(&c), &said(Nudge::Act)), 0);
         check_history(&c.history());
     };
     let text = |t: &str| vec![ev::text(t), ev::finish()];
@@ -634,16 +659,25 @@ fn an_example_instead_of_a_call_is_asked_to_act_once() {
         .turn(call_turn("c1", json!({})))
         .turn(text(example))
         .build();
-    let c = client(provider, registry([RecordingTool::new("list_dir")]));
+    let c = client(provider.clone(), registry([RecordingTool::new("list_dir")]));
     let events = block_on(chat(&c, "which files?"));
     assert_eq!(finish_reason(&events), FinishReason::Stop);
-    let texts: Vec<String> = c.history().messages().iter().map(|m| m.text()).collect();
-    assert_eq!(count_text(&texts, ACT_NUDGE), 0);
+    assert_eq!(count_text(&sent_last(&provider), &said(Nudge::Act)), 0);
 }
 
 /// The texts of a client's history.
 fn texts_of(c: &ollm_core::ChatClient) -> Vec<String> {
     c.history().messages().iter().map(|m| m.text()).collect()
+}
+
+/// The texts of the messages of the last request a provider got.
+fn sent_last(provider: &MockProvider) -> Vec<String> {
+    let requests = provider.requests();
+    let last = requests
+        .last()
+        .map(|r| r.messages.clone())
+        .unwrap_or_default();
+    last.iter().map(|m| m.text()).collect()
 }
 
 #[test]
@@ -658,12 +692,13 @@ fn an_answer_that_says_it_cannot_reach_the_files_is_asked_to_act_once() {
         .turn(text("The codename is Bluebird."))
         .build();
     let tool = RecordingTool::new("list_dir");
-    let c = client(provider, registry([tool.clone()]));
+    let c = client(provider.clone(), registry([tool.clone()]));
     let events = block_on(chat(&c, "What is the release codename in docs/guide.md?"));
     check_events(&events);
     assert_eq!(finish_reason(&events), FinishReason::Stop);
     assert_eq!(tool.call_count(), 1);
-    assert_eq!(count_text(&texts_of(&c), CAN_NUDGE), 1);
+    assert_eq!(count_text(&sent_last(&provider), &said(Nudge::Can)), 1);
+    assert_eq!(count_text(&texts_of(&c), &said(Nudge::Can)), 0);
     check_history(&c.history());
     // Twice in a row: the second is the answer (one nudge per run); with no tools on
     // offer, never.
@@ -672,10 +707,10 @@ fn an_answer_that_says_it_cannot_reach_the_files_is_asked_to_act_once() {
             .turn(text(refusal))
             .turn(text(refusal))
             .build();
-        let c = client(provider, registry(tools));
+        let c = client(provider.clone(), registry(tools));
         let events = block_on(chat(&c, "What is in docs?"));
         assert_eq!(finish_reason(&events), FinishReason::Stop);
-        assert_eq!(count_text(&texts_of(&c), CAN_NUDGE), nudges);
+        assert_eq!(count_text(&sent_last(&provider), &said(Nudge::Can)), nudges);
     }
 }
 
@@ -698,10 +733,13 @@ fn an_empty_answer_after_a_call_is_asked_for_again_once() {
         check_events(&events);
         assert_eq!(finish_reason(&events), FinishReason::Stop);
         assert_eq!(provider.request_count(), 3);
-        // The nudge asks with no tools; the empty reply is not in the history.
+        // The nudge asks with no tools; the empty reply is not in the history, nor is the
+        // nudge once the run is over.
         assert_eq!(provider.requests()[2].tools.len(), 0);
+        let sent = sent_last(&provider);
+        assert_eq!(count_text(&sent, &said(Nudge::Answer)), 1, "{sent:?}");
         let texts = texts_of(&c);
-        assert_eq!(count_text(&texts, ANSWER_NUDGE), 1, "{texts:?}");
+        assert_eq!(count_text(&texts, &said(Nudge::Answer)), 0, "{texts:?}");
         assert_eq!(texts.last().map(String::as_str), Some(answer), "{texts:?}");
         check_history(&c.history());
     }

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use ollm_core::chat::CANCELLED_RESULT;
-use ollm_core::{ANSWER_NUDGE, ChatClient, ChatEvent, ChatOptions};
-use ollm_types::{FinishReason, ProviderErrorKind, ProviderEvent, Role, Usage};
+use ollm_core::{ChatClient, ChatEvent, ChatOptions, CoachConfig, Nudge};
+use ollm_types::{FinishReason, Message, ProviderErrorKind, ProviderEvent, Role, Usage};
 use proptest::prelude::*;
 use serde_json::json;
 use test_utils::mock_provider::{MockProvider, Step, ev};
@@ -45,6 +45,8 @@ struct Scenario {
     events: Vec<ChatEvent>,
     client: ChatClient,
     requests: usize,
+    /// The messages of the last request (the answer's).
+    last_sent: Vec<Message>,
     ok_calls: usize,
 }
 
@@ -91,6 +93,11 @@ fn run_plan(plan: Vec<Vec<(Kind, bool)>>) -> Scenario {
         events,
         client: c,
         requests: provider.request_count(),
+        last_sent: provider
+            .requests()
+            .last()
+            .map(|r| r.messages.clone())
+            .unwrap_or_default(),
         ok_calls: ok.call_count(),
     }
 }
@@ -147,18 +154,27 @@ proptest! {
         let h = s.client.history();
         let msgs = h.messages();
         let calls: usize = s.plan.iter().map(Vec::len).sum();
+        // The history holds every turn and no nudge; the run's last request held each
+        // nudge after the turn that needed it (the coach's nudges belong to their run).
         let nudges = s.plan.iter().filter(|t| idle(t)).count();
-        prop_assert_eq!(msgs.len(), 1 + s.plan.len() + calls + nudges + 1);
-        prop_assert_eq!(msgs[0].role(), Role::User);
-        prop_assert_eq!(msgs[0].text(), "go");
-        let mut i = 1;
+        prop_assert_eq!(msgs.len(), 1 + s.plan.len() + calls + 1);
+        prop_assert_eq!(s.last_sent.len(), 1 + s.plan.len() + calls + nudges);
+        let nudge = Nudge::Answer.text(&CoachConfig::default());
+        for sent in [msgs, &s.last_sent[..]] {
+            prop_assert_eq!(sent[0].role(), Role::User);
+            prop_assert_eq!(sent[0].text(), "go");
+        }
+        let (mut i, mut j) = (1, 1);
         for turn in &s.plan {
-            prop_assert_eq!(msgs[i].role(), Role::Assistant);
-            prop_assert_eq!(msgs[i].tool_calls().count(), turn.len());
+            for (sent, at) in [(msgs, i), (&s.last_sent[..], j)] {
+                prop_assert_eq!(sent[at].role(), Role::Assistant);
+                prop_assert_eq!(sent[at].tool_calls().count(), turn.len());
+            }
             i += 1 + turn.len();
+            j += 1 + turn.len();
             if idle(turn) {
-                prop_assert_eq!(msgs[i].text(), ANSWER_NUDGE);
-                i += 1;
+                prop_assert_eq!(s.last_sent[j].text(), nudge.clone());
+                j += 1;
             }
         }
         let last = msgs.last().unwrap();
@@ -197,7 +213,8 @@ proptest! {
                 prop_assert_eq!(m.tool_call_id(), Some(calls[k].id.as_str()));
                 prop_assert!(!calls[k].id.is_empty());
             }
-            i += 1 + turn.len() + usize::from(idle(turn));
+            // No nudge stays in the history (the coach's nudges belong to their run).
+            i += 1 + turn.len();
         }
     }
 
@@ -224,7 +241,8 @@ proptest! {
                     Kind::Invalid => prop_assert!(content.starts_with("Error: invalid arguments for ok"), "{}", content),
                 }
             }
-            i += 1 + turn.len() + usize::from(idle(turn));
+            // No nudge stays in the history (the coach's nudges belong to their run).
+            i += 1 + turn.len();
         }
         // Invalid arguments never reached the tool.
         prop_assert_eq!(s.ok_calls, ok_runs);

@@ -150,9 +150,20 @@ fn check(case: &Case, cuts: &[usize]) -> Result<(), TestCaseError> {
     if case.calls.is_empty() {
         prop_assert_eq!(assistant.text(), case.text);
         if case.nudged {
-            // Asked once to act (guard.rs), then the scripted "done".
-            prop_assert_eq!(added.len(), 4);
-            prop_assert_eq!(added[2].text(), ollm_core::ACT_NUDGE);
+            // Asked once to act (the coach's act nudge, which leaves the history with
+            // the run), then the scripted "done".
+            prop_assert_eq!(added.len(), 3);
+            prop_assert_eq!(added[2].text(), "done");
+            let coached = events.iter().any(|e| {
+                matches!(
+                    e,
+                    ChatEvent::Coached {
+                        rule: ollm_core::Rule::ActNudge,
+                        ..
+                    }
+                )
+            });
+            prop_assert!(coached);
         } else {
             prop_assert_eq!(added.len(), 2);
         }

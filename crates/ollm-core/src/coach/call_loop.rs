@@ -17,29 +17,31 @@
 //!   text. Prose that quotes JSON, and code in other fences, is never cut.
 //! - **What counts as a call**: a complete top-level JSON object (braces counted outside
 //!   strings, so `[{..},{..}]` is two) and a line that opens with `{`. Objects are
-//!   compared as canonical JSON (`guard.rs`), lines as written.
+//!   compared as canonical JSON (`memory.rs`), lines as written.
 //! - **The cut**: before the first object or line that repeats an earlier one of the same
-//!   reply, or before the one past [`MAX_CALLS_PER_REPLY`]. The stream is then dropped
+//!   reply, or before the one past [`MAX_CALLS_PER_REPLY`] (`call-loop-cut`). The stream is then dropped
 //!   (which cancels the request), the text up to the cut is read as the whole reply (an
 //!   open fence is closed) and its calls run as usual; a warning says what happened. A
 //!   reply that repeats a call is no batch a user asked for: the guard already answers
-//!   such twins from one result (`guard.rs`), so what is cut is only ever repeats.
+//!   such twins from one result (`repeat-guard`), so what is cut is only ever repeats.
 //! - **A reply that names [`LISTED_TOOLS`] different tools** is the model going through
 //!   its tools, not using them: it is cut before the second tool's first call, so only
 //!   the first tool's calls run. The 0.5B's first reply often called every offered tool
 //!   in the order offered (`read_file`, `list_dir`, `search_text`, `write_file`,
 //!   `run_command`), the right call first and the rest filler, among them `write_file`
 //!   calls with invented content that replaced files in the eval's folder (`--yes`).
-//!   Calls to two tools, which a task may need at once, are read whole.
+//!   Calls to two tools, which a task may need at once, are read whole
+//!   (`listed-tools-cut`).
 //! - Cost: each byte is looked at once; memory is the set of distinct calls of the
 //!   reply, each a line or an object of it.
-//! - It is part of the runaway guard: `runaway_guard: false` turns it off too.
+//! - Each cut is its own rule with its own switch; the CLI's `--no-runaway-guard` turns
+//!   both off with `runaway-stop`.
 
 use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::MAX_CALLS_PER_REPLY;
+use super::rule::{MAX_CALLS_PER_REPLY, Rule};
 
 /// How many different tools a reply written as calls names before it counts as listing
 /// the tools rather than using them (see the module docs).
@@ -50,6 +52,8 @@ pub(crate) const LISTED_TOOLS: usize = 3;
 pub(crate) struct Cut {
     /// The byte offset in the reply: the text before it is kept.
     pub(crate) at: usize,
+    /// The rule that cut it.
+    pub(crate) rule: Rule,
     /// What the reply did, for the warning.
     pub(crate) why: String,
 }
@@ -57,6 +61,10 @@ pub(crate) struct Cut {
 /// Watches one streamed reply (see the module docs).
 #[derive(Debug, Default)]
 pub(crate) struct CallWatch {
+    /// Whether a repeated call, or one past the cap, cuts (`call-loop-cut`).
+    loops: bool,
+    /// Whether a third tool cuts (`listed-tools-cut`).
+    lists: bool,
     /// Whether the reply opens like a call: unknown while only whitespace has come.
     watched: Option<bool>,
     /// Bytes of the reply looked at.
@@ -78,6 +86,15 @@ pub(crate) struct CallWatch {
 }
 
 impl CallWatch {
+    /// A watch that cuts at a loop (`loops`), at a listing of the tools (`lists`), or both.
+    pub(crate) fn new(loops: bool, lists: bool) -> Self {
+        CallWatch {
+            loops,
+            lists,
+            ..CallWatch::default()
+        }
+    }
+
     /// Looks at what `reply` (the whole reply so far) added; the cut once it loops.
     pub(crate) fn push(&mut self, reply: &str) -> Option<Cut> {
         if self.watched == Some(false) {
@@ -144,9 +161,10 @@ impl CallWatch {
             return None;
         };
         let mut key = String::new();
-        super::guard::canonical(&value, &mut key);
-        if !self.objects.insert(key) {
-            return Some(self.cut_at(self.object_at, "repeated a call it had written"));
+        super::memory::canonical(&value, &mut key);
+        if !self.objects.insert(key) && self.loops {
+            let why = "repeated a call it had written";
+            return Some(self.cut_at(self.object_at, Rule::CallLoopCut, why));
         }
         if let Some(cut) = self.tool(&value) {
             return Some(cut);
@@ -165,9 +183,10 @@ impl CallWatch {
             return None;
         }
         self.tools.push((name.to_owned(), self.object_at));
-        (self.tools.len() >= LISTED_TOOLS).then(|| {
+        (self.lists && self.tools.len() >= LISTED_TOOLS).then(|| {
             self.cut_at(
                 self.tools[1].1,
+                Rule::ListedToolsCut,
                 "called one tool after another as if listing them; only its first tool's calls \
                  are read",
             )
@@ -181,8 +200,9 @@ impl CallWatch {
             return None;
         }
         let start = self.line_at + (raw.len() - raw.trim_start().len());
-        if !self.lines.insert(line.to_owned()) {
-            return Some(self.cut_at(start, "repeated a call line it had written"));
+        if !self.lines.insert(line.to_owned()) && self.loops {
+            let why = "repeated a call line it had written";
+            return Some(self.cut_at(start, Rule::CallLoopCut, why));
         }
         // A line that is a complete object was counted as one already.
         if serde_json::from_str::<Value>(line).is_err() {
@@ -194,13 +214,16 @@ impl CallWatch {
     /// Counts one more distinct call that opened at `at`.
     fn count(&mut self, at: usize) -> Option<Cut> {
         self.calls += 1;
-        (self.calls > MAX_CALLS_PER_REPLY)
-            .then(|| self.cut_at(at, &format!("wrote more than {MAX_CALLS_PER_REPLY} calls")))
+        (self.loops && self.calls > MAX_CALLS_PER_REPLY).then(|| {
+            let why = format!("wrote more than {MAX_CALLS_PER_REPLY} calls");
+            self.cut_at(at, Rule::CallLoopCut, &why)
+        })
     }
 
-    fn cut_at(&self, at: usize, what: &str) -> Cut {
+    fn cut_at(&self, at: usize, rule: Rule, what: &str) -> Cut {
         Cut {
             at,
+            rule,
             why: format!("the reply {what}; it was stopped there"),
         }
     }
@@ -250,7 +273,11 @@ mod tests {
 
     /// Where feeding `text` in `chunk`-byte pieces (at char boundaries) cuts it.
     fn cut(text: &str, chunk: usize) -> Option<usize> {
-        let mut watch = CallWatch::default();
+        cut_by(text, chunk, CallWatch::new(true, true)).map(|c| c.at)
+    }
+
+    /// The cut feeding `text` in `chunk`-byte pieces to `watch` makes.
+    fn cut_by(text: &str, chunk: usize, mut watch: CallWatch) -> Option<Cut> {
         let mut so_far = String::new();
         let mut piece = String::new();
         for c in text.chars() {
@@ -258,12 +285,12 @@ mod tests {
             if piece.len() >= chunk {
                 so_far.push_str(&std::mem::take(&mut piece));
                 if let Some(cut) = watch.push(&so_far) {
-                    return Some(cut.at);
+                    return Some(cut);
                 }
             }
         }
         so_far.push_str(&piece);
-        watch.push(&so_far).map(|c| c.at)
+        watch.push(&so_far)
     }
 
     /// Checks that `text` is cut (whatever the chunking) so that `kept` is what stays.
@@ -312,6 +339,25 @@ mod tests {
             &format!("{port}\n{READ}\n{LIST}\n{SEARCH}\n"),
             Some(&format!("{port}\n{READ}")),
         );
+    }
+
+    #[test]
+    fn each_cut_names_its_rule_and_has_its_own_switch() {
+        let port = r#"{"name": "read_file", "arguments": {"path": "config/app.toml"}}"#;
+        let listing = format!("{port}\n{LIST}\n{SEARCH}\n");
+        let looping = format!("{SEARCH}\n{LIST}\n{SEARCH}\n");
+        let rule = |text: &str, loops: bool, lists: bool| {
+            cut_by(text, 7, CallWatch::new(loops, lists)).map(|c| c.rule)
+        };
+        assert_eq!(rule(&listing, true, true), Some(Rule::ListedToolsCut));
+        assert_eq!(rule(&listing, true, false), None);
+        assert_eq!(rule(&looping, true, true), Some(Rule::CallLoopCut));
+        assert_eq!(rule(&looping, false, true), None);
+        let many: String = (0..40)
+            .map(|i| format!(r#"{{"name": "read_file", "arguments": {{"path": "f{i}"}}}}"#) + "\n")
+            .collect();
+        assert_eq!(rule(&many, true, false), Some(Rule::CallLoopCut));
+        assert_eq!(rule(&many, false, true), None);
     }
 
     #[test]

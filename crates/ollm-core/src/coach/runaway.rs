@@ -18,8 +18,8 @@
 //!   line of up to 160 bytes 50 times, a rule line of 8,000 characters, and tables and CSV
 //!   rows, which differ from row to row, are never periodic at all. A loop, which goes on
 //!   to the generation cap (`DEFAULT_MAX_TOKENS`, about 4,000 tokens), is still cut at
-//!   about half of it. `ChatConfig::runaway_guard = false` (the CLI's
-//!   `--no-runaway-guard`) turns the guard off.
+//!   about half of it. The coach's `runaway-stop` switch (the CLI's `--coach-off
+//!   runaway-stop`, or `--no-runaway-guard`) turns the guard off.
 //! - Only text (answer) is watched, not thinking; the generation cap bounds the rest.
 //! - Memory is bounded: only the last [`WINDOW`] bytes are kept.
 

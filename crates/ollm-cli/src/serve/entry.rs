@@ -1,0 +1,57 @@
+//! The config file's `[serve]` table: the repair policy for the server, per model and
+//! per API key, read by `config.rs` and settled with `ollm serve`'s flags in `mod.rs`.
+//!
+//! ```toml
+//! [serve]
+//! repair = "on"                          # off | flag | on (default on)
+//! max_in_flight = 4                      # chat replies per healthy replica, then 429
+//! [serve.models."qwen2.5-coder:0.5b"]
+//! repair = "flag"
+//! [serve.keys.ci-agent]                  # a key clients may use, named for the log
+//! api_key_env = "CI_AGENT_KEY"           # the variable holding it (never the key)
+//! repair = "off"
+//! ```
+//!
+//! # Decisions
+//! - Keys come from the environment, named by `api_key_env`, as a provider's key does:
+//!   the file is often shared or committed, a key in it would leak.
+//! - Unknown keys in these tables are refused, so a misspelt `repiar` is not silently
+//!   the default.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::policy::Repair;
+
+/// The `[serve]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ServeEntry {
+    /// The server's policy (a `--repair` flag wins over it).
+    pub(crate) repair: Option<Repair>,
+    /// Chat replies in flight per healthy replica before 429 (`--max-in-flight` wins).
+    pub(crate) max_in_flight: Option<u32>,
+    /// Per-model policies: `[serve.models."NAME"]`.
+    pub(crate) models: BTreeMap<String, ServeModelEntry>,
+    /// Keys clients may use, by name: `[serve.keys.NAME]`.
+    pub(crate) keys: BTreeMap<String, ServeKeyEntry>,
+}
+
+/// One `[serve.models."NAME"]` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct ServeModelEntry {
+    pub(crate) repair: Option<Repair>,
+}
+
+/// One `[serve.keys.NAME]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServeKeyEntry {
+    /// The environment variable holding the key.
+    pub(crate) api_key_env: String,
+    /// The policy for requests made with it.
+    #[serde(default)]
+    pub(crate) repair: Option<Repair>,
+}

@@ -1,0 +1,149 @@
+//! Where a reply's calls came from, told to the client: a call `ollm serve` read out of
+//! the model's text (recovered), or one it found there and only reported (flagged, under
+//! the `flag` policy). A leaf: the reply writers and the repair paths both use it.
+//!
+//! # Decisions
+//! - **Every repair is visible.** Some agents refuse recovered calls as unsafe (text that
+//!   only looks like a call becomes an action), so each one is marked three ways: the
+//!   `x-ollm-repair` header (`recovered; format=fenced-json; calls=1`), an `ollm`
+//!   extension object in the body (`{"repair": {"status", "format", "calls"}}`, top level
+//!   in a whole reply, in the finish chunk of a stream), and a metric per format.
+//! - The calls are the runtime's recovery (`ollm-core`'s, through the turn loop); the
+//!   format is a label for people and dashboards, named after the markup found in the
+//!   upstream's text ([`format_of`]): the runtime does not say which of its readers
+//!   matched. Calls from the ReAct fallback are `react`, from a schema-constrained retry
+//!   `json-schema`.
+
+use ollm_types::ToolCall;
+use serde_json::{Value, json};
+
+/// What was done with calls found in text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Read out of the text and sent as `tool_calls`.
+    Recovered,
+    /// Found in the text and only reported; the text went out untouched.
+    Flagged,
+}
+
+impl Status {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Status::Recovered => "recovered",
+            Status::Flagged => "flagged",
+        }
+    }
+}
+
+/// The calls of one reply that came from its text.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Provenance {
+    pub(crate) status: Status,
+    /// The markup they were written in ([`format_of`]).
+    pub(crate) format: &'static str,
+    pub(crate) calls: Vec<ToolCall>,
+}
+
+impl Provenance {
+    /// The `x-ollm-repair` header's value.
+    pub(crate) fn header(&self) -> String {
+        format!(
+            "{}; format={}; calls={}",
+            self.status.as_str(),
+            self.format,
+            self.calls.len()
+        )
+    }
+
+    /// The body's `ollm` extension object.
+    pub(crate) fn extension(&self) -> Value {
+        let calls: Vec<Value> = self.calls.iter().map(call_json).collect();
+        json!({"repair": {"status": self.status.as_str(), "format": self.format, "calls": calls}})
+    }
+}
+
+/// A call in OpenAI's `tool_calls` shape (arguments as a JSON string).
+pub(crate) fn call_json(call: &ToolCall) -> Value {
+    json!({
+        "id": call.id, "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments_value().to_string()},
+    })
+}
+
+/// The markup a reply's calls were written in, by the first sign of it in `text`.
+pub(crate) fn format_of(text: &str) -> &'static str {
+    const MARKERS: [(&str, &str); 9] = [
+        ("<tool_call>", "hermes"),
+        ("<function=", "qwen3-xml"),
+        ("[TOOL_CALLS]", "mistral"),
+        ("<|python_tag|>", "llama"),
+        ("<|python_start|>", "llama"),
+        ("<｜tool▁calls▁begin｜>", "deepseek"),
+        ("<|tool_call_start|>", "lfm"),
+        ("```", "fenced-json"),
+        (">>>", "functionary"),
+    ];
+    let body = text
+        .rsplit_once("</think>")
+        .map_or(text, |(_, after)| after);
+    if let Some((_, name)) = MARKERS.iter().find(|(marker, _)| body.contains(marker)) {
+        return name;
+    }
+    let body = body.trim_start();
+    if body.starts_with('{') || body.starts_with("[{") {
+        "json"
+    } else if body.starts_with('[') {
+        "pythonic"
+    } else if body.contains("Action:") {
+        "react"
+    } else {
+        "text"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_format_is_named_after_the_markup_in_the_text() {
+        let check = |text: &str, want: &str| assert_eq!(format_of(text), want, "{text:?}");
+        check(
+            "```json\n{\"name\": \"f\", \"arguments\": {}}\n```",
+            "fenced-json",
+        );
+        check("<tool_call>\n{\"name\": \"f\"}\n</tool_call>", "hermes");
+        check(
+            "<think>maybe ```x```</think><tool_call>{}</tool_call>",
+            "hermes",
+        );
+        check(
+            "<function=f>\n<parameter=a>1</parameter>\n</function>",
+            "qwen3-xml",
+        );
+        check("[TOOL_CALLS][{\"name\": \"f\"}]", "mistral");
+        check("  {\"name\": \"f\", \"arguments\": {}}", "json");
+        check("[{\"name\": \"f\"}]", "json");
+        check("[f(a=1)]", "pythonic");
+        check("Thought: x\nAction: f\nAction Input: {}", "react");
+        check("nothing recognisable", "text");
+    }
+
+    #[test]
+    fn the_header_counts_the_calls_and_the_body_lists_them() {
+        let call = ToolCall::new("c1", "read_file", json!({"path": "a"})).expect("object");
+        let p = Provenance {
+            status: Status::Flagged,
+            format: "fenced-json",
+            calls: vec![call],
+        };
+        assert_eq!(p.header(), "flagged; format=fenced-json; calls=1");
+        let body = p.extension();
+        assert_eq!(body["repair"]["status"], "flagged");
+        assert_eq!(body["repair"]["calls"][0]["function"]["name"], "read_file");
+        assert_eq!(
+            body["repair"]["calls"][0]["function"]["arguments"],
+            "{\"path\":\"a\"}"
+        );
+    }
+}

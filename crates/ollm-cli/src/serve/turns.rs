@@ -1,0 +1,306 @@
+//! One client request as runs of the runtime's turn loop ([`Turns`]): a
+//! [`ollm_core::ChatClient`] over the client's conversation whose tools are the client's
+//! schemas as stand-ins that never run, and what one run's reply came to ([`Attempt`]).
+//!
+//! # Decisions
+//! - **Repair reuses the runtime, not a copy of it.** The turn loop does what it does
+//!   for `ollm run`: calls written as text are recovered (every format of core's
+//!   `recover`), names normalised, `<think>` text moved to reasoning, and a model without
+//!   native tools gets the ReAct strategy; every call comes out as a `ToolCallStarted`
+//!   event, which is what the client receives. The stand-ins ([`Deferred`]) never run
+//!   anything: `serve` never executes a tool. Each run is one turn (`max_turns` 1), so
+//!   `serve` decides between turns (`repair.rs`).
+//! - The loop's own limits are set to the client's: its token cap is the client's
+//!   `max_tokens` (none: the server's), compaction is off (a proxy does not rewrite a
+//!   conversation it does not own), and the client's sampling passes as sent (`ollm
+//!   run`'s greedy tool turns are its own default, not the proxy's).
+//! - **A call to a tool the client never declared never reaches it**: the client cannot
+//!   run it. The run answered it already, as `ollm run` does (`Error: Unknown tool
+//!   "say_hello"; available: ...`, then the runtime's nudge to answer), so the next run
+//!   carries that answer to the model ([`Turns::conclude`]). Qwen2.5-Coder-1.5B called
+//!   `say_hello` and `count` through serve (issue 37).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use ollm_bridge::ProviderPool;
+use ollm_core::{
+    ChatClient, ChatConfig, ChatEvent, ChatOptions, CompactionConfig, Learned, Tool, ToolError,
+    ToolMode, ToolRegistry,
+};
+use ollm_types::{
+    FinishReason, ProviderError, ProviderErrorKind, ProviderRequest, ToolCall, ToolSchema, Usage,
+};
+use serde_json::{Map, Value};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::clock::Clock;
+use super::metrics::Metrics;
+use super::provenance::{Provenance, Status, format_of};
+use super::through::{InfoCache, PLACEHOLDER, Seen, Through, lock};
+use super::wire_out::Piece;
+
+/// Runs after the first whose calls were all to undeclared tools, at most.
+pub(crate) const INVENTED_RETRIES: u32 = 2;
+
+/// What a repair needs of the server: the pool, what it said about models, the metrics,
+/// how a `tool_choice` that obliges a call is enforced on a retry (`Constrained` where
+/// the upstream takes a JSON schema, else `React`), and the request's clock.
+#[derive(Clone)]
+pub(crate) struct Upstream {
+    pub(crate) pool: ProviderPool,
+    pub(crate) cache: Arc<InfoCache>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) constraint: ToolMode,
+    pub(crate) clock: Arc<Clock>,
+}
+
+/// One client request on its way through a repair.
+#[derive(Clone)]
+pub(crate) struct Ask {
+    pub(crate) up: Upstream,
+    pub(crate) request: ProviderRequest,
+    pub(crate) session: Option<String>,
+}
+
+/// A client request as runs of the turn loop (see the module docs).
+pub(crate) struct Turns {
+    client: ChatClient,
+    up: Upstream,
+    model: String,
+    declared: HashSet<String>,
+    /// The last upstream reply as it came.
+    seen: Arc<Mutex<Seen>>,
+    /// The strategy the loop chose last (it says so at the start and on a fallback).
+    strategy: Arc<Mutex<Option<ToolMode>>>,
+}
+
+impl Turns {
+    /// The runs for `ask` under `mode`; with `raw`, the upstream's replies also go there
+    /// as they came.
+    pub(crate) fn new(
+        ask: &Ask,
+        mode: ToolMode,
+        raw: Option<UnboundedSender<Piece>>,
+    ) -> Result<Self, ProviderError> {
+        let request = &ask.request;
+        let mut tools = ToolRegistry::new();
+        for schema in &request.tools {
+            tools
+                .register(Arc::new(Deferred(schema.clone())))
+                .map_err(|e| ProviderError::new(ProviderErrorKind::BadRequest, e.to_string()))?;
+        }
+        let config = config(request, mode);
+        let seen = Arc::default();
+        let through = Through {
+            pool: ask.up.pool.clone(),
+            session: ask.session.clone(),
+            cache: Arc::clone(&ask.up.cache),
+            limits: config.context_limits.clone(),
+            seen: Arc::clone(&seen),
+            raw,
+            clock: Arc::clone(&ask.up.clock),
+        };
+        let client = ChatClient::new(Arc::new(through), tools, config)
+            .with_history(request.messages.clone());
+        if ask.up.cache.native_refused(&request.model) {
+            let learned = Learned {
+                native_refused: true,
+                ..Learned::default()
+            };
+            client.remember(request.model.clone(), learned);
+        }
+        Ok(Turns {
+            client,
+            up: ask.up.clone(),
+            model: request.model.clone(),
+            declared: request.tools.iter().map(|t| t.name.clone()).collect(),
+            seen,
+            strategy: Arc::default(),
+        })
+    }
+
+    /// One run (one turn) over the conversation so far, as pieces; it ends after its
+    /// `Finish`, or its `Error`. Dropping it cancels the run and its upstream request.
+    pub(crate) fn run(&self) -> BoxStream<'static, Piece> {
+        let run = self.client.chat(PLACEHOLDER, ChatOptions::default());
+        let (client, cache) = (self.client.clone(), Arc::clone(&self.up.cache));
+        let (model, strategy) = (self.model.clone(), Arc::clone(&self.strategy));
+        run.filter_map(move |event| {
+            match &event {
+                ChatEvent::StrategyChosen { strategy: s, .. } => *lock(&strategy) = *s,
+                // A refusal of native tools is remembered for the server's life.
+                ChatEvent::Finish { .. } if client.learned(&model).native_refused => {
+                    cache.refuse_native(&model);
+                }
+                _ => {}
+            }
+            std::future::ready(from_chat(event))
+        })
+        .boxed()
+    }
+
+    /// What follows a run that ended as `attempt` says: `None` to run again (its calls
+    /// were all to tools the client never declared, and `tries` allows another), else the
+    /// reply's last pieces: where its calls came from, the declared calls, the finish.
+    pub(crate) fn conclude(&self, attempt: &mut Attempt, tries: &mut u32) -> Option<Vec<Piece>> {
+        let calls = std::mem::take(&mut attempt.calls);
+        let (kept, invented): (Vec<ToolCall>, Vec<ToolCall>) = calls
+            .into_iter()
+            .partition(|c| self.declared.contains(&c.name));
+        if !invented.is_empty() {
+            let names: Vec<&str> = invented.iter().map(|c| c.name.as_str()).collect();
+            self.up.metrics.undeclared(invented.len());
+            if kept.is_empty() && *tries < INVENTED_RETRIES {
+                *tries += 1;
+                tracing::info!(model = %self.model, ?names, try_ = *tries,
+                    "serve: calls to undeclared tools, answered as unknown; asking the model again");
+                return None;
+            }
+            tracing::warn!(model = %self.model, ?names,
+                "serve: calls to undeclared tools left out of the reply");
+        }
+        let mut out = Vec::new();
+        if let Some(p) = self.provenance(Status::Recovered, &kept) {
+            out.push(Piece::Repair(p));
+        }
+        out.extend(kept.into_iter().map(Piece::Call));
+        out.push(Piece::Usage(attempt.usage));
+        out.push(Piece::Finish(attempt.finish.unwrap_or(FinishReason::Stop)));
+        Some(out)
+    }
+
+    /// The declared calls of `calls`.
+    pub(crate) fn declared(&self, calls: Vec<ToolCall>) -> Vec<ToolCall> {
+        calls
+            .into_iter()
+            .filter(|c| self.declared.contains(&c.name))
+            .collect()
+    }
+
+    /// Where `calls` came from, when it was the upstream's text (none: they were the
+    /// server's own calls, or there are none).
+    pub(crate) fn provenance(&self, status: Status, calls: &[ToolCall]) -> Option<Provenance> {
+        let seen = lock(&self.seen).clone();
+        if calls.is_empty() || seen.native_calls > 0 {
+            return None;
+        }
+        let format = match *lock(&self.strategy) {
+            Some(ToolMode::React) => "react",
+            Some(ToolMode::Constrained) => "json-schema",
+            _ => format_of(&seen.text),
+        };
+        Some(Provenance {
+            status,
+            format,
+            calls: calls.to_vec(),
+        })
+    }
+}
+
+/// The loop's settings for one run of `request` under `mode` (see the module docs).
+fn config(request: &ProviderRequest, mode: ToolMode) -> ChatConfig {
+    ChatConfig {
+        model: request.model.clone(),
+        system: request.system.clone(),
+        max_turns: 1,
+        tool_mode: mode,
+        tool_choice: request.tool_choice.clone(),
+        parallel_tool_calls: request.parallel_tool_calls,
+        max_tokens: request.options.max_tokens,
+        options: request.options.clone(),
+        tool_temperature: None,
+        think: request.think,
+        compaction: CompactionConfig {
+            enabled: false,
+            ..CompactionConfig::default()
+        },
+        ..ChatConfig::default()
+    }
+}
+
+/// What one run's reply came to, as its pieces passed.
+#[derive(Debug, Default)]
+pub(crate) struct Attempt {
+    pub(crate) calls: Vec<ToolCall>,
+    /// The usage of this run and the ones before it, sent at the end (a stream reports
+    /// it last anyway), so a reply that is only a call begins with the call's mark.
+    usage: Usage,
+    pub(crate) finish: Option<FinishReason>,
+    pub(crate) failed: bool,
+    /// An earlier run showed text: this one's starts a new paragraph.
+    after_text: bool,
+    shown: bool,
+}
+
+impl Attempt {
+    /// The next run's attempt.
+    pub(crate) fn again(&self) -> Attempt {
+        Attempt {
+            after_text: self.after_text || self.shown,
+            usage: self.usage,
+            ..Attempt::default()
+        }
+    }
+
+    /// Takes in one piece of the run: calls, usage and the finish are held, the rest is
+    /// shown (returned).
+    pub(crate) fn take(&mut self, piece: Piece) -> Option<Piece> {
+        match piece {
+            Piece::Call(call) => self.calls.push(call),
+            Piece::Usage(usage) => self.usage.accumulate(&usage),
+            Piece::Finish(reason) => self.finish = Some(reason),
+            Piece::Error(error) => {
+                self.failed = true;
+                return Some(Piece::Error(error));
+            }
+            Piece::Text(text) | Piece::Reasoning(text) if text.is_empty() => {}
+            Piece::Text(text) => {
+                let first = !self.shown;
+                self.shown = true;
+                if first && self.after_text {
+                    return Some(Piece::Text(format!("\n\n{text}")));
+                }
+                return Some(Piece::Text(text));
+            }
+            other => return Some(other),
+        }
+        None
+    }
+
+    /// Whether the run has ended (finished or failed).
+    pub(crate) fn over(&self) -> bool {
+        self.failed || self.finish.is_some()
+    }
+}
+
+fn from_chat(event: ChatEvent) -> Option<Piece> {
+    Some(match event {
+        ChatEvent::TextDelta { text } => Piece::Text(text),
+        ChatEvent::ThinkingDelta { text } => Piece::Reasoning(text),
+        ChatEvent::ToolCallStarted { call } => Piece::Call(call),
+        ChatEvent::TurnComplete { usage, .. } => Piece::Usage(usage),
+        ChatEvent::Error { error } => Piece::Error(error),
+        ChatEvent::Finish { reason, .. } if reason != FinishReason::Error => Piece::Finish(reason),
+        _ => return None,
+    })
+}
+
+/// A client's tool as the turn loop sees it: its schema, and nothing to run.
+struct Deferred(ToolSchema);
+
+#[async_trait]
+impl Tool for Deferred {
+    fn schema(&self) -> ToolSchema {
+        self.0.clone()
+    }
+
+    async fn execute(&self, _arguments: Map<String, Value>) -> Result<Value, ToolError> {
+        Ok(Value::String(
+            "(returned to the client; ollm serve runs no tools)".into(),
+        ))
+    }
+}

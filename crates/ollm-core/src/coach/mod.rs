@@ -1,0 +1,471 @@
+//! The coach: every rule by which ollm helps a small model, in one place.
+//!
+//! Small models call tools badly in a few well-known ways (they repeat a call whose
+//! result they have, list the tools instead of using one, loop, explain a call instead of
+//! making it, invent names and results). Each remedy is a [`Rule`] with a name, a
+//! one-line summary and its own switch in [`CoachConfig`] (part of
+//! [`ChatConfig`](crate::ChatConfig); the CLI's `--coach-off NAME` and `[coach] off`), so
+//! each can be measured alone (`cargo xtask eval --ablate`). What the coach says to the
+//! model is a [`Nudge`], which owns its text.
+//!
+//! A run has one [`Coach`], seeded from the conversation since its last user message
+//! ([`Coach::seeded`]: a proxy that sees only a request's history gets the same memory
+//! as the loop that made the calls). The turn loop asks it at fixed points:
+//! - **before a request**: whether to withhold the tools ([`Coach::withholds_tools`]),
+//!   and what the request carries besides the history (the tools context, the tool
+//!   temperature);
+//! - **while a reply streams**: whether to stop or cut it (`Watch`);
+//! - **after a reply**: what to read of it (`drop-echo`), and whether a nudge follows an
+//!   answer or a stopped reply;
+//! - **on calls**: where each call's result comes from ([`Coach::plan`]), how many run,
+//!   and after the results whether the turn is recorded, a nudge follows or the run ends.
+//!
+//! The recovery of calls written as text (`recover/`) and the tool registry read the same
+//! switches for their rules (`name-repair`, `path-in-name`, `invented-result-cut`;
+//! `typed-strings`, `key-hint`; `tools-hint` in the native strategy).
+//!
+//! # Decisions
+//! Each rule, what it does, the evidence, and its switch (the rule's name). All are on
+//! by default.
+//! - **`repeat-guard`**: a call the run already made (same tool, arguments equal as
+//!   canonical JSON, keys sorted at every depth) is not run again; it is answered, not
+//!   dropped (calls and results stay 1:1), by an error result that says the model already
+//!   has the result, quotes its first 200 characters and asks it to answer from it. A
+//!   call repeated inside one reply is answered from its twin's result once that has
+//!   run. Small models repeat the identical call after its result arrived until the turn
+//!   limit (Qwen2.5-Coder-0.5B: `list_dir "."` ten times in one run). The memory lasts
+//!   one run (one prompt): a new prompt may well need a fresh result. Error results are
+//!   remembered too: the same arguments give the same error.
+//! - **`repeat-ignores-undeclared`**: arguments the tool's schema does not declare do
+//!   not make a call new. Seen on the real model with the MCP filesystem server (whose
+//!   schemas allow extra properties): after `read_text_file {path}` and its result it
+//!   called `read_text_file {path, port: 8123}` twice, which ran again, and then answered
+//!   about the "not run again" error instead of giving the port. A tool without declared
+//!   `properties` keeps every argument in the identity.
+//! - **`repeat-limit`**: the same call asked for in three turns ends the run with
+//!   `FinishReason::Repetition` and a `Repetition` warning, after the turn is recorded.
+//!   Twins inside one reply count once: the real model wrote the same call twice in the
+//!   reply after its result, which ended the run with no answer where the nudge gets one.
+//! - **`skip-repeat-turn`**: a turn all of whose calls were answered from earlier results
+//!   is not recorded (its calls still get their results as events, 1:1). With the
+//!   repeated call and its "not run again" result in the history the 0.5B answers with
+//!   the same call again or talks about the error (0-2 of 4 probes, tools offered or
+//!   not; docs/tool-calling.md).
+//! - **`answer-after-idle`**: a turn none of whose calls ran, because each repeated an
+//!   earlier call or named a tool that is not offered, is followed by the answer nudge,
+//!   and the next reply is asked for with no tools offered. A turn with an unknown tool
+//!   is recorded, so the model reads `Unknown tool ...; available: ...`. Measured on the
+//!   0.5B through llama-server: after its first result and the nudge it answers from the
+//!   result (4 of 4 answered, about 1.5 s); after `Unknown tool "multiply"` it invents
+//!   `unknown_tool` calls, with the nudge it answers "42" (2 of 2 probes). A call it
+//!   still writes as text is read and run as usual, and a turn with a fresh call offers
+//!   the tools again, so a two-step task goes on.
+//! - **`answer-after-runaway`**: a reply after a result that the runaway detector stops
+//!   (the 0.5B lists the same calls line after line) is not recorded; the answer nudge
+//!   follows, once per run, with no tools.
+//! - **`answer-after-empty`**: an empty answer after the run's calls is not recorded; the
+//!   answer nudge follows, with no tools offered, once per run. The 1.5B read the file,
+//!   then ended its next reply at once, twice in 21 runs: the user got nothing.
+//! - **`act-nudge`**: an answer that shows the user how to call an offered tool instead
+//!   of calling it ("Here's how you can call it: ```json {...}```", the native strategy's
+//!   `shows_call`) is recorded and followed by the act nudge, once per run and only
+//!   before the run's first call; the example itself never runs (a fenced example amid
+//!   prose is not a call). Measured on Qwen2.5-Coder-1.5B (docs/tool-calling.md).
+//! - **`can-nudge`**: an answer that says it cannot reach the files or run anything ("I'm
+//!   sorry, but I cannot execute external processes or interact with the operating
+//!   system"), in a run that offers tools, gets the can nudge, under the same
+//!   once-per-run, before-any-call rule (an inability phrase and a word about files,
+//!   folders, access or running, in under 600 bytes). The 1.5B said so on a question
+//!   about `docs/guide.md` with `read_file` on offer. Where the tools work is the
+//!   caller's word ([`CoachConfig::scope`]; the CLI says "this folder").
+//! - **`runaway-stop`** (`runaway.rs`): a reply whose text becomes one unit (at most 256
+//!   bytes) repeated over 8 KiB is stopped: its stream dropped, which cancels the
+//!   request, recorded as far as it went, and the run ends with `Repetition` and a
+//!   warning; its calls, if any, are answered `STOPPED_RESULT`. A loop otherwise goes on
+//!   to the generation cap, minutes on a slow machine; the span is far past any
+//!   repetition a user asks for (a 50-times repeated line, a long table, a rule line).
+//! - **`call-loop-cut`** (`call_loop.rs`): a reply that opens like a call (`{`, `[`, a
+//!   `json` fence) is cut before its first repeated call (canonical JSON, or a repeated
+//!   call line) or past 16 calls, and the calls before the cut run. The 0.5B answered a
+//!   result with call lines cycling through four tools, or echoing the tools' schemas as
+//!   calls, until the generation cap: 6 of 10 eval runs were killed at 300 s, with nothing
+//!   shown and no unit short enough for `runaway-stop`.
+//! - **`listed-tools-cut`** (`call_loop.rs`): such a reply that names a third different
+//!   tool is cut before its second tool's first call, so only the first tool's calls run.
+//!   The 0.5B's first reply often called every offered tool in the order offered, the
+//!   right call first and the rest filler, among them `write_file` calls with invented
+//!   content that replaced files in the eval's folder (`--yes`). Calls to two tools are
+//!   read whole.
+//! - **`calls-per-reply`**: at most [`MAX_CALLS_PER_REPLY`] of one reply's calls run; the
+//!   rest are dropped from the conversation with a `Repetition` warning (a dropped call
+//!   already announced gets an error `ToolResult` event). A looping small model wrote a
+//!   reply of 1,000 identical calls: kept whole, its answers made the next request
+//!   overflow the window and ended the run; 16 leaves room for any real batch.
+//! - **`tools-context`**: the caller's tools context (the CLI's `[Working folder: ...]`
+//!   line, `ChatConfig::tools_context`) opens the conversation's first user message in
+//!   the requests of a run that offers tools, never in the history; the same message in
+//!   every turn, so the server's prompt cache keeps the prefix. Measured on the 1.5B
+//!   (docs/tool-calling.md), first replies to the 7 plain-words tool questions, 6 samples
+//!   each: in the system prompt the same text lowered how often the model called a tool
+//!   (22 of 42 against 32 of 42 without it), before the first prompt it raised it (38 of
+//!   42). Issue 35 measured its cost on questions that need no tool (the 0.5B searched
+//!   for "6 times 7" with it, answered without it): the switch is what ablation needs.
+//! - **`drop-echo`**: a reply that opens by repeating the tools context is read without
+//!   it: the 0.5B began a reply with the `[Working folder: ...]` block, then a fenced
+//!   call, which the echo made prose with an example in it (issue 24).
+//! - **`greedy-tool-turns`**: a request that offers tools and whose sampling options set
+//!   no temperature is sent `ChatConfig::tool_temperature` (0), except in a run asked to
+//!   think (greedy decoding sends reasoning models into loops). On the 0.5B the eval
+//!   finished 4 of 7 plain-words tasks at temperature 0 and about 1.3 of 7 at llama.cpp's
+//!   default 0.8 (docs/tool-calling.md, issue 24).
+//! - **`name-repair`** (`recover/types.rs`): a call written as text names an offered
+//!   tool exactly, else ignoring case, a `functions.` prefix and a `:N` suffix
+//!   (`functions.read_file:0`, seen from servers' own formats).
+//! - **`path-in-name`** (`recover/mod.rs`): a call named `<verb>_<path>` with no path
+//!   (`read_config.toml`, as the 0.5B writes for "read config.toml": 5 of 38 eval tasks)
+//!   is the one offered `<verb>_*` tool that takes the path argument, with the rest of
+//!   the name as the path, when it looks like one (has a `.` or a `/`). Which argument
+//!   takes a path is the caller's word ([`CoachConfig::path_argument`]; the CLI says
+//!   `path`); without it the rule does nothing.
+//! - **`invented-result-cut`** (`recover/json.rs`): a reply that opens with calls to
+//!   offered tools and goes on with something else (`{"error": "File not found"}`, "The
+//!   response will be: ...", prose) runs the calls and drops the rest, which never
+//!   reaches the user: the small models write the call, then invent its result.
+//! - **`typed-strings`** (`tool.rs`): quoted values the tool's schema types otherwise
+//!   (`"regex": "true"`, `"max_results": "50"`) are typed before validation: the 1.5B
+//!   read the right file, then an invalid-arguments error on such a call made it end
+//!   with an empty answer.
+//! - **`key-hint`** (`tool.rs`): an invalid-arguments result ends with the valid keys,
+//!   their types and which are required, so a model that invented a key (small models
+//!   copy the schema's `"type": "object"` into their arguments, or write `file` for
+//!   `path`) learns the real ones.
+//! - **`tools-hint`** (`strategy/native.rs`): a call written as text to a tool that is
+//!   not offered is answered `Unknown tool "NAME"; available: a, b`, and a malformed one
+//!   with the names to choose from: the 0.5B invents tool names (`launch_code`).
+//!
+//! Not rules of the coach: how calls written as text are read (the formats, doubled or
+//! one missing closing brace, empty `<tools></tools>` markup: `recover/`), which reads
+//! what the model meant to write rather than steering it; the built-in tools' own help
+//! (nearest existing paths, `search_text`'s fallbacks: `ollm-tools`); and the tool
+//! choice's `required` binding only until the first call, a protocol rule.
+//!
+//! - **A nudge belongs to the run that needed it.** The requests of that run carry it
+//!   where it was said; when the run ends it leaves the history, so later runs, `Finish`'s
+//!   `added`, sessions and exports never carry it. It used to stay as a user message: in
+//!   an interactive chat with the 1.5B, the answer nudge from the first question stood
+//!   before every later request, and every later question, tools on offer, got "I'm
+//!   sorry, but I don't have enough information to answer this question." (issue 35).
+
+mod call_loop;
+mod memory;
+mod nudge;
+mod rule;
+mod runaway;
+mod text;
+
+use ollm_types::{Message, ProviderRequest, ToolCall};
+
+pub(crate) use call_loop::{Cut, cut_reply};
+pub use memory::Source;
+pub(crate) use memory::{REPEAT_LIMIT, canonical};
+/// The answer nudge's text, for `ollm serve`'s own repeat guard until it asks the coach
+/// (issue 37); not an API: the texts are the coach's knobs ([`Nudge::text`]).
+#[doc(hidden)]
+pub use nudge::ANSWER as ANSWER_NUDGE;
+pub use nudge::Nudge;
+pub use rule::{CoachConfig, MAX_CALLS_PER_REPLY, Rule};
+
+use crate::ToolRegistry;
+use crate::tool::ToolOutcome;
+use call_loop::CallWatch;
+use memory::CallMemory;
+use runaway::RepeatDetector;
+
+/// One run's coach: the rules' switches, what the run's calls did, and what the run
+/// already asked of the model (see the module docs).
+#[derive(Debug)]
+pub struct Coach {
+    config: CoachConfig,
+    memory: CallMemory,
+    /// The caller's tools context, for runs that offer tools.
+    context: Option<String>,
+    /// The temperature of requests that offer tools.
+    temperature: Option<f32>,
+    /// Whether the next reply is to answer: asked with the nudge and no tools.
+    answer_due: bool,
+    /// Whether the run already asked the model to act (`act-nudge`, `can-nudge`).
+    asked_to_act: bool,
+    /// Whether the run already asked again for an answer that came empty.
+    asked_to_answer: bool,
+}
+
+/// Where each call of a turn gets its result from, as [`Coach::plan`] decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallPlan {
+    /// The calls as the repeat guard compares them.
+    identities: Vec<ToolCall>,
+    sources: Vec<Source>,
+}
+
+impl CallPlan {
+    /// Per call, where its result comes from.
+    pub fn sources(&self) -> &[Source] {
+        &self.sources
+    }
+}
+
+/// A nudge the coach says, the rule that says it, and whether the reply it answers is
+/// dropped from the history (an empty answer, a stopped reply).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Said {
+    pub(crate) nudge: Nudge,
+    pub(crate) rule: Rule,
+    pub(crate) drops_reply: bool,
+}
+
+impl Said {
+    fn new(nudge: Nudge, rule: Rule, drops_reply: bool) -> Self {
+        Said {
+            nudge,
+            rule,
+            drops_reply,
+        }
+    }
+}
+
+/// What follows a turn's calls (see [`Coach::after_calls`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AfterCalls {
+    /// Whether the turn is recorded (`skip-repeat-turn` drops a turn of repeats only).
+    pub(crate) record: bool,
+    /// The nudge that follows it (`answer-after-idle`).
+    pub(crate) nudge: Option<Said>,
+    /// The call asked for too often, which ends the run (`repeat-limit`).
+    pub(crate) stuck: Option<usize>,
+}
+
+impl Coach {
+    /// A coach for a run that starts with a user message.
+    pub fn new(config: CoachConfig) -> Self {
+        Coach {
+            config,
+            memory: CallMemory::default(),
+            context: None,
+            temperature: None,
+            answer_due: false,
+            asked_to_act: false,
+            asked_to_answer: false,
+        }
+    }
+
+    /// A coach that remembers the calls `messages` made since their last user message
+    /// and the results they got (the calls of each assistant message as one turn), as
+    /// the loop that made them would: a proxy that sees only a request's history answers
+    /// a repeat as `ollm run` does.
+    pub fn seeded(config: CoachConfig, messages: &[Message], tools: &ToolRegistry) -> Self {
+        let undeclared = config.is_on(Rule::RepeatIgnoresUndeclared);
+        let mut coach = Coach::new(config);
+        coach.memory = CallMemory::seeded(messages, tools, undeclared);
+        coach
+    }
+
+    /// With the caller's tools context (`tools-context`; `None` in a run without tools)
+    /// and the temperature of requests that offer tools (`greedy-tool-turns`; `None` in a
+    /// run that thinks), as the run settled them.
+    pub(crate) fn for_requests(
+        mut self,
+        context: Option<String>,
+        temperature: Option<f32>,
+    ) -> Self {
+        self.context = context.filter(|_| self.config.is_on(Rule::ToolsContext));
+        self.temperature = temperature.filter(|_| self.config.is_on(Rule::GreedyToolTurns));
+        self
+    }
+
+    /// The switches and words the coach goes by.
+    pub fn config(&self) -> &CoachConfig {
+        &self.config
+    }
+
+    /// Whether `rule` is on.
+    pub fn is_on(&self, rule: Rule) -> bool {
+        self.config.is_on(rule)
+    }
+
+    /// Whether the run has made a call yet.
+    pub fn made_calls(&self) -> bool {
+        self.memory.any()
+    }
+
+    /// Before a request: whether the next reply is asked for with no tools, because it
+    /// is to answer (`answer-after-idle`, `answer-after-runaway`, `answer-after-empty`).
+    pub fn withholds_tools(&self) -> bool {
+        self.answer_due
+    }
+
+    /// Before a request: what it carries besides the history and the options, given
+    /// whether it `offers_tools` (the strategy prepares the tools after this): the tools
+    /// context before the first prompt (in every request of a run with tools, so the
+    /// server's prompt cache keeps the prefix), and the tool temperature when the request
+    /// offers tools and its sampling options set none.
+    pub(crate) fn before_request(&self, request: &mut ProviderRequest, offers_tools: bool) {
+        if let Some(context) = self.context.as_deref() {
+            text::before_first_prompt(&mut request.messages, context);
+        }
+        if offers_tools && request.options.temperature.is_none() {
+            request.options.temperature = self.temperature;
+        }
+    }
+
+    /// While a reply streams: the watch that stops or cuts it.
+    pub(crate) fn watch(&self) -> Watch {
+        let (loops, lists) = (
+            self.is_on(Rule::CallLoopCut),
+            self.is_on(Rule::ListedToolsCut),
+        );
+        Watch {
+            repeats: self.is_on(Rule::RunawayStop).then(RepeatDetector::default),
+            calls: (loops || lists).then(|| CallWatch::new(loops, lists)),
+        }
+    }
+
+    /// After a reply: the text to read of it (`drop-echo` takes an echoed tools context
+    /// off its front).
+    pub(crate) fn read_reply(&self, raw: &mut String) {
+        match &self.context {
+            Some(context) if self.is_on(Rule::DropEcho) => text::drop_echo(raw, context),
+            _ => {}
+        }
+    }
+
+    /// After a reply stopped for repeating itself (with `has_calls` when it made some):
+    /// the answer nudge when the run has results and has not asked yet
+    /// (`answer-after-runaway`); `None` ends the run.
+    pub(crate) fn after_stopped(&mut self, has_calls: bool) -> Option<Said> {
+        let ask = self.is_on(Rule::AnswerAfterRunaway)
+            && self.memory.any()
+            && !self.answer_due
+            && !has_calls;
+        self.answer_due |= ask;
+        ask.then(|| Said::new(Nudge::Answer, Rule::AnswerAfterRunaway, true))
+    }
+
+    /// After an answer: the nudge that follows it, if any. An empty answer after the
+    /// run's calls gets the answer nudge (`answer-after-empty`; the answer is dropped);
+    /// before any call, an answer that `shows_call` gets the act nudge (`act-nudge`), one
+    /// that says it cannot reach the files, while tools are offered, the can nudge
+    /// (`can-nudge`), each once per run.
+    pub(crate) fn after_answer(
+        &mut self,
+        answer: &str,
+        shows_call: bool,
+        offers_tools: bool,
+    ) -> Option<Said> {
+        if answer.trim().is_empty() {
+            let ask =
+                self.is_on(Rule::AnswerAfterEmpty) && !self.asked_to_answer && self.memory.any();
+            self.asked_to_answer |= ask;
+            self.answer_due |= ask;
+            return ask.then(|| Said::new(Nudge::Answer, Rule::AnswerAfterEmpty, true));
+        }
+        if self.asked_to_act || self.memory.any() {
+            return None;
+        }
+        let said = if self.is_on(Rule::ActNudge) && shows_call {
+            Said::new(Nudge::Act, Rule::ActNudge, false)
+        } else if self.is_on(Rule::CanNudge) && offers_tools && text::says_it_cannot(answer) {
+            Said::new(Nudge::Can, Rule::CanNudge, false)
+        } else {
+            return None;
+        };
+        self.asked_to_act = true;
+        Some(said)
+    }
+
+    /// On calls: how many of a reply's calls run (`calls-per-reply`); the rest, returned,
+    /// are dropped.
+    pub(crate) fn bound(&self, calls: &mut Vec<ToolCall>) -> Vec<ToolCall> {
+        if !self.is_on(Rule::CallsPerReply) || calls.len() <= MAX_CALLS_PER_REPLY {
+            return Vec::new();
+        }
+        calls.split_off(MAX_CALLS_PER_REPLY)
+    }
+
+    /// On calls: where each of `calls` gets its result from (`repeat-guard`): run it, or
+    /// answer it from an earlier call of the run or of the same reply.
+    pub fn plan(&self, tools: &ToolRegistry, calls: &[ToolCall]) -> CallPlan {
+        let undeclared = self.is_on(Rule::RepeatIgnoresUndeclared);
+        let identities = memory::identities(tools, calls, undeclared);
+        let sources = if self.is_on(Rule::RepeatGuard) {
+            self.memory.sort(&identities)
+        } else {
+            vec![Source::Run; calls.len()]
+        };
+        CallPlan {
+            identities,
+            sources,
+        }
+    }
+
+    /// The answer to the `i`th call of `plan`, planned [`Source::Earlier`]: the head of
+    /// the earlier result.
+    pub(crate) fn earlier(&self, plan: &CallPlan, i: usize) -> Option<ToolOutcome> {
+        plan.identities.get(i).and_then(|c| self.memory.answer(c))
+    }
+
+    /// The answer to a call of `name` planned [`Source::Twin`], from its twin's `result`.
+    pub(crate) fn twin(name: &str, result: &ToolOutcome) -> ToolOutcome {
+        memory::repeat_result(name, &result.content)
+    }
+
+    /// On calls, after their `results`: learns them, and says whether the turn is
+    /// recorded, whether the answer nudge follows (none of its calls ran: each repeated
+    /// an earlier one, or named a tool not in `tools`) and whether the run ends.
+    pub(crate) fn after_calls(
+        &mut self,
+        tools: &ToolRegistry,
+        calls: &[ToolCall],
+        plan: &CallPlan,
+        results: &[ToolOutcome],
+    ) -> AfterCalls {
+        let stuck = self.memory.learn(&plan.identities, results);
+        let stuck = stuck.filter(|_| self.is_on(Rule::RepeatLimit));
+        let earlier = |i: usize| plan.sources[i] == Source::Earlier;
+        let idle = (0..calls.len()).all(|i| !tools.contains(&calls[i].name) || earlier(i));
+        self.answer_due = self.is_on(Rule::AnswerAfterIdle) && idle && stuck.is_none();
+        let repeats = !calls.is_empty() && (0..calls.len()).all(earlier);
+        AfterCalls {
+            record: !(repeats && self.is_on(Rule::SkipRepeatTurn)),
+            nudge: self
+                .answer_due
+                .then(|| Said::new(Nudge::Answer, Rule::AnswerAfterIdle, false)),
+            stuck,
+        }
+    }
+}
+
+/// A streaming reply's watchers (see [`Coach::watch`]).
+#[derive(Debug)]
+pub(crate) struct Watch {
+    /// Text that keeps repeating itself (`runaway-stop`).
+    repeats: Option<RepeatDetector>,
+    /// Calls that begin to repeat, or list the tools (`call-loop-cut`, `listed-tools-cut`).
+    calls: Option<CallWatch>,
+}
+
+impl Watch {
+    /// Takes a text delta; whether the reply now keeps repeating itself.
+    pub(crate) fn text(&mut self, delta: &str) -> bool {
+        self.repeats
+            .as_mut()
+            .is_some_and(|d| d.push(delta).is_some())
+    }
+
+    /// Looks at the reply so far (`raw`); where to cut it, once it loops or lists tools.
+    pub(crate) fn reply(&mut self, raw: &str) -> Option<Cut> {
+        self.calls.as_mut().and_then(|w| w.push(raw))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,81 @@
+//! What the coach says to the model: the [`Nudge`]s, each owning its text. A leaf.
+//!
+//! The texts are private: they are tuning knobs, measured on real models (see the
+//! coach's Decisions), not an API. A nudge is a user message the run that needed it
+//! sends; it never stays in the history (see the coach's Decisions).
+
+use ollm_types::Message;
+use serde::{Deserialize, Serialize};
+
+use super::rule::CoachConfig;
+
+/// Asks for the answer: after a turn none of whose calls ran, after a runaway reply that
+/// followed a result, after an empty answer. Public only through the hidden
+/// `ollm_core::ANSWER_NUDGE`, which `ollm serve` reads until it asks the coach (issue 37).
+pub const ANSWER: &str = "Now answer my question in plain words, without calling any tool.";
+
+/// Asks an answer that showed how to call a tool to call it.
+const ACT: &str = "Do not tell me how to call the tools: call the one you need yourself now, \
+then answer my question from its result.";
+
+/// Tells an answer that said it cannot reach the files that it can, naming where the
+/// tools work (the caller's words).
+fn can(scope: Option<&str>) -> String {
+    let can = match scope {
+        Some(scope) => format!("You can: the tools you were given work on {scope}."),
+        None => "You can: use the tools you were given.".to_owned(),
+    };
+    format!("{can} Call the one you need now, then answer my question from its result.")
+}
+
+/// A user message the coach adds to a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Nudge {
+    /// Answer now, in plain words, without tools.
+    Answer,
+    /// Do not show how to call a tool: call it.
+    Act,
+    /// The tools do reach what the answer said it cannot.
+    Can,
+}
+
+impl Nudge {
+    /// The nudge's text, with the caller's words from `config`.
+    pub fn text(self, config: &CoachConfig) -> String {
+        match self {
+            Nudge::Answer => ANSWER.to_owned(),
+            Nudge::Act => ACT.to_owned(),
+            Nudge::Can => can(config.scope.as_deref()),
+        }
+    }
+
+    /// The nudge as the user message a request carries.
+    pub fn message(self, config: &CoachConfig) -> Message {
+        Message::user(self.text(config))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_can_nudge_names_the_callers_place_or_none() {
+        let folder = CoachConfig {
+            scope: Some("this folder".into()),
+            ..CoachConfig::default()
+        };
+        assert_eq!(
+            Nudge::Can.text(&folder),
+            "You can: the tools you were given work on this folder. Call the one you need \
+             now, then answer my question from its result."
+        );
+        let text = Nudge::Can.text(&CoachConfig::default());
+        assert!(!text.contains("folder"), "{text}");
+        for nudge in [Nudge::Answer, Nudge::Act, Nudge::Can] {
+            assert_eq!(nudge.message(&folder).text(), nudge.text(&folder));
+        }
+    }
+}

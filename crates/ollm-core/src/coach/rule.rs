@@ -1,0 +1,235 @@
+//! The coach's rules by name ([`Rule`]) and their switches ([`CoachConfig`]). A leaf:
+//! plain data that the chat loop, the recovery and the tool registry read, importing
+//! nothing of theirs (so each can ask "is this rule on?" without an import circle).
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::CoreError;
+
+/// The most calls of one reply that run (the `calls-per-reply` rule; see the coach's
+/// Decisions).
+pub const MAX_CALLS_PER_REPLY: usize = 16;
+
+/// Declares [`Rule`] with its names and summaries in one table, so a rule cannot be
+/// added without both.
+macro_rules! rules {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal, $summary:literal;)*) => {
+        /// A small-model rule of the coach: each is named, summarised and switched on its
+        /// own (see the coach's module docs for what each does and why).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[non_exhaustive]
+        pub enum Rule {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Rule {
+            /// Every rule, in the order the docs list them.
+            pub const ALL: &'static [Rule] = &[$(Rule::$variant,)*];
+
+            /// The rule's name: kebab-case, what `--coach-off` and `[coach] off` take.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Rule::$variant => $name,)*
+                }
+            }
+
+            /// What the rule does, in one line.
+            pub fn summary(self) -> &'static str {
+                match self {
+                    $(Rule::$variant => $summary,)*
+                }
+            }
+        }
+    };
+}
+
+rules! {
+    /// A call the run already made is answered from its earlier result, not run again.
+    RepeatGuard = "repeat-guard",
+        "a call the run already made (same tool, same arguments) is answered from its earlier result, not run again";
+    /// Arguments a tool does not declare do not make a call new.
+    RepeatIgnoresUndeclared = "repeat-ignores-undeclared",
+        "arguments the tool's schema does not declare do not make a call new for the repeat guard";
+    /// The same call asked for a third time ends the run.
+    RepeatLimit = "repeat-limit",
+        "the same call asked for a third time ends the run as `repetition`";
+    /// A turn of repeats only is not recorded.
+    SkipRepeatTurn = "skip-repeat-turn",
+        "a turn whose calls all repeat earlier ones is not recorded in the history";
+    /// After a turn none of whose calls ran, the answer nudge, and no tools.
+    AnswerAfterIdle = "answer-after-idle",
+        "after a turn none of whose calls ran (repeats, unknown tools) the model is asked to answer, with no tools offered";
+    /// A reply stopped for repeating itself after results is asked again, once.
+    AnswerAfterRunaway = "answer-after-runaway",
+        "a reply stopped for repeating itself after the run's results is dropped and the model asked to answer, once";
+    /// An empty answer after the run's calls is asked again, once.
+    AnswerAfterEmpty = "answer-after-empty",
+        "an empty answer after the run's calls is dropped and the model asked to answer, once";
+    /// An answer that shows how to call a tool is asked to act.
+    ActNudge = "act-nudge",
+        "an answer that shows how to call an offered tool instead of calling it is asked to act, once, before any call";
+    /// An answer that says it cannot reach the files is told it can.
+    CanNudge = "can-nudge",
+        "an answer that says it cannot reach the files or run anything is told it can, once, before any call";
+    /// A reply whose text keeps repeating itself is stopped.
+    RunawayStop = "runaway-stop",
+        "a reply whose text keeps repeating one unit over 8 KiB is stopped";
+    /// A reply written as calls is cut where it starts repeating them.
+    CallLoopCut = "call-loop-cut",
+        "a reply written as calls is cut before its first repeated call, or past 16 calls";
+    /// A reply written as calls to three tools is cut before the second.
+    ListedToolsCut = "listed-tools-cut",
+        "a reply written as calls that names a third tool is cut before its second tool";
+    /// At most 16 calls of a reply run.
+    CallsPerReply = "calls-per-reply",
+        "at most 16 of one reply's calls run; the rest are dropped from the conversation";
+    /// The caller's tools context opens the first prompt of runs with tools.
+    ToolsContext = "tools-context",
+        "the caller's tools context (the CLI's working-folder line) opens the first prompt of requests with tools";
+    /// A reply that opens by repeating the tools context is read without it.
+    DropEcho = "drop-echo",
+        "a reply that opens by repeating the tools context is read without it";
+    /// Requests that offer tools are greedy unless the sampling options say otherwise.
+    GreedyToolTurns = "greedy-tool-turns",
+        "requests that offer tools are sent the tool temperature (0) when the sampling options set none";
+    /// A text call's name is matched loosely to an offered tool.
+    NameRepair = "name-repair",
+        "a call's tool name written as text matches an offered tool ignoring case, a `functions.` prefix and a `:N` suffix";
+    /// A call named `<verb>_<path>` is the `<verb>_*` tool with that path.
+    PathInName = "path-in-name",
+        "a call named `<verb>_<path>` with no path is the one offered `<verb>_*` tool, with that path";
+    /// A call followed by an invented result is the call.
+    InventedResultCut = "invented-result-cut",
+        "a reply that opens with calls and goes on with an invented result runs the calls and drops the rest";
+    /// Quoted values are typed by the tool's schema.
+    TypedStrings = "typed-strings",
+        "quoted values the tool's schema types otherwise (`\"true\"`, `\"50\"`) are typed before validation";
+    /// An invalid-arguments result lists the valid keys.
+    KeyHint = "key-hint",
+        "an invalid-arguments result ends with the valid argument keys, their types and which are required";
+    /// An unknown tool's result lists the tools on offer.
+    ToolsHint = "tools-hint",
+        "a call to a tool that is not offered is answered with the names of the tools that are";
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Rule {
+    type Err = CoreError;
+
+    /// A rule by its [`Rule::name`]; the error lists the known names.
+    fn from_str(s: &str) -> Result<Self, CoreError> {
+        Rule::ALL
+            .iter()
+            .copied()
+            .find(|r| r.name() == s.trim())
+            .ok_or_else(|| CoreError::UnknownRule {
+                name: s.to_owned(),
+                known: Rule::ALL
+                    .iter()
+                    .map(|r| r.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+}
+
+impl Serialize for Rule {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Rule {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The coach's switches, and the words of the caller it uses (part of
+/// [`ChatConfig`](crate::ChatConfig)). The default turns every rule on, as ollm has
+/// always run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CoachConfig {
+    /// The rules turned off.
+    pub off: BTreeSet<Rule>,
+    /// What the caller's tools work on, as the `can-nudge` says it ("this folder", from
+    /// the CLI); `None`: the nudge names no place.
+    pub scope: Option<String>,
+    /// The argument the caller's tools take a file path in (`path`, from the CLI), which
+    /// `path-in-name` fills; `None` turns that rule off, since nothing says which
+    /// argument a path goes in.
+    pub path_argument: Option<String>,
+}
+
+impl CoachConfig {
+    /// Every rule off: the runtime as a plain client would be, recovery aside.
+    pub fn all_off() -> Self {
+        CoachConfig {
+            off: Rule::ALL.iter().copied().collect(),
+            ..CoachConfig::default()
+        }
+    }
+
+    /// Whether `rule` is on.
+    pub fn is_on(&self, rule: Rule) -> bool {
+        !self.off.contains(&rule)
+    }
+
+    /// Turns `rule` off.
+    pub fn turn_off(&mut self, rule: Rule) {
+        self.off.insert(rule);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_has_a_unique_kebab_name_that_parses_back() {
+        let mut seen = BTreeSet::new();
+        for &rule in Rule::ALL {
+            let name = rule.name();
+            assert!(seen.insert(name), "{name} twice");
+            assert!(
+                name.chars().all(|c| c.is_ascii_lowercase() || c == '-'),
+                "{name}"
+            );
+            assert_eq!(name.parse::<Rule>().ok(), Some(rule));
+            assert!(!rule.summary().is_empty() && !rule.summary().contains('\n'));
+        }
+    }
+
+    #[test]
+    fn an_unknown_name_is_an_error_listing_the_known_ones() {
+        let Err(CoreError::UnknownRule { name, known }) = "repeat-gaurd".parse::<Rule>() else {
+            panic!("a typo parsed");
+        };
+        assert_eq!(name, "repeat-gaurd");
+        assert_eq!(known.split(", ").count(), Rule::ALL.len());
+        assert!(known.contains("repeat-guard"), "{known}");
+    }
+
+    #[test]
+    fn the_switches_read_from_names() {
+        let config: CoachConfig =
+            serde_json::from_str(r#"{"off": ["act-nudge", "greedy-tool-turns"]}"#).unwrap();
+        assert!(!config.is_on(Rule::ActNudge));
+        assert!(!config.is_on(Rule::GreedyToolTurns));
+        assert!(config.is_on(Rule::RepeatGuard));
+        assert!(serde_json::from_str::<CoachConfig>(r#"{"off": ["nope"]}"#).is_err());
+        assert!(CoachConfig::default().off.is_empty());
+        assert!(Rule::ALL.iter().all(|&r| !CoachConfig::all_off().is_on(r)));
+    }
+}

@@ -1,0 +1,749 @@
+//! Every rule of the coach, as tables through one [`check`] helper: a run's moments go in
+//! as [`Step`]s, what the coach decided at each comes out as a [`Heard`], and the whole
+//! list is compared. No provider, no turn loop: the coach's decisions alone, each case
+//! once with its rule on and once with it off.
+
+use std::sync::Arc;
+
+use ollm_types::{Message, ProviderRequest, ToolCall, ToolSchema};
+use serde_json::{Map, Value, json};
+
+use super::*;
+use crate::recover::{OfferedTools, Recovered, recover};
+use crate::tool::{Tool, ToolError};
+
+/// A tool that answers `result of NAME`, with a schema declaring `path` (required, a
+/// string) and `regex` (a boolean).
+#[derive(Debug)]
+struct Fake(&'static str);
+
+#[async_trait::async_trait]
+impl Tool for Fake {
+    fn schema(&self) -> ToolSchema {
+        let parameters = json!({
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "regex": {"type": "boolean"}},
+            "required": ["path"],
+        });
+        ToolSchema::new(self.0, "a fake", parameters)
+    }
+
+    async fn execute(&self, _: Map<String, Value>) -> Result<Value, ToolError> {
+        Ok(json!(format!("result of {}", self.0)))
+    }
+}
+
+fn tools() -> ToolRegistry {
+    let mut tools = ToolRegistry::new();
+    for name in ["read_file", "list_dir", "search_text"] {
+        tools.register(Arc::new(Fake(name))).unwrap();
+    }
+    tools
+}
+
+fn call(name: &str, args: Value) -> ToolCall {
+    ToolCall::new(format!("id-{name}"), name, args).unwrap()
+}
+
+/// One moment of a run, as the coach hears of it.
+enum Step {
+    /// A request, offering tools or not.
+    Request { offers_tools: bool },
+    /// A streamed reply, in one delta.
+    Stream(&'static str),
+    /// A finished reply's text, as read.
+    Read(&'static str),
+    /// An answer, whether it shows a call, whether the run offers tools.
+    Answer(&'static str, bool, bool),
+    /// A reply stopped for repeating itself, with calls or not.
+    Stopped(bool),
+    /// A reply's calls: bounded, planned, answered and learned.
+    Calls(Vec<ToolCall>),
+    /// A reply's text read for calls: what it calls.
+    Recover(&'static str),
+    /// One call run by the registry: its result.
+    Execute(ToolCall),
+    /// A reply read by the native strategy: the results it decided without running.
+    Interpret(&'static str),
+}
+
+/// What the coach decided at one step.
+#[derive(Debug, PartialEq)]
+enum Heard {
+    /// The first user message, and the temperature, of the request.
+    Request(String, Option<f32>),
+    /// The rule that stopped or cut the reply.
+    Stream(Option<Rule>),
+    Read(String),
+    /// The nudge said, by which rule, and whether the reply is dropped.
+    Said(Option<(Nudge, Rule, bool)>),
+    Calls {
+        /// How many calls were dropped past the bound.
+        dropped: usize,
+        sources: Vec<Source>,
+        record: bool,
+        nudge: Option<Rule>,
+        stuck: Option<usize>,
+        /// Whether the next request withholds the tools.
+        withholds: bool,
+    },
+    /// The calls read: name and arguments, `?NAME` for an unknown tool, `!malformed`.
+    Recovered(Vec<String>),
+    Result(String),
+}
+
+/// The coach's decisions on `steps`, in a run with the rules `off` turned off (and the
+/// CLI's words), against `expected`. `seed` is the conversation it starts from.
+fn check(off: &[Rule], seed: &[Message], steps: Vec<Step>, expected: Vec<Heard>) {
+    let mut config = CoachConfig {
+        scope: Some("this folder".into()),
+        path_argument: Some("path".into()),
+        ..CoachConfig::default()
+    };
+    config.off.extend(off.iter().copied());
+    let tools = tools();
+    let mut coach = Coach::seeded(config, seed, &tools)
+        .for_requests(Some("[Working folder: /w]".into()), Some(0.0));
+    let heard: Vec<Heard> = steps
+        .into_iter()
+        .map(|step| hear(&mut coach, &tools, step))
+        .collect();
+    assert_eq!(heard, expected, "off: {off:?}");
+}
+
+fn hear(coach: &mut Coach, tools: &ToolRegistry, step: Step) -> Heard {
+    match step {
+        Step::Request { offers_tools } => {
+            let mut request = ProviderRequest::new("m", vec![Message::user("q")]);
+            coach.before_request(&mut request, offers_tools);
+            Heard::Request(request.messages[0].text(), request.options.temperature)
+        }
+        Step::Stream(text) => {
+            let mut watch = coach.watch();
+            let stopped = watch.text(text).then_some(Rule::RunawayStop);
+            Heard::Stream(stopped.or_else(|| watch.reply(text).map(|c| c.rule)))
+        }
+        Step::Read(text) => {
+            let mut raw = text.to_owned();
+            coach.read_reply(&mut raw);
+            Heard::Read(raw)
+        }
+        Step::Answer(text, shows, offers) => {
+            let said = coach.after_answer(text, shows, offers);
+            Heard::Said(said.map(|s| (s.nudge, s.rule, s.drops_reply)))
+        }
+        Step::Stopped(has_calls) => {
+            let said = coach.after_stopped(has_calls);
+            Heard::Said(said.map(|s| (s.nudge, s.rule, s.drops_reply)))
+        }
+        Step::Calls(calls) => hear_calls(coach, tools, calls),
+        Step::Recover(text) => hear_recovery(coach, tools, text),
+        Step::Execute(call) => {
+            let result = futures::executor::block_on(tools.execute_coached(&call, coach.config()));
+            Heard::Result(result.content)
+        }
+        Step::Interpret(text) => hear_interpretation(coach, tools, text),
+    }
+}
+
+/// What the native strategy answers a reply's calls with, without running them.
+fn hear_interpretation(coach: &Coach, tools: &ToolRegistry, text: &str) -> Heard {
+    let strategy = crate::strategy::Strategy::Native;
+    let mut mint = || "id".to_owned();
+    let choice = ollm_types::ToolChoice::Auto;
+    let schemas = tools.schemas();
+    let read = strategy.interpret(text, vec![], &schemas, &mut mint, &choice, coach.config());
+    let answered = match read {
+        crate::strategy::TurnOutcome::TextCalls { answered, .. } => answered,
+        _ => Vec::new(),
+    };
+    let results = answered.into_iter().flatten().map(|r| r.content).collect();
+    Heard::Recovered(results)
+}
+
+/// Plays one turn of calls: each planned to run gets its tool's result.
+fn hear_calls(coach: &mut Coach, tools: &ToolRegistry, mut calls: Vec<ToolCall>) -> Heard {
+    let dropped = coach.bound(&mut calls).len();
+    let plan = coach.plan(tools, &calls);
+    let mut results: Vec<ToolOutcome> = Vec::new();
+    for (i, call) in calls.iter().enumerate() {
+        let result = match &plan.sources()[i] {
+            Source::Run => ToolOutcome::ok(format!("result of {}", call.name)),
+            Source::Earlier => coach.earlier(&plan, i).unwrap(),
+            Source::Twin(j) => Coach::twin(&call.name, &results[*j]),
+        };
+        results.push(result);
+    }
+    let after = coach.after_calls(tools, &calls, &plan, &results);
+    Heard::Calls {
+        dropped,
+        sources: plan.sources().to_vec(),
+        record: after.record,
+        nudge: after.nudge.map(|s| s.rule),
+        stuck: after.stuck,
+        withholds: coach.withholds_tools(),
+    }
+}
+
+fn hear_recovery(coach: &Coach, tools: &ToolRegistry, text: &str) -> Heard {
+    let offered = tools.schemas().into_iter().map(|t| (t.name, t.parameters));
+    let offered = OfferedTools::new(offered).coached(coach.config());
+    let names = recover(text, &offered)
+        .calls
+        .into_iter()
+        .map(|r| match r {
+            Recovered::Call { name, arguments } => format!("{name} {}", Value::Object(arguments)),
+            Recovered::UnknownTool { name } => format!("?{name}"),
+            Recovered::Malformed { .. } => "!malformed".to_owned(),
+        })
+        .collect();
+    Heard::Recovered(names)
+}
+
+/// A turn of calls as heard: none dropped, these sources, and the rest.
+fn calls(sources: &[Source], record: bool, nudge: Option<Rule>, stuck: Option<usize>) -> Heard {
+    Heard::Calls {
+        dropped: 0,
+        sources: sources.to_vec(),
+        record,
+        nudge,
+        stuck,
+        withholds: nudge.is_some(),
+    }
+}
+
+fn read_a() -> ToolCall {
+    call("read_file", json!({"path": "a"}))
+}
+
+use Source::{Earlier, Run, Twin};
+
+#[test]
+fn repeat_guard() {
+    let steps = || {
+        vec![
+            Step::Calls(vec![read_a(), read_a()]),
+            Step::Calls(vec![read_a()]),
+        ]
+    };
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![
+            calls(&[Run, Twin(0)], true, None, None),
+            calls(&[Earlier], false, Some(Rule::AnswerAfterIdle), None),
+        ],
+    );
+    check(
+        &[Rule::RepeatGuard],
+        &[],
+        steps(),
+        vec![
+            calls(&[Run, Run], true, None, None),
+            calls(&[Run], true, None, None),
+        ],
+    );
+}
+
+#[test]
+fn repeat_ignores_undeclared() {
+    let with_port = call("read_file", json!({"path": "a", "port": 8123}));
+    let steps = || {
+        vec![
+            Step::Calls(vec![read_a()]),
+            Step::Calls(vec![with_port.clone()]),
+        ]
+    };
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![
+            calls(&[Run], true, None, None),
+            calls(&[Earlier], false, Some(Rule::AnswerAfterIdle), None),
+        ],
+    );
+    check(
+        &[Rule::RepeatIgnoresUndeclared],
+        &[],
+        steps(),
+        vec![
+            calls(&[Run], true, None, None),
+            calls(&[Run], true, None, None),
+        ],
+    );
+}
+
+#[test]
+fn repeat_limit() {
+    let steps = || {
+        (0..3)
+            .map(|_| Step::Calls(vec![read_a()]))
+            .collect::<Vec<_>>()
+    };
+    let repeat = |stuck| calls(&[Earlier], false, stuck, None);
+    let idle = Some(Rule::AnswerAfterIdle);
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![
+            calls(&[Run], true, None, None),
+            repeat(idle),
+            calls(&[Earlier], false, None, Some(0)),
+        ],
+    );
+    check(
+        &[Rule::RepeatLimit],
+        &[],
+        steps(),
+        vec![calls(&[Run], true, None, None), repeat(idle), repeat(idle)],
+    );
+}
+
+#[test]
+fn skip_repeat_turn() {
+    let steps = || {
+        vec![
+            Step::Calls(vec![read_a()]),
+            Step::Calls(vec![read_a(), read_a()]),
+        ]
+    };
+    let idle = Some(Rule::AnswerAfterIdle);
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![
+            calls(&[Run], true, None, None),
+            calls(&[Earlier, Earlier], false, idle, None),
+        ],
+    );
+    check(
+        &[Rule::SkipRepeatTurn],
+        &[],
+        steps(),
+        vec![
+            calls(&[Run], true, None, None),
+            calls(&[Earlier, Earlier], true, idle, None),
+        ],
+    );
+}
+
+#[test]
+fn answer_after_idle() {
+    // A turn of an unknown tool is recorded (the model reads the unknown-tool result),
+    // then the answer is asked for without tools; a fresh call offers them again.
+    let steps = || {
+        vec![
+            Step::Calls(vec![call("multiply", json!({}))]),
+            Step::Calls(vec![read_a()]),
+            Step::Calls(vec![read_a(), call("list_dir", json!({"path": "."}))]),
+        ]
+    };
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![
+            calls(&[Run], true, Some(Rule::AnswerAfterIdle), None),
+            calls(&[Run], true, None, None),
+            calls(&[Earlier, Run], true, None, None),
+        ],
+    );
+    check(
+        &[Rule::AnswerAfterIdle],
+        &[],
+        steps(),
+        vec![
+            calls(&[Run], true, None, None),
+            calls(&[Run], true, None, None),
+            calls(&[Earlier, Run], true, None, None),
+        ],
+    );
+}
+
+#[test]
+fn answer_after_runaway() {
+    let said = Some((Nudge::Answer, Rule::AnswerAfterRunaway, true));
+    let steps = || {
+        vec![
+            Step::Stopped(false),
+            Step::Calls(vec![read_a()]),
+            Step::Stopped(true),
+            Step::Stopped(false),
+            Step::Stopped(false),
+        ]
+    };
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![
+            Heard::Said(None),
+            calls(&[Run], true, None, None),
+            Heard::Said(None),
+            Heard::Said(said),
+            Heard::Said(None),
+        ],
+    );
+    check(
+        &[Rule::AnswerAfterRunaway],
+        &[],
+        steps(),
+        vec![
+            Heard::Said(None),
+            calls(&[Run], true, None, None),
+            Heard::Said(None),
+            Heard::Said(None),
+            Heard::Said(None),
+        ],
+    );
+}
+
+#[test]
+fn answer_after_empty() {
+    let said = Some((Nudge::Answer, Rule::AnswerAfterEmpty, true));
+    let steps = || {
+        vec![
+            Step::Calls(vec![read_a()]),
+            Step::Answer("  ", false, true),
+            Step::Answer("", false, true),
+        ]
+    };
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![
+            calls(&[Run], true, None, None),
+            Heard::Said(said),
+            Heard::Said(None),
+        ],
+    );
+    check(
+        &[Rule::AnswerAfterEmpty],
+        &[],
+        steps(),
+        vec![
+            calls(&[Run], true, None, None),
+            Heard::Said(None),
+            Heard::Said(None),
+        ],
+    );
+    // Before any call an empty answer is the answer.
+    check(
+        &[],
+        &[],
+        vec![Step::Answer("", false, true)],
+        vec![Heard::Said(None)],
+    );
+}
+
+#[test]
+fn act_nudge() {
+    let example = "Here's how: ```json {\"name\": \"read_file\"}```";
+    let said = Some((Nudge::Act, Rule::ActNudge, false));
+    let twice = || {
+        vec![
+            Step::Answer(example, true, true),
+            Step::Answer(example, true, true),
+        ]
+    };
+    check(
+        &[],
+        &[],
+        twice(),
+        vec![Heard::Said(said), Heard::Said(None)],
+    );
+    check(
+        &[Rule::ActNudge],
+        &[],
+        twice(),
+        vec![Heard::Said(None), Heard::Said(None)],
+    );
+    // Only before the run's first call.
+    let late = vec![
+        Step::Calls(vec![read_a()]),
+        Step::Answer(example, true, true),
+    ];
+    check(
+        &[],
+        &[],
+        late,
+        vec![calls(&[Run], true, None, None), Heard::Said(None)],
+    );
+}
+
+#[test]
+fn can_nudge() {
+    let cannot = "I'm sorry, but I cannot read files on your computer.";
+    let said = Some((Nudge::Can, Rule::CanNudge, false));
+    check(
+        &[],
+        &[],
+        vec![Step::Answer(cannot, false, true)],
+        vec![Heard::Said(said)],
+    );
+    check(
+        &[Rule::CanNudge],
+        &[],
+        vec![Step::Answer(cannot, false, true)],
+        vec![Heard::Said(None)],
+    );
+    // Not without tools on offer, and not for an answer that answers.
+    check(
+        &[],
+        &[],
+        vec![Step::Answer(cannot, false, false)],
+        vec![Heard::Said(None)],
+    );
+    let tokyo = vec![Step::Answer("Tokyo.", false, true)];
+    check(&[], &[], tokyo, vec![Heard::Said(None)]);
+}
+
+#[test]
+fn runaway_stop() {
+    let looping: &'static str = "The port is 8080.\n".repeat(500).leak();
+    check(
+        &[],
+        &[],
+        vec![Step::Stream(looping)],
+        vec![Heard::Stream(Some(Rule::RunawayStop))],
+    );
+    check(
+        &[Rule::RunawayStop],
+        &[],
+        vec![Step::Stream(looping)],
+        vec![Heard::Stream(None)],
+    );
+}
+
+const SEARCH: &str = r#"{"name": "search_text", "arguments": {"pattern": "x"}}"#;
+const LIST: &str = r#"{"name": "list_dir", "arguments": {"path": "."}}"#;
+const READ: &str = r#"{"name": "read_file", "arguments": {"path": "a"}}"#;
+
+#[test]
+fn call_loop_cut() {
+    let looping: &'static str = format!("{SEARCH}\n{LIST}\n").repeat(3).leak();
+    let cut = Heard::Stream(Some(Rule::CallLoopCut));
+    check(&[], &[], vec![Step::Stream(looping)], vec![cut]);
+    let off = [Rule::CallLoopCut];
+    check(
+        &off,
+        &[],
+        vec![Step::Stream(looping)],
+        vec![Heard::Stream(None)],
+    );
+}
+
+#[test]
+fn listed_tools_cut() {
+    let listing: &'static str = format!("{READ}\n{LIST}\n{SEARCH}\n").leak();
+    let cut = Heard::Stream(Some(Rule::ListedToolsCut));
+    check(&[], &[], vec![Step::Stream(listing)], vec![cut]);
+    let off = [Rule::ListedToolsCut];
+    check(
+        &off,
+        &[],
+        vec![Step::Stream(listing)],
+        vec![Heard::Stream(None)],
+    );
+}
+
+#[test]
+fn calls_per_reply() {
+    let many: Vec<ToolCall> = (0..20)
+        .map(|i| call("read_file", json!({"path": format!("f{i}")})))
+        .collect();
+    let heard = |dropped: usize| Heard::Calls {
+        dropped,
+        sources: vec![Run; 20 - dropped],
+        record: true,
+        nudge: None,
+        stuck: None,
+        withholds: false,
+    };
+    let steps = || vec![Step::Calls(many.clone())];
+    check(&[], &[], steps(), vec![heard(20 - MAX_CALLS_PER_REPLY)]);
+    check(&[Rule::CallsPerReply], &[], steps(), vec![heard(0)]);
+}
+
+#[test]
+fn tools_context_and_greedy_tool_turns() {
+    let steps = || {
+        vec![
+            Step::Request { offers_tools: true },
+            Step::Request {
+                offers_tools: false,
+            },
+        ]
+    };
+    let framed = "[Working folder: /w]\n\nq".to_owned();
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![
+            Heard::Request(framed.clone(), Some(0.0)),
+            Heard::Request(framed.clone(), None),
+        ],
+    );
+    check(
+        &[Rule::ToolsContext],
+        &[],
+        steps(),
+        vec![
+            Heard::Request("q".into(), Some(0.0)),
+            Heard::Request("q".into(), None),
+        ],
+    );
+    check(
+        &[Rule::GreedyToolTurns],
+        &[],
+        steps(),
+        vec![
+            Heard::Request(framed.clone(), None),
+            Heard::Request(framed, None),
+        ],
+    );
+}
+
+#[test]
+fn drop_echo() {
+    let echo = "[Working folder: /w]\n```json\n{}\n```";
+    check(
+        &[],
+        &[],
+        vec![Step::Read(echo)],
+        vec![Heard::Read("\n```json\n{}\n```".into())],
+    );
+    check(
+        &[Rule::DropEcho],
+        &[],
+        vec![Step::Read(echo)],
+        vec![Heard::Read(echo.into())],
+    );
+}
+
+#[test]
+fn the_recovery_rules() {
+    let read = |path: &str| format!("read_file {}", json!({"path": path}));
+    let loose = r#"{"name": "functions.READ_FILE:0", "arguments": {"path": "a"}}"#;
+    let in_name = r#"{"name": "read_a.txt", "arguments": {}}"#;
+    let invented = "{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\nThe file says 42.";
+    let steps = || {
+        vec![
+            Step::Recover(loose),
+            Step::Recover(in_name),
+            Step::Recover(invented),
+        ]
+    };
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![
+            Heard::Recovered(vec![read("a")]),
+            Heard::Recovered(vec![read("a.txt")]),
+            Heard::Recovered(vec![read("a")]),
+        ],
+    );
+    // Off, the invented result makes the whole reply a call that cannot be read.
+    let off = [Rule::NameRepair, Rule::PathInName, Rule::InventedResultCut];
+    check(
+        &off,
+        &[],
+        steps(),
+        vec![
+            Heard::Recovered(vec!["?functions.READ_FILE:0".into()]),
+            Heard::Recovered(vec!["?read_a.txt".into()]),
+            Heard::Recovered(vec!["!malformed".into()]),
+        ],
+    );
+}
+
+#[test]
+fn typed_strings_and_key_hint() {
+    let quoted = call("read_file", json!({"path": "a", "regex": "true"}));
+    let invented = call("read_file", json!({"file": "a"}));
+    let steps = || {
+        vec![
+            Step::Execute(quoted.clone()),
+            Step::Execute(invented.clone()),
+        ]
+    };
+    let missing = "Error: invalid arguments for read_file: \"path\" is a required property";
+    let hint = ". Valid arguments: path (string, required), regex (boolean)";
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![
+            Heard::Result("result of read_file".into()),
+            Heard::Result(format!("{missing}{hint}")),
+        ],
+    );
+    let quoted_error = "Error: invalid arguments for read_file: /regex: \"true\" is not of type \
+                        \"boolean\"";
+    check(
+        &[Rule::TypedStrings, Rule::KeyHint],
+        &[],
+        steps(),
+        vec![
+            Heard::Result(quoted_error.into()),
+            Heard::Result(missing.into()),
+        ],
+    );
+}
+
+#[test]
+fn a_coach_seeded_from_a_conversation_remembers_its_calls_since_the_last_prompt() {
+    let earlier = call("list_dir", json!({"path": "."}));
+    let seed = vec![
+        Message::user("first question"),
+        Message::assistant_with_calls("", vec![earlier.clone()]),
+        Message::tool_result(&earlier.id, "list_dir", "a.txt"),
+        Message::user("second question"),
+        Message::assistant_with_calls("", vec![read_a()]),
+        Message::tool_result(&read_a().id, "read_file", "port = 8080"),
+    ];
+    let steps = || vec![Step::Calls(vec![read_a(), earlier.clone()])];
+    // The call since the last prompt is a repeat; the one before it is new again.
+    check(
+        &[],
+        &seed,
+        steps(),
+        vec![calls(&[Earlier, Run], true, None, None)],
+    );
+    check(
+        &[],
+        &seed[..4],
+        steps(),
+        vec![calls(&[Run, Run], true, None, None)],
+    );
+}
+
+#[test]
+fn tools_hint() {
+    let unknown = "{\"name\": \"launch_code\", \"arguments\": {}}";
+    let steps = || vec![Step::Interpret(unknown)];
+    let available = "; available: read_file, list_dir, search_text";
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![Heard::Recovered(vec![format!(
+            "Error: Unknown tool \"launch_code\"{available}"
+        )])],
+    );
+    check(
+        &[Rule::ToolsHint],
+        &[],
+        steps(),
+        vec![Heard::Recovered(vec![
+            "Error: Unknown tool \"launch_code\"".into(),
+        ])],
+    );
+}

@@ -1,0 +1,140 @@
+//! The coach's text rules: what an answer says ([`says_it_cannot`], for `can-nudge`),
+//! the tools context put before the first prompt ([`before_first_prompt`],
+//! `tools-context`) and taken off a reply that echoes it ([`drop_echo`], `drop-echo`).
+//! Pure functions over strings and messages; the measurements are in the coach's
+//! Decisions.
+
+use ollm_types::{ContentPart, Message, Role};
+
+/// Whether `answer` says it cannot reach the files or run anything: an inability phrase
+/// and a word about what the tools do, in under 600 bytes.
+pub(crate) fn says_it_cannot(answer: &str) -> bool {
+    const CANNOT: &[&str] = &[
+        "i cannot",
+        "i can't",
+        "i can not",
+        "i am unable",
+        "i'm unable",
+        "i am not able",
+        "i'm not able",
+        "i don't have access",
+        "i do not have access",
+        "i don't have the ability",
+        "i do not have the ability",
+    ];
+    const REACH: &[&str] = &[
+        "access", "file", "folder", "director", "execute", "run ", "read", "system", "browse",
+        "external", "local",
+    ];
+    if answer.len() >= 600 {
+        return false;
+    }
+    let text = answer.to_lowercase().replace('\u{2019}', "'");
+    CANNOT.iter().any(|c| text.contains(c)) && REACH.iter().any(|r| text.contains(r))
+}
+
+/// Puts `context` before the conversation's first user message, in the request only.
+pub(crate) fn before_first_prompt(messages: &mut [Message], context: &str) {
+    let Some(first) = messages.iter_mut().find(|m| m.role() == Role::User) else {
+        return;
+    };
+    let mut parts = first.parts().to_vec();
+    match parts.first_mut() {
+        Some(ContentPart::Text { text }) => *text = format!("{context}\n\n{text}"),
+        _ => parts.insert(
+            0,
+            ContentPart::Text {
+                text: format!("{context}\n\n"),
+            },
+        ),
+    }
+    if let Ok(prefixed) = Message::new(Role::User, parts, None, None) {
+        *first = prefixed;
+    }
+}
+
+/// Drops `context` from the front of a reply that repeats it: from the context's first
+/// line, when the reply opens with it, to the end of its last line.
+pub(crate) fn drop_echo(raw: &mut String, context: &str) {
+    let (Some(first), Some(last)) = (context.lines().next(), context.lines().last()) else {
+        return;
+    };
+    let body = raw.trim_start();
+    if first.trim().is_empty() || !body.starts_with(first.trim()) {
+        return;
+    }
+    let from = raw.len() - body.len();
+    let Some(end) = raw[from..]
+        .find(last.trim())
+        .map(|at| from + at + last.trim().len())
+    else {
+        return;
+    };
+    raw.replace_range(..end, "");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn saying_it_cannot_is_told_from_answers() {
+        let check =
+            |text: &str, expected: bool| assert_eq!(says_it_cannot(text), expected, "{text}");
+        check(
+            "I'm sorry, but I cannot execute external processes or interact with the operating \
+             system. Therefore, I cannot provide the release codename from `docs/guide.md`.",
+            true,
+        );
+        check("I don\u{2019}t have access to your files.", true);
+        check(
+            "As an AI, I am unable to read files on your computer.",
+            true,
+        );
+        check("Tokyo is the capital of Japan.", false);
+        check("I can't say; opinions differ on the best language.", false);
+        check(
+            "The file notes.txt says the launch code is 4471-KESTREL.",
+            false,
+        );
+        check(
+            &format!("I cannot read it. {}", "More. ".repeat(120)),
+            false,
+        );
+    }
+
+    #[test]
+    fn an_echo_of_the_context_is_dropped_from_the_front_only() {
+        let context = "[Working folder: /w\nTop entries: a, b]";
+        let check = |reply: &str, expected: &str| {
+            let mut raw = reply.to_owned();
+            drop_echo(&mut raw, context);
+            assert_eq!(raw, expected, "{reply:?}");
+        };
+        check(
+            "[Working folder: /w\nTop entries: a, b]\n```json\n{}\n```",
+            "\n```json\n{}\n```",
+        );
+        check("  [Working folder: /w\nTop entries: a, b] x", " x");
+        check(
+            "The folder is [Working folder: /w",
+            "The folder is [Working folder: /w",
+        );
+        check("plain", "plain");
+    }
+
+    #[test]
+    fn the_context_opens_the_first_user_message() {
+        let mut messages = vec![
+            Message::user("q1"),
+            Message::assistant("a"),
+            Message::user("q2"),
+        ];
+        before_first_prompt(&mut messages, "[ctx]");
+        let texts: Vec<String> = messages.iter().map(Message::text).collect();
+        assert_eq!(texts, ["[ctx]\n\nq1", "a", "q2"]);
+        let mut none = vec![Message::assistant("a")];
+        before_first_prompt(&mut none, "[ctx]");
+        assert_eq!(none[0].text(), "a");
+    }
+}

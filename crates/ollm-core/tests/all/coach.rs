@@ -1,0 +1,172 @@
+//! The coach in runs against scripted providers: what it says belongs to the run that
+//! needed it, over several runs of one client (an interactive chat).
+
+use ollm_core::{ChatEvent, CoachConfig, Nudge, Rule};
+use ollm_types::{FinishReason, ProviderEvent, Role, WarningKind};
+use serde_json::json;
+use test_utils::mock_provider::{MockProvider, ev};
+use test_utils::recording_tool::{RecordingTool, registry};
+
+use crate::support::{block_on, chat, check_events, check_history, client, finish_reason};
+
+fn call_turn(id: &str) -> Vec<ProviderEvent> {
+    vec![ev::call(id, "list_dir", json!({"path": "."})), ev::finish()]
+}
+
+fn text(t: &str) -> Vec<ProviderEvent> {
+    vec![ev::text(t), ev::finish()]
+}
+
+/// Issue 35's chat with the 1.5B: "what's in this folder?" got `list_dir`, an identical
+/// repeat answered from memory, then the answer nudge and a good answer. The nudge stayed
+/// in the history, before every later request, and every later question (tools on offer)
+/// got "I'm sorry, but I don't have enough information". Later runs must carry no nudge,
+/// still be offered the tools, and the history must not hold it.
+#[test]
+fn a_nudge_never_outlives_the_run_that_needed_it() {
+    let tool = RecordingTool::new("list_dir").returns(json!("config/ README.md"));
+    let provider = MockProvider::builder()
+        .turn(call_turn("c1"))
+        .turn(call_turn("c2"))
+        .turn(text("A config folder and a README."))
+        .turn(call_turn("c3"))
+        .turn(text("The app uses port 8088."))
+        .turn(text("You're welcome!"))
+        .build();
+    let c = client(provider.clone(), registry([tool]));
+    let questions = [
+        "hi! what's in this folder?",
+        "which port does the app use?",
+        "thanks",
+    ];
+    let nudge = Nudge::Answer.text(&CoachConfig::default());
+    for (i, question) in questions.into_iter().enumerate() {
+        let events = block_on(chat(&c, question));
+        check_events(&events);
+        assert_eq!(finish_reason(&events), FinishReason::Stop, "{question}");
+        // The run says the coach acted, and reports no nudge among what it added.
+        let coached = events.iter().any(|e| {
+            matches!(
+                e,
+                ChatEvent::Coached {
+                    rule: Rule::AnswerAfterIdle,
+                    ..
+                }
+            )
+        });
+        assert_eq!(coached, i == 0, "{question}");
+        let Some(ChatEvent::Finish { added, .. }) = events.last() else {
+            panic!("no finish")
+        };
+        assert!(added.iter().all(|m| m.text() != nudge), "{question}");
+    }
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 6);
+    // The run that needed it carried it, in the request that asked for the answer.
+    let carries = |i: usize| requests[i].messages.iter().any(|m| m.text() == nudge);
+    assert!(carries(2), "the third request asks for the answer");
+    assert!(requests[2].tools.is_empty());
+    // Later runs: no nudge, tools on offer.
+    for (i, request) in requests.iter().enumerate().skip(3) {
+        assert!(!carries(i), "request {i} carries the nudge");
+        assert_eq!(request.tools.len(), 1, "request {i} offers the tools");
+    }
+    let history = c.history();
+    assert!(history.messages().iter().all(|m| m.text() != nudge));
+    assert_eq!(
+        history
+            .messages()
+            .iter()
+            .filter(|m| m.role() == Role::User)
+            .count(),
+        3,
+        "the three questions, and no other user message"
+    );
+    check_history(&history);
+}
+
+/// What the coach did comes as typed `Coached` events: a repeat's names the call it
+/// answered and comes before that call's result; every `Repetition` warning comes right
+/// after the `Coached` event of the rule that acted (the CLI words that one, and skips
+/// the warning).
+#[test]
+fn what_the_coach_did_is_typed_and_comes_first() {
+    let listing = [
+        r#"{"name": "list_dir", "arguments": {"path": "."}}"#,
+        r#"{"name": "read_file", "arguments": {"path": "a"}}"#,
+        r#"{"name": "search_text", "arguments": {"pattern": "x"}}"#,
+    ]
+    .join("\n");
+    let provider = MockProvider::builder()
+        .turn(vec![ev::text(listing), ev::finish()])
+        .turn(call_turn("c2"))
+        .turn(text("a.txt"))
+        .build();
+    let tools = ["list_dir", "read_file", "search_text"].map(RecordingTool::new);
+    let c = client(provider, registry(tools.clone()));
+    let events = block_on(chat(&c, "list it"));
+    check_events(&events);
+    let rules: Vec<(Rule, Option<String>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            ChatEvent::Coached { rule, call_id, .. } => Some((*rule, call_id.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            (Rule::ListedToolsCut, None),
+            (Rule::RepeatGuard, Some("c2".to_owned())),
+            (Rule::AnswerAfterIdle, None),
+        ]
+    );
+    for (i, e) in events.iter().enumerate() {
+        match e {
+            ChatEvent::Warning { warning } if warning.kind == WarningKind::Repetition => {
+                assert!(
+                    matches!(&events[i - 1], ChatEvent::Coached { .. }),
+                    "{:?}",
+                    events[i - 1]
+                );
+            }
+            ChatEvent::Coached {
+                rule: Rule::RepeatGuard,
+                call_id: Some(id),
+                ..
+            } => assert!(
+                matches!(&events[i + 1], ChatEvent::ToolResult { call_id, .. } if call_id == id),
+                "{:?}",
+                events[i + 1]
+            ),
+            _ => {}
+        }
+    }
+    assert_eq!(tools[0].call_count(), 1, "list_dir ran once");
+}
+
+/// With every rule off the loop is a plain client's: a repeated call runs again and no
+/// nudge is said.
+#[test]
+fn with_the_coach_off_a_repeat_runs_again_and_nothing_is_said() {
+    let tool = RecordingTool::new("list_dir").returns(json!("a.txt"));
+    let provider = MockProvider::builder()
+        .turn(call_turn("c1"))
+        .turn(call_turn("c2"))
+        .turn(text("a.txt"))
+        .build();
+    let c = crate::support::client_with(provider.clone(), registry([tool.clone()]), |cfg| {
+        cfg.coach = CoachConfig::all_off();
+    });
+    let events = block_on(chat(&c, "list it"));
+    check_events(&events);
+    assert_eq!(tool.call_count(), 2);
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, ChatEvent::Coached { .. }))
+    );
+    let requests = provider.requests();
+    assert!(requests.iter().all(|r| r.tools.len() == 1));
+    assert!(requests.iter().all(|r| r.options.temperature.is_none()));
+}
