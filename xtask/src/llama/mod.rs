@@ -73,12 +73,15 @@
 //! join and hash, the server loaded in about 1-4 s and the first completion well under a
 //! second. Source path: the build alone takes 8-40 minutes on 2 cores.
 
+mod baseline;
+mod build;
 mod cpu;
 pub(crate) mod demo;
 pub(crate) mod install;
 pub(crate) mod model;
 pub(crate) mod openai_client;
 mod portable;
+mod progress;
 pub(crate) mod server;
 pub(crate) mod venv;
 
@@ -161,7 +164,11 @@ pub(crate) fn start_with(model: &Model, sampling: Sampling) -> Result<Server> {
     );
     let cache = cache_dir()?;
     match start_from(&choice.origin, model, &cache, sampling) {
-        Err(err) if choice.automatic && choice.origin == Origin::Prebuilt && falls_back(&err) => {
+        Err(err)
+            if choice.automatic
+                && matches!(choice.origin, Origin::Prebuilt | Origin::Baseline)
+                && falls_back(&err) =>
+        {
             println!("\n{err:#}\n");
             println!(
                 "llama-server: falling back to the portable source build (the prebuilt server cannot run here, above)"
