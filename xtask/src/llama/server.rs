@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::install::{Binary, library_path};
+use super::installed::{Binary, library_path};
 
 /// How long the server gets to exit after SIGTERM before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
