@@ -129,6 +129,23 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
 }
 
+/// A tool known only by its schema ([`ToolRegistry::declared`]).
+struct Declared(ToolSchema);
+
+#[async_trait]
+impl Tool for Declared {
+    fn schema(&self) -> ToolSchema {
+        self.0.clone()
+    }
+
+    async fn execute(&self, _arguments: Map<String, Value>) -> Result<Value, ToolError> {
+        let name = &self.0.name;
+        Err(ToolError::Failed(format!(
+            "{name} is declared here, not run here"
+        )))
+    }
+}
+
 /// The result of one call, as the model will read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolOutcome {
@@ -276,6 +293,19 @@ impl ToolRegistry {
             validator,
         }));
         Ok(())
+    }
+
+    /// A registry of tools that are only declared: offered to the model with `schemas`,
+    /// run by someone else (a gateway's client, a harness). Meant for
+    /// [`CallMode::HandBack`](crate::CallMode::HandBack) runs, which run nothing; run
+    /// anyway, each call is answered `Error: ...` ([`ToolError::Failed`]). Fails as
+    /// [`Self::register`] does.
+    pub fn declared(schemas: impl IntoIterator<Item = ToolSchema>) -> Result<Self, CoreError> {
+        let mut registry = Self::new();
+        for schema in schemas {
+            registry.register(Arc::new(Declared(schema)))?;
+        }
+        Ok(registry)
     }
 
     /// Registers a typed tool; its parameter schema is derived from `T::Args`.

@@ -94,9 +94,8 @@ impl RunSettings {
             .tool_choice
             .clone()
             .unwrap_or_else(|| config.tool_choice.clone());
-        // With tools turned off for this run (or `none` chosen), calls a model makes
-        // anyway meet an empty registry: each is answered `Unknown tool` (1:1 kept) and
-        // nothing runs.
+        // With tools off for this run (or `none` chosen), calls a model makes anyway meet
+        // an empty registry: each is answered `Unknown tool` (1:1 kept), nothing runs.
         let all = (options.tools.clone()).unwrap_or_else(|| Arc::clone(&lock(&shared.tools)));
         if let Some((kind, message)) = refusal(&all, &choice, config, options, info.as_ref()) {
             sink.error(kind, message);

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use ollm_core::{
     CallFormat, CallMode, ChatOptions, Rejected, Tool, ToolError, ToolRegistry, recover_calls,
 };
-use ollm_types::{FinishReason, Message, Role, ToolSchema};
+use ollm_types::{FinishReason, Message, Role, ToolCall, ToolSchema};
 use serde_json::{Map, Value, json};
 use test_utils::mock_provider::{MockProvider, ev};
 use test_utils::recording_tool::{RecordingTool, registry};
@@ -142,6 +142,17 @@ fn hand_back_returns_the_calls_unrun_and_resume_carries_on() {
         c.history().last().map(Message::text).as_deref(),
         Some("It says hi.")
     );
+}
+
+#[test]
+fn declared_tools_are_offered_by_schema_and_never_run_here() {
+    let schema = ToolSchema::new("t", "T.", json!({"type": "object"}));
+    let declared = ToolRegistry::declared([schema.clone()]).unwrap();
+    assert_eq!(declared.schemas(), [schema]);
+    let call = ToolCall::new("c1", "t", json!({})).unwrap();
+    let outcome = block_on(declared.execute(&call));
+    assert!(outcome.is_error, "{outcome:?}");
+    assert!(ToolRegistry::declared([ToolSchema::new("", "", json!({}))]).is_err());
 }
 
 #[test]
