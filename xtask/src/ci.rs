@@ -22,7 +22,7 @@
 //! 12. `cargo xtask demo` (skipped with `--no-e2e`): the README's main job on the path
 //!     this machine takes (the prebuilt server where it fits), strict about the answer
 //! 13. `cargo xtask eval --smoke` (skipped with `--no-e2e`): 3 tasks in the plain and
-//!     auto columns, 1 repeat at temperature 0 (see [`eval`]). It reports the scores and
+//!     auto columns, 1 repeat at temperature 0 (see [`eval`] and `crates/ollm-eval`). It reports the scores and
 //!     never fails on them; it fails only when the harness breaks (no server, no `ollm`
 //!     binary, a refused connection). Measured on the shared 2-core machine: 29 s with a
 //!     warm cache, 44 s from an empty one (server 8 s, model 10 s).
@@ -160,13 +160,7 @@ fn builds(root: &Path) -> Vec<Step<'_>> {
 
 /// The steps against a real server (`ci --e2e`).
 fn real_server(root: &Path) -> Vec<Step<'_>> {
-    let smoke = move || {
-        let smoke = eval::Options {
-            smoke: true,
-            ..eval::Options::default()
-        };
-        eval::run(root, &smoke)
-    };
+    let smoke = move || eval::run(root, &["--smoke".to_owned()]);
     vec![
         (
             "e2e".into(),

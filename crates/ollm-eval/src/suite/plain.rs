@@ -266,7 +266,7 @@ fn run_command(project: &Path, args: &Value) -> Result<String, String> {
 }
 
 /// One POST to `base_url` + `path` (`http://HOST:PORT/PREFIX`): the status and body.
-pub(super) fn post(
+pub(crate) fn post(
     base_url: &str,
     path: &str,
     body: &str,
