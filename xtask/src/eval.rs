@@ -12,9 +12,11 @@
 //! - **The server's sampling follows the eval's**: llama.cpp's own (a user's server) for
 //!   the default column, the pinned temperature 0 for `--smoke`, a set `--temperature`
 //!   and `--bfcl`, as when the eval started the server itself.
-//! - **Built before the server starts** (`cargo build -p ollm-eval`, then the binary from
-//!   the target folder): a compile error costs no server start, and no cargo lock is held
-//!   while the eval runs (it builds `ollm` itself).
+//! - **Built before the server starts**: `cargo build -p ollm-eval`, and `-p ollm-cli` on
+//!   its own (as the binary builds it, so the features match and its own build finds
+//!   nothing to do) when the ollm columns run this workspace's `ollm`; then the binary
+//!   from the target folder. A compile error costs no server start, and the server does
+//!   not sit idle through a build.
 //! - **No server** for `--list`, `--table`, `--regrade` and `--help`, nor when `--url`
 //!   points at one already running.
 
@@ -33,6 +35,8 @@ struct Plan<'a> {
     server: Option<Sampling>,
     /// `--model`'s alias, if given.
     model: Option<&'a str>,
+    /// Whether the run measures this workspace's `ollm` (task columns, no `--ollm`).
+    ollm: bool,
 }
 
 impl<'a> Plan<'a> {
@@ -51,7 +55,12 @@ impl<'a> Plan<'a> {
             .position(|a| a == "--model")
             .and_then(|i| args.get(i + 1))
             .map(String::as_str);
-        Plan { server, model }
+        let ollm = server.is_some() && !has("--bfcl") && !has("--ollm");
+        Plan {
+            server,
+            model,
+            ollm,
+        }
     }
 }
 
@@ -62,12 +71,14 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         Some(_) => Some(llama::model_or_default(plan.model)?),
         None => None,
     };
-    section("eval: build ollm-eval");
-    run_cmd(
-        cargo()
-            .current_dir(root)
-            .args(["build", "-q", "-p", "ollm-eval"]),
-    )?;
+    let mut builds = vec!["ollm-eval"];
+    if plan.ollm {
+        builds.push("ollm-cli");
+    }
+    for krate in builds {
+        section(&format!("eval: build {krate}"));
+        run_cmd(cargo().current_dir(root).args(["build", "-q", "-p", krate]))?;
+    }
     let mut cmd = Command::new(target_dir(root).join("debug/ollm-eval"));
     cmd.current_dir(root).args(args);
     let (Some(sampling), Some(model)) = (plan.server, model) else {
@@ -89,40 +100,46 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use Sampling::{Pinned, Stock};
 
-    fn check(args: &[&str], server: Option<Sampling>, model: Option<&str>) {
+    fn check(args: &[&str], server: Option<Sampling>, model: Option<&str>, ollm: bool) {
         let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
-        assert_eq!(Plan::read(&args), Plan { server, model }, "{args:?}");
+        let want = Plan {
+            server,
+            model,
+            ollm,
+        };
+        assert_eq!(Plan::read(&args), want, "{args:?}");
     }
 
     #[test]
     fn the_server_sampling_follows_the_eval() {
-        check(&[], Some(Sampling::Stock), None);
+        check(&[], Some(Stock), None, true);
         check(
             &["--columns", "auto", "--repeats", "3"],
-            Some(Sampling::Stock),
+            Some(Stock),
             None,
+            true,
         );
-        check(&["--smoke"], Some(Sampling::Pinned), None);
-        check(&["--temperature", "0"], Some(Sampling::Pinned), None);
-        check(
-            &["--bfcl", "--model", "qwen2.5-coder-1.5b"],
-            Some(Sampling::Pinned),
-            Some("qwen2.5-coder-1.5b"),
-        );
-        check(&["--ablate", "--rules", "all"], Some(Sampling::Stock), None);
+        check(&["--smoke"], Some(Pinned), None, true);
+        check(&["--temperature", "0"], Some(Pinned), None, true);
+        check(&["--ablate", "--rules", "all"], Some(Stock), None, true);
+    }
+
+    #[test]
+    fn bfcl_and_a_given_ollm_build_no_ollm() {
+        let bfcl = ["--bfcl", "--model", "qwen2.5-coder-1.5b"];
+        check(&bfcl, Some(Pinned), Some("qwen2.5-coder-1.5b"), false);
+        check(&["--ollm", "/usr/bin/ollm"], Some(Stock), None, false);
     }
 
     #[test]
     fn lists_tables_regrades_and_a_given_url_start_no_server() {
-        check(&["--list"], None, None);
-        check(&["--table"], None, None);
-        check(&["--bfcl", "--regrade"], None, None);
-        check(
-            &["--url", "http://127.0.0.1:9/v1", "--model", "m"],
-            None,
-            Some("m"),
-        );
-        check(&["--help"], None, None);
+        check(&["--list"], None, None, false);
+        check(&["--table"], None, None, false);
+        check(&["--bfcl", "--regrade"], None, None, false);
+        let url = ["--url", "http://127.0.0.1:9/v1", "--model", "m"];
+        check(&url, None, Some("m"), false);
+        check(&["--help"], None, None, false);
     }
 }

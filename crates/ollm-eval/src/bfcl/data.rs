@@ -13,7 +13,7 @@
 //!
 //! The verified files are kept in the cache (`<ollm cache>/bfcl/2026.3.23/`); a cached
 //! file is hashed again on every load, so a changed file is never used. The wheel is
-//! unpacked with Python's own `zipfile` (xtask has no zip reader; the cache's server path
+//! unpacked with Python's own `zipfile` (no zip reader in the tree; the cache's server path
 //! needs Python already), into a scratch folder removed afterwards.
 
 use std::fs;

@@ -25,8 +25,8 @@
 //!   working-folder line and in absolute paths. The first eval named every folder
 //!   `project`.
 //! - **Sampling** is what a user gets unless `--temperature T` is given: the default
-//!   column's server (as `cargo xtask eval` starts it) has llama.cpp's own sampling (not the e2e suite's pinned
-//!   `--temp 0`) and sends no temperature, so each client's own defaults apply: the plain
+//!   column's server (as `cargo xtask eval` starts it) has llama.cpp's own sampling (not
+//!   the e2e suite's pinned `--temp 0`) and the eval sends no temperature, so each client's own defaults apply: the plain
 //!   loop gets the server's 0.8, `ollm` its greedy tool turns
 //!   (`ChatConfig::tool_temperature`). When a server's `/props` still reports another
 //!   default temperature, the eval sends `temperature: 0.8` (the other defaults, top-k
