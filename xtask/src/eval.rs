@@ -17,6 +17,8 @@
 //!   nothing to do) when the ollm columns run this workspace's `ollm`; then the binary
 //!   from the target folder. A compile error costs no server start, and the server does
 //!   not sit idle through a build.
+//! - **The arguments are checked first** (`ollm-eval ARGS --check`), so a wrong flag
+//!   fails before a server starts.
 //! - **No server** for `--list`, `--table`, `--regrade` and `--help`, nor when `--url`
 //!   points at one already running.
 
@@ -71,19 +73,18 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         Some(_) => Some(llama::model_or_default(plan.model)?),
         None => None,
     };
-    let mut builds = vec!["ollm-eval"];
-    if plan.ollm {
-        builds.push("ollm-cli");
-    }
-    for krate in builds {
-        section(&format!("eval: build {krate}"));
-        run_cmd(cargo().current_dir(root).args(["build", "-q", "-p", krate]))?;
-    }
-    let mut cmd = Command::new(target_dir(root).join("debug/ollm-eval"));
+    build(root, "ollm-eval")?;
+    let binary = target_dir(root).join("debug/ollm-eval");
+    let mut cmd = Command::new(&binary);
     cmd.current_dir(root).args(args);
     let (Some(sampling), Some(model)) = (plan.server, model) else {
         return run_cmd(&mut cmd);
     };
+    // Wrong flags fail here, before a build of ollm or a server start.
+    run_cmd(Command::new(&binary).args(args).arg("--check"))?;
+    if plan.ollm {
+        build(root, "ollm-cli")?;
+    }
     let server = llama::start_with(model, sampling)?;
     let note = format!(
         "llama-server: {} --jinja -c 16384 -np 2, via xtask's llama::start",
@@ -95,6 +96,12 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     }
     // The server stops when `server` drops, after the binary exits either way.
     run_cmd(&mut cmd)
+}
+
+/// `cargo build -q -p KRATE`, the debug build.
+fn build(root: &Path, krate: &str) -> Result<()> {
+    section(&format!("eval: build {krate}"));
+    run_cmd(cargo().current_dir(root).args(["build", "-q", "-p", krate]))
 }
 
 #[cfg(test)]

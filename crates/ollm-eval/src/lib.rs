@@ -56,12 +56,65 @@ pub enum EvalError {
 /// (`--list`, `--table` and `--regrade` need no server). Scores never fail it.
 pub fn run(args: &[String]) -> Result<(), EvalError> {
     let root = util::workspace_root();
+    match parse(args)? {
+        Parsed::Bfcl(options) => bfcl::run(&root, &options),
+        Parsed::Suite(options) => suite::run(&root, &options),
+    }
+    .map_err(EvalError::Run)
+}
+
+/// Checks the arguments as [`run`] reads them, and that the task eval's `--tasks` and
+/// `--part` select a task, running nothing (`ollm-eval --check`): `cargo xtask eval` asks
+/// before it starts a server.
+pub fn check(args: &[String]) -> Result<(), EvalError> {
+    match parse(args)? {
+        Parsed::Bfcl(_) => Ok(()),
+        Parsed::Suite(options) => {
+            suite::check(&util::workspace_root(), &options).map_err(EvalError::Run)
+        }
+    }
+}
+
+/// The options of one of the two measurements.
+enum Parsed {
+    Bfcl(bfcl::Options),
+    Suite(suite::Options),
+}
+
+fn parse(args: &[String]) -> Result<Parsed, EvalError> {
     let usage = |err: anyhow::Error| EvalError::Usage(format!("{err:#}"));
     if args.iter().any(|a| a == "--bfcl") {
-        let options = bfcl::Options::parse(args).map_err(usage)?;
-        bfcl::run(&root, &options).map_err(EvalError::Run)
+        bfcl::Options::parse(args).map(Parsed::Bfcl).map_err(usage)
     } else {
-        let options = suite::Options::parse(args).map_err(usage)?;
-        suite::run(&root, &options).map_err(EvalError::Run)
+        suite::Options::parse(args)
+            .map(Parsed::Suite)
+            .map_err(usage)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `check` says of `args`: `Ok`, `Usage` or `Run`.
+    fn check_says(args: &[&str], want: &str) {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        let got = match check(&args) {
+            Ok(()) => "ok",
+            Err(EvalError::Usage(_)) => "usage",
+            Err(EvalError::Run(_)) => "run",
+        };
+        assert_eq!(got, want, "{args:?}");
+    }
+
+    #[test]
+    fn check_refuses_bad_flags_and_an_empty_selection_without_a_server() {
+        check_says(&["--smoke"], "ok");
+        check_says(&["--part", "held-out", "--columns", "auto"], "ok");
+        check_says(&["--bfcl", "--limit", "3"], "ok");
+        check_says(&["--bogus"], "usage");
+        check_says(&["--bfcl", "--columns", "react"], "usage");
+        check_says(&["--repeats", "0"], "usage");
+        check_says(&["--tasks", "no-such-task"], "run");
     }
 }

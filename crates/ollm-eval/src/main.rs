@@ -24,6 +24,7 @@ A run needs the server:
   --url URL            the server's OpenAI base URL (http://HOST:PORT/v1; http only)
   --model NAME         the model it serves: sent in every request, names the result file
   --server-note TEXT   what the server is, for the result file (default: its URL)
+  --check              only check the other arguments: exit 0, or 2 with the reason
 
 The tool-calling eval:
   [--smoke] [--part tuning|held-out|all] [--columns C,..] [--tasks ID,..]
@@ -64,7 +65,14 @@ fn main() -> ExitCode {
         print!("{HELP}");
         return ExitCode::SUCCESS;
     }
-    match ollm_eval::run(&args) {
+    let check = args.iter().any(|a| a == "--check");
+    let args: Vec<String> = args.into_iter().filter(|a| a != "--check").collect();
+    let outcome = if check {
+        ollm_eval::check(&args)
+    } else {
+        ollm_eval::run(&args)
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err @ ollm_eval::EvalError::Usage(_)) => {
             eprintln!("ollm-eval: {err}\n\n{HELP}");

@@ -225,6 +225,12 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     eval(root, options, &suite, &tasks)
 }
 
+/// Whether `options` select a task from the task files, running nothing.
+pub(crate) fn check(root: &Path, options: &Options) -> Result<()> {
+    let suite = tasks::load(root)?;
+    tasks::select(&suite, options.smoke, options.part(), &options.filters).map(drop)
+}
+
 /// Runs `tasks` in every column and writes the result file.
 fn eval(root: &Path, options: &Options, suite: &Suite, tasks: &[Task]) -> Result<()> {
     let server = Server::from_options(options.url.as_deref(), options.model.as_deref())?;
