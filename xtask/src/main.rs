@@ -24,7 +24,7 @@
 //! - `dist`: the release tarball of the CLI (see [`dist`]).
 //! - `release`: bump, date the changelog, package, commit and tag (see [`release`]).
 //!
-//! Plain `std::process` and `anyhow`, with serde, regex, sha2, toml and tempfile for what
+//! Plain `std::process` and `anyhow`, with serde_json, sha2, toml and tempfile for what
 //! the chores read and check: the chores are sequences of commands, and a reader should
 //! not have to learn a shell DSL to follow them. No async runtime and none of ollm's
 //! crates: what measures ollm (`crates/ollm-eval`) is run as a binary, so `cargo xtask
