@@ -6,6 +6,10 @@
 //!   and answered with the result.
 //! - `example-ollama-agent` needs a real Ollama server: it is always built, and run only
 //!   when `OLLAMA_HOST` is set (with the model in `OLLM_EXAMPLE_MODEL`, default `qwen3`).
+//! - `example-openai-tools` needs an OpenAI-compatible server (llama-server, vLLM): it is
+//!   always built (its recovery half is a unit test of the workspace's tests), and run
+//!   only when `OLLM_OPENAI_URL` is set (the base URL with `/v1`; the model in
+//!   `OLLM_EXAMPLE_MODEL`, default `default`).
 //!
 //! # Decisions
 //! - The examples are workspace members, not a separate workspace: they share `Cargo.lock`
@@ -24,6 +28,8 @@ use crate::{cargo, run_cmd};
 const OFFLINE: &str = "example-custom-provider";
 /// The example that talks to Ollama.
 const AGENT: &str = "example-ollama-agent";
+/// The example that talks to an OpenAI-compatible server.
+const OPENAI: &str = "example-openai-tools";
 /// Crates that mean an HTTP stack (clients, servers, HTTP/2).
 const HTTP_CRATES: &[&str] = &["reqwest", "hyper", "h2", "ureq", "curl", "isahc", "surf"];
 
@@ -53,8 +59,9 @@ pub(crate) fn check(root: &Path) -> Result<()> {
     run_cmd(
         cargo()
             .current_dir(root)
-            .args(["build", "--quiet", "--locked", "-p", AGENT]),
+            .args(["build", "--quiet", "--locked", "-p", AGENT, "-p", OPENAI]),
     )?;
+    openai_tools(root)?;
     if std::env::var_os("OLLAMA_HOST").is_none() {
         println!("{AGENT}: built; not run (set OLLAMA_HOST to run it against a server)");
         return Ok(());
@@ -70,6 +77,22 @@ pub(crate) fn check(root: &Path) -> Result<()> {
         &model,
         "Which files are in this folder? Use a tool.",
     ]))
+}
+
+/// Runs `example-openai-tools` against the server at `OLLM_OPENAI_URL`, when it is set.
+fn openai_tools(root: &Path) -> Result<()> {
+    let Some(url) = std::env::var_os("OLLM_OPENAI_URL") else {
+        println!("{OPENAI}: built; not run (set OLLM_OPENAI_URL to run it against a server)");
+        return Ok(());
+    };
+    let model = std::env::var("OLLM_EXAMPLE_MODEL").unwrap_or_else(|_| "default".into());
+    run_cmd(
+        cargo()
+            .current_dir(root)
+            .args(["run", "--quiet", "--locked", "-p", OPENAI, "--"])
+            .arg(url)
+            .arg(model),
+    )
 }
 
 /// The HTTP crates named in `cargo tree --prefix none --format {p}` output, sorted and

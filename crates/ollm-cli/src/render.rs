@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
 use ollm_core::ChatEvent;
-use ollm_types::{FinishReason, Message, ProviderError, ToolCall, Usage, Warning, WarningKind};
+use ollm_types::{FinishReason, ProviderError, ToolCall, Usage, Warning, WarningKind};
 use serde_json::{Value, json};
 
 use crate::args::OutputFormat;
@@ -32,103 +32,29 @@ const RED: &str = "\x1b[31m";
 const GREEN: &str = "\x1b[32m";
 const RESET: &str = "\x1b[0m";
 
-/// One tool call of a run and its result.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ToolCallRecord {
-    /// The call.
-    pub(crate) call: ToolCall,
-    /// Its result text, once it finished.
-    pub(crate) result: Option<String>,
-    /// Whether the result is an error.
-    pub(crate) is_error: bool,
-}
+/// What a run produced, whatever the output format: the runtime's one fold of its
+/// events ([`ollm_core::ChatReply`]), so the CLI and library callers never disagree.
+pub(crate) type Summary = ollm_core::ChatReply;
 
-/// What a run produced, whatever the output format.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Summary {
-    /// The answer text of every turn.
-    pub(crate) answer: String,
-    /// The reasoning text of every turn.
-    pub(crate) thinking: String,
-    /// The tool calls, in order.
-    pub(crate) tool_calls: Vec<ToolCallRecord>,
-    /// Usage over the run.
-    pub(crate) usage: Usage,
-    /// Why the run ended (`None` if the stream ended without a `Finish`).
-    pub(crate) finish_reason: Option<FinishReason>,
-    /// The error that ended it, if any.
-    pub(crate) error: Option<ProviderError>,
-    /// Warnings, in order.
-    pub(crate) warnings: Vec<Warning>,
-    /// Turns completed.
-    pub(crate) turns: u32,
-    /// The messages the run added to the client's history (from its `Finish`).
-    pub(crate) added: Vec<Message>,
-}
-
-impl Summary {
-    /// Folds one event in.
-    pub(crate) fn record(&mut self, event: &ChatEvent) {
-        match event {
-            ChatEvent::TextDelta { text } => self.answer.push_str(text),
-            ChatEvent::ThinkingDelta { text } => self.thinking.push_str(text),
-            ChatEvent::ToolCallStarted { call } => self.tool_calls.push(ToolCallRecord {
-                call: call.clone(),
-                result: None,
-                is_error: false,
-            }),
-            ChatEvent::ToolResult {
-                call_id,
-                content,
-                is_error,
-                ..
-            } => {
-                if let Some(rec) = self
-                    .tool_calls
-                    .iter_mut()
-                    .rev()
-                    .find(|r| &r.call.id == call_id && r.result.is_none())
-                {
-                    rec.result = Some(content.clone());
-                    rec.is_error = *is_error;
-                }
-            }
-            ChatEvent::TurnComplete { turn, .. } => self.turns = *turn,
-            ChatEvent::Warning { warning } => self.warnings.push(warning.clone()),
-            ChatEvent::Error { error } => self.error = Some(error.clone()),
-            ChatEvent::Finish {
-                reason,
-                usage,
-                added,
-            } => {
-                self.finish_reason = Some(*reason);
-                self.usage = *usage;
-                self.added.clone_from(added);
-            }
-            _ => {}
-        }
-    }
-
-    /// The `--output-format json` object.
-    pub(crate) fn to_json(&self, model: &str) -> Value {
-        json!({
-            "schema_version": SCHEMA_VERSION,
-            "model": model,
-            "answer": self.answer,
-            "thinking": self.thinking,
-            "tool_calls": self.tool_calls.iter().map(|r| json!({
-                "id": r.call.id,
-                "name": r.call.name,
-                "arguments": r.call.arguments_value(),
-                "result": r.result,
-                "is_error": r.is_error,
-            })).collect::<Vec<_>>(),
-            "usage": usage_json(&self.usage),
-            "finish_reason": self.finish_reason.map(finish_str),
-            "error": self.error.as_ref().map(error_json),
-            "warnings": self.warnings.iter().map(warning_json).collect::<Vec<_>>(),
-        })
-    }
+/// The `--output-format json` object of a run.
+pub(crate) fn summary_json(summary: &Summary, model: &str) -> Value {
+    json!({
+        "schema_version": SCHEMA_VERSION,
+        "model": model,
+        "answer": summary.answer,
+        "thinking": summary.thinking,
+        "tool_calls": summary.tool_calls.iter().map(|r| json!({
+            "id": r.call.id,
+            "name": r.call.name,
+            "arguments": r.call.arguments_value(),
+            "result": r.result,
+            "is_error": r.is_error,
+        })).collect::<Vec<_>>(),
+        "usage": usage_json(&summary.usage),
+        "finish_reason": summary.finish_reason.map(finish_str),
+        "error": summary.error.as_ref().map(error_json),
+        "warnings": summary.warnings.iter().map(warning_json).collect::<Vec<_>>(),
+    })
 }
 
 fn finish_str(r: FinishReason) -> &'static str {
@@ -286,7 +212,7 @@ impl Sink for JsonSink<'_> {
         Ok(())
     }
     fn end(&mut self, summary: &Summary, model: &str) -> io::Result<()> {
-        writeln!(self.out, "{}", summary.to_json(model))?;
+        writeln!(self.out, "{}", summary_json(summary, model))?;
         self.out.flush()
     }
 }
@@ -848,7 +774,7 @@ mod tests {
         {
             let mut s = sink(format, style, Box::new(out.clone()), Box::new(err.clone()));
             for e in events() {
-                summary.record(&e);
+                summary.push(&e);
                 s.event(&e).unwrap();
             }
             s.end(&summary, "m").unwrap();

@@ -364,7 +364,7 @@ pub(crate) async fn drive(
         tokio::select! {
             event = events.next() => {
                 let Some(event) = event else { break };
-                summary.record(&event);
+                summary.push(&event);
                 sink.event(&event)?;
                 if matches!(event, ChatEvent::Finish { .. }) {
                     break;
@@ -907,10 +907,8 @@ mod tests {
 
     #[test]
     fn exit_status_of_runs() {
-        let mut s = Summary {
-            finish_reason: Some(FinishReason::Stop),
-            ..Summary::default()
-        };
+        let mut s = Summary::default();
+        s.finish_reason = Some(FinishReason::Stop);
         assert!(status_of(&s).is_ok());
         s.finish_reason = Some(FinishReason::Cancelled);
         assert_eq!(status_of(&s).unwrap_err().exit_code(), 130);

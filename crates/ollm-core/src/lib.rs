@@ -54,6 +54,8 @@
 //!   its own in [`ChatConfig::coach`].
 //! - [`strategy`]: how tools reach the model: natively, as ReAct text, or through a
 //!   schema-constrained reply; the seam the turn loop calls (only [`ToolMode`] is public).
+//! - [`recover_calls`]: the tool calls a model wrote as text (every format local models
+//!   use), read out of a reply for the tools a request declared; pure, usable on its own.
 //! - [`tokens`]: token estimates and per-model context limits.
 //! - [`context`]: the one context window of a chat, compaction (the [`Compactor`] seam)
 //!   and bounded tool output.
@@ -87,8 +89,8 @@ pub mod tokens;
 pub mod tool;
 
 pub use chat::{
-    ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatRun, DEFAULT_MAX_TOKENS,
-    MAX_CALLS_PER_REPLY,
+    CallMode, CallRecord, ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatReply, ChatRun,
+    DEFAULT_MAX_TOKENS, DEFAULT_TOOL_TIMEOUT, MAX_CALLS_PER_REPLY,
 };
 #[doc(hidden)]
 pub use coach::ANSWER_NUDGE;
@@ -98,6 +100,7 @@ pub use error::CoreError;
 pub use history::{History, HistoryStats};
 pub use image::{Image, ImageFormat};
 pub use provider::{ProviderAdapter, ProviderRegistry, ProviderStream, PullStream};
+pub use recover::{CallFormat, Rejected, TextCall, TextCalls, recover_calls};
 pub use strategy::{AutoRules, Learned, ToolMode};
 pub use tokens::ContextLimits;
 pub use tool::{Tool, ToolError, ToolOutcome, ToolRegistry, TypedTool};

@@ -15,7 +15,7 @@ use ollm_types::{ContentPart, ProviderRequest, ResponseFormat};
 use serde::{Deserialize, Serialize};
 
 /// The share of the context window from which a warning is given.
-pub const WARNING_THRESHOLD_PERCENT: f64 = 90.0;
+pub(crate) const WARNING_THRESHOLD_PERCENT: f64 = 90.0;
 
 /// Context limits by model name, with a default for models not listed (4096).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,12 +32,12 @@ pub struct ContextLimits {
     pub every_model: Option<usize>,
     /// The cap on a window taken from a model's trained length, on a server that sizes
     /// the window per request (Ollama): memory grows with the window, and trained
-    /// lengths run to 128k and more ([`DEFAULT_TRAINED_CAP`]).
+    /// lengths run to 128k and more (default 8192).
     pub trained_cap: usize,
 }
 
 /// The default [`ContextLimits::trained_cap`].
-pub const DEFAULT_TRAINED_CAP: usize = 8192;
+pub(crate) const DEFAULT_TRAINED_CAP: usize = 8192;
 
 impl Default for ContextLimits {
     fn default() -> Self {
@@ -76,20 +76,20 @@ impl ContextLimits {
 
 /// Template tokens per message that [`request_text`] lacks (`<|im_start|>role\n` and
 /// `<|im_end|>\n` are 5 on Qwen; other templates are close).
-pub const PER_MESSAGE_TOKENS: usize = 5;
+pub(crate) const PER_MESSAGE_TOKENS: usize = 5;
 
 /// Template tokens every request has (a default system prompt, the reply's opening).
-pub const PREAMBLE_TOKENS: usize = 20;
+pub(crate) const PREAMBLE_TOKENS: usize = 20;
 
 /// Template tokens around the tool schemas when tools are offered natively: the
 /// instructions, and the `{"type": "function", "function": ...}` wrapper of each tool.
-pub const TOOLS_PREAMBLE_TOKENS: usize = 80;
-/// See [`TOOLS_PREAMBLE_TOKENS`].
-pub const PER_TOOL_TOKENS: usize = 35;
+pub(crate) const TOOLS_PREAMBLE_TOKENS: usize = 80;
+/// See `TOOLS_PREAMBLE_TOKENS`.
+pub(crate) const PER_TOOL_TOKENS: usize = 35;
 
 /// The tokens a chat template adds to `request`'s text, before any correction learned
-/// from the server: [`PER_MESSAGE_TOKENS`] for each message, the system prompt and the
-/// reply's opening, [`PREAMBLE_TOKENS`], and the tools' own text when tools are offered.
+/// from the server: 5 for each message, the system prompt and the reply's opening, 20
+/// for the preamble, and the tools' own text when tools are offered (80, and 35 a tool).
 ///
 /// Measured on Qwen2.5-Coder-0.5B through llama-server (`/tokenize` of
 /// [`request_text`] against `usage.prompt_tokens`, one user message): 29 more tokens

@@ -40,6 +40,10 @@ pub enum ToolError {
     /// (a policy denial must not claim that a user was asked).
     #[error("{}", .0.as_deref().unwrap_or("denied by the user"))]
     Denied(Option<String>),
+    /// The tool did not finish in the time it was given ([`Tool::timeout`], else
+    /// [`ChatConfig::tool_timeout`](crate::ChatConfig::tool_timeout)); it was stopped.
+    #[error("the tool did not finish within {} s and was stopped", .0.as_secs_f64())]
+    TimedOut(std::time::Duration),
 }
 
 /// A tool the model can call.
@@ -55,6 +59,13 @@ pub trait Tool: Send + Sync {
     /// The future is dropped when the chat is cancelled; a tool that starts processes
     /// should make them die with it (`kill_on_drop`).
     async fn execute(&self, arguments: Map<String, Value>) -> Result<Value, ToolError>;
+
+    /// How long one call may take in a chat run; `None` (the default) leaves it to the
+    /// client's [`ChatConfig::tool_timeout`](crate::ChatConfig::tool_timeout). A call past
+    /// it is dropped and answered with [`ToolError::TimedOut`].
+    fn timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// A tool whose arguments are a Rust type; its schema is derived with schemars.
@@ -68,6 +79,11 @@ pub trait TypedTool: Send + Sync + 'static {
     fn description(&self) -> &str;
     /// Runs it.
     async fn run(&self, args: Self::Args) -> Result<Value, ToolError>;
+
+    /// How long one call may take ([`Tool::timeout`]; default `None`: the client's).
+    fn timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// The JSON Schema schemars derives for `T`, as an object schema for tool parameters
@@ -106,6 +122,27 @@ impl<T: TypedTool> Tool for Typed<T> {
         let args: T::Args = serde_json::from_value(Value::Object(arguments))
             .map_err(|e| ToolError::Failed(format!("invalid arguments: {e}")))?;
         self.tool.run(args).await
+    }
+
+    fn timeout(&self) -> Option<std::time::Duration> {
+        self.tool.timeout()
+    }
+}
+
+/// A tool known only by its schema ([`ToolRegistry::declared`]).
+struct Declared(ToolSchema);
+
+#[async_trait]
+impl Tool for Declared {
+    fn schema(&self) -> ToolSchema {
+        self.0.clone()
+    }
+
+    async fn execute(&self, _arguments: Map<String, Value>) -> Result<Value, ToolError> {
+        let name = &self.0.name;
+        Err(ToolError::Failed(format!(
+            "{name} is declared here, not run here"
+        )))
     }
 }
 
@@ -256,6 +293,19 @@ impl ToolRegistry {
             validator,
         }));
         Ok(())
+    }
+
+    /// A registry of tools that are only declared: offered to the model with `schemas`,
+    /// run by someone else (a gateway's client, a harness). Meant for
+    /// [`CallMode::HandBack`](crate::CallMode::HandBack) runs, which run nothing; run
+    /// anyway, each call is answered `Error: ...` ([`ToolError::Failed`]). Fails as
+    /// [`Self::register`] does.
+    pub fn declared(schemas: impl IntoIterator<Item = ToolSchema>) -> Result<Self, CoreError> {
+        let mut registry = Self::new();
+        for schema in schemas {
+            registry.register(Arc::new(Declared(schema)))?;
+        }
+        Ok(registry)
     }
 
     /// Registers a typed tool; its parameter schema is derived from `T::Args`.

@@ -25,6 +25,8 @@ mod guards;
 mod loop_invariants;
 #[path = "all/providers.rs"]
 mod providers;
+#[path = "all/public_api.rs"]
+mod public_api;
 #[path = "all/react.rs"]
 mod react;
 #[path = "all/text_calls.rs"]

@@ -5,9 +5,10 @@
 //!   events a real model would (a tool call first, the answer once the result is back);
 //! - a [`TypedTool`]: here [`Add`], whose argument schema schemars derives from [`AddArgs`],
 //!   so the model is shown exactly what the tool parses;
-//! - a [`ChatClient`] tying them together, whose [`ChatEvent`]s the program consumes.
+//! - a [`ChatClient`] tying them together; [`ChatClient::reply`] runs the chat to its end
+//!   and folds its events into one [`ChatReply`].
 //!
-//! The program prints the events and exits non-zero unless the run went as designed
+//! The program prints the calls and the answer and exits non-zero unless the run went as designed
 //! (one call, its result, an answer naming the sum), so CI running it checks it.
 
 #![allow(
@@ -20,9 +21,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::StreamExt;
 use ollm_core::{
-    ChatClient, ChatConfig, ChatEvent, ChatOptions, ProviderAdapter, ProviderStream, ToolError,
+    ChatClient, ChatConfig, ChatOptions, ChatReply, ProviderAdapter, ProviderStream, ToolError,
     ToolRegistry, TypedTool,
 };
 use ollm_types::{FinishReason, Message, ProviderEvent, ProviderRequest, Role, ToolCall};
@@ -117,44 +117,30 @@ impl TypedTool for Add {
     }
 }
 
-/// Runs one chat with `prompt` and returns its events.
-async fn converse(prompt: &str) -> Result<Vec<ChatEvent>, ollm_core::CoreError> {
+/// Runs one chat with `prompt` to its end, folded into one reply.
+async fn converse(prompt: &str) -> Result<ChatReply, ollm_core::CoreError> {
     let mut tools = ToolRegistry::new();
     tools.register_typed(Add)?;
     let client = ChatClient::new(Arc::new(RuleModel), tools, ChatConfig::for_model("rules"));
-    Ok(client
-        .chat(prompt, ChatOptions::default())
-        .collect::<Vec<_>>()
-        .await)
+    Ok(client.reply(prompt, ChatOptions::default()).await)
 }
 
-/// What went wrong, if the events are not one call, its result and an answer with `sum`.
-fn check(events: &[ChatEvent], sum: &str) -> Result<(), String> {
-    let results: Vec<&str> = events
-        .iter()
-        .filter_map(|e| match e {
-            ChatEvent::ToolResult { content, .. } => Some(content.as_str()),
-            _ => None,
-        })
+/// What went wrong, if the reply is not one call, its result and an answer with `sum`.
+fn check(reply: &ChatReply, sum: &str) -> Result<(), String> {
+    let results: Vec<Option<&str>> = (reply.tool_calls.iter())
+        .map(|r| r.result.as_deref())
         .collect();
-    if results != [sum] {
+    if results != [Some(sum)] {
         return Err(format!("expected one tool result `{sum}`, got {results:?}"));
     }
-    let text: String = events
-        .iter()
-        .filter_map(|e| match e {
-            ChatEvent::TextDelta { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    if !text.contains(sum) {
-        return Err(format!("the answer does not name {sum}: {text:?}"));
+    if !reply.answer.contains(sum) {
+        return Err(format!(
+            "the answer does not name {sum}: {:?}",
+            reply.answer
+        ));
     }
-    match events.last() {
-        Some(ChatEvent::Finish {
-            reason: FinishReason::Stop,
-            ..
-        }) => Ok(()),
+    match reply.finish_reason {
+        Some(FinishReason::Stop) => Ok(()),
         other => Err(format!("the run did not finish normally: {other:?}")),
     }
 }
@@ -164,21 +150,27 @@ async fn main() -> ExitCode {
     let prompt = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "What is 19 plus 23?".into());
-    let events = match converse(&prompt).await {
-        Ok(events) => events,
+    let reply = match converse(&prompt).await {
+        Ok(reply) => reply,
         Err(err) => {
             eprintln!("error: {err}");
             return ExitCode::FAILURE;
         }
     };
-    for event in &events {
-        println!("{}", serde_json::to_string(event).unwrap_or_default());
+    for record in &reply.tool_calls {
+        let (call, result) = (&record.call, &record.result);
+        println!(
+            "called {} {} -> {result:?}",
+            call.name,
+            call.arguments_value()
+        );
     }
+    println!("answer: {}", reply.answer);
     let expected = numbers_in(&prompt)
         .iter()
         .try_fold(0i64, |sum, n| sum.checked_add(*n))
         .map_or_else(|| "no sum".to_owned(), |sum| sum.to_string());
-    match check(&events, &expected) {
+    match check(&reply, &expected) {
         Ok(()) => ExitCode::SUCCESS,
         Err(problem) => {
             eprintln!("unexpected run: {problem}");
@@ -193,18 +185,14 @@ mod tests {
 
     #[tokio::test]
     async fn the_model_calls_the_tool_then_answers_with_its_result() {
-        let events = converse("What is 19 plus 23?").await.unwrap();
-        assert_eq!(check(&events, "42"), Ok(()));
+        let reply = converse("What is 19 plus 23?").await.unwrap();
+        assert_eq!(check(&reply, "42"), Ok(()));
     }
 
     #[tokio::test]
     async fn without_numbers_the_model_answers_without_a_call() {
-        let events = converse("Hello").await.unwrap();
-        assert!(check(&events, "42").is_err());
-        assert!(
-            !events
-                .iter()
-                .any(|e| matches!(e, ChatEvent::ToolCallStarted { .. }))
-        );
+        let reply = converse("Hello").await.unwrap();
+        assert!(check(&reply, "42").is_err());
+        assert!(reply.tool_calls.is_empty());
     }
 }

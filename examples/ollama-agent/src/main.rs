@@ -24,9 +24,8 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use ollm_bridge::{OllamaConfig, OllamaProvider};
-use ollm_core::{ChatClient, ChatConfig, ChatEvent, ChatOptions};
+use ollm_core::{ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatReply};
 use ollm_tools::{Answer, Approver, Mode, Prompter, Request, ToolConfig, Workspace};
-use ollm_types::FinishReason;
 
 const USAGE: &str = "usage: example-ollama-agent MODEL PROMPT";
 
@@ -63,8 +62,8 @@ fn agent(model: &str) -> Result<ChatClient, String> {
     Ok(ChatClient::new(Arc::new(provider), tools, config))
 }
 
-/// Prints one event; returns whether the run ended normally, once it has ended.
-fn show(event: &ChatEvent) -> Option<bool> {
+/// Prints one event as it comes.
+fn show(event: &ChatEvent) {
     match event {
         ChatEvent::TextDelta { text } => {
             print!("{text}");
@@ -78,13 +77,9 @@ fn show(event: &ChatEvent) -> Option<bool> {
         }
         ChatEvent::Warning { warning } => eprintln!("warning: {}", warning.message),
         ChatEvent::Error { error } => eprintln!("error: {}", error.message),
-        ChatEvent::Finish { reason, .. } => {
-            println!();
-            return Some(*reason != FinishReason::Error);
-        }
+        ChatEvent::Finish { .. } => println!(),
         _ => {}
     }
-    None
 }
 
 #[tokio::main]
@@ -101,15 +96,16 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Shown as it streams, and folded into one reply beside (the fold `reply()` uses).
     let mut run = client.chat(prompt.as_str(), ChatOptions::default());
+    let mut reply = ChatReply::default();
     while let Some(event) = run.next().await {
-        if let Some(ok) = show(&event) {
-            return if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            };
-        }
+        show(&event);
+        reply.push(&event);
     }
-    ExitCode::FAILURE
+    if reply.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

@@ -1493,8 +1493,10 @@ mod tool_choice_and_guards {
         let (_, body) = run_openai(&["--tool-choice", "read_file"], "ok");
         let named = json!({"type": "function", "function": {"name": "read_file"}});
         assert_eq!(body["tool_choice"], named);
-        // The default cap is always sent.
-        assert_eq!(body["max_tokens"], 4096);
+        // A cap is always sent: the default 4096, bounded by what the window (4096 when
+        // the server reports none) leaves after the prompt.
+        let cap = body["max_tokens"].as_u64().unwrap_or_default();
+        assert!(cap > 3000 && cap < 4096, "{body}");
         // `none` under ReAct offers no tools at all.
         let (_, body) = run_openai(&["--tool-mode", "react", "--tool-choice", "none"], "ok");
         assert!(body.get("tools").is_none(), "{body}");

@@ -6,9 +6,15 @@
 //!   answered by [`super::CANCELLED_RESULT`] (and an event says so), so calls and results stay
 //!   1:1.
 //! - A tool that panics or is stopped is answered by an error result naming it.
+//! - **A tool that hangs** is dropped at its timeout (the tool's own, else the client's
+//!   [`super::ChatConfig::tool_timeout`], ten minutes by default) and answered
+//!   `Error: ...` ([`crate::ToolError::TimedOut`]), so one custom tool can no longer stall
+//!   a run until the caller cancels. In a runtime without timers (the caller built it
+//!   without `enable_time`) calls run without a limit rather than fail.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::FutureExt;
 use ollm_types::ToolCall;
@@ -17,18 +23,25 @@ use tokio_util::sync::CancellationToken;
 
 use super::event::ChatEvent;
 use super::shared::Sink;
-use crate::ToolRegistry;
 use crate::coach::CoachConfig;
 use crate::tool::ToolOutcome;
+use crate::{ToolError, ToolRegistry};
+
+/// The tools a turn's calls run with: the registry, the coach's rules it applies, and the
+/// time a call may take when its tool does not say.
+pub(super) struct Toolbox<'a> {
+    pub(super) tools: &'a Arc<ToolRegistry>,
+    pub(super) coach: &'a CoachConfig,
+    pub(super) timeout: Option<Duration>,
+}
 
 /// Runs `calls` concurrently, one task each, emitting a `ToolResult` as each finishes;
-/// the registry applies the coach's rules of `coach` (`typed-strings`, `key-hint`).
-/// Returns the outcomes in call order (`None` for calls that did not finish) and whether
-/// the run was cancelled.
+/// the registry applies the coach's rules (`typed-strings`, `key-hint`), and each call
+/// ends at its timeout. Returns the outcomes in call order (`None` for calls that did
+/// not finish) and whether the run was cancelled.
 pub(super) async fn execute_all(
-    tools: &Arc<ToolRegistry>,
+    toolbox: Toolbox<'_>,
     calls: &[ToolCall],
-    coach: &CoachConfig,
     cancel: &CancellationToken,
     sink: &Sink,
 ) -> (Vec<Option<ToolOutcome>>, bool) {
@@ -39,10 +52,14 @@ pub(super) async fn execute_all(
     let mut set = JoinSet::new();
     let mut ids = HashMap::new();
     for (i, call) in calls.iter().enumerate() {
-        let tools = Arc::clone(tools);
+        let tools = Arc::clone(toolbox.tools);
         let call = call.clone();
-        let coach = coach.clone();
-        let handle = set.spawn(async move { tools.execute_coached(&call, &coach).await });
+        let coach = toolbox.coach.clone();
+        let limit = (tools.get(&call.name).and_then(|t| t.timeout())).or(toolbox.timeout);
+        let handle = set.spawn(async move {
+            let run = tools.execute_coached(&call, &coach);
+            within(limit, run).await
+        });
         ids.insert(handle.id(), i);
     }
     let mut cancelled = false;
@@ -77,6 +94,24 @@ pub(super) async fn execute_all(
         abort(set).await;
     }
     (results, cancelled)
+}
+
+/// `run`'s outcome, or a [`ToolError::TimedOut`] result when it takes longer than
+/// `limit` (see the module docs for a runtime without timers).
+async fn within(limit: Option<Duration>, run: impl Future<Output = ToolOutcome>) -> ToolOutcome {
+    // Creating a timer panics in a runtime without one; that runtime gets no limit.
+    let timer = limit.and_then(|limit| {
+        std::panic::catch_unwind(|| tokio::time::sleep(limit))
+            .ok()
+            .map(|sleep| (limit, sleep))
+    });
+    let Some((limit, sleep)) = timer else {
+        return run.await;
+    };
+    tokio::select! {
+        outcome = run => outcome,
+        () = sleep => ToolOutcome::error(ToolError::TimedOut(limit)),
+    }
 }
 
 /// The result of a tool task that panicked or was stopped.

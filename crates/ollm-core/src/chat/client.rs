@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::compact::compact_now;
 use super::config::{ChatConfig, ChatOptions};
+use super::reply::ChatReply;
 use super::run::{ChatRun, supervise};
 use super::shared::{Shared, lock};
 use crate::context::{Compaction, Compactor, Window, settle_window};
@@ -175,10 +176,28 @@ impl ChatClient {
     /// is first polled (and ends with an error event if that is not inside a runtime
     /// either).
     pub fn chat(&self, prompt: impl Into<String>, options: ChatOptions) -> ChatRun {
+        self.start(Some(prompt.into()), options)
+    }
+
+    /// Runs turns on the conversation as it is, without a new prompt: to carry on after
+    /// the caller answered the calls a [`CallMode::HandBack`](crate::CallMode::HandBack) run handed it
+    /// ([`Self::extend_history`] with one `Message::tool_result` per call), or after
+    /// loading a conversation that ends in a user message. Otherwise as [`Self::chat`].
+    pub fn resume(&self, options: ChatOptions) -> ChatRun {
+        self.start(None, options)
+    }
+
+    /// [`Self::chat`] to the end, folded into one [`ChatReply`]: the answer, the calls
+    /// and their results, usage, warnings, the error if any and why the run ended.
+    pub async fn reply(&self, prompt: impl Into<String>, options: ChatOptions) -> ChatReply {
+        ChatReply::collect(self.chat(prompt, options)).await
+    }
+
+    /// A run with `prompt` (none: resume the history).
+    fn start(&self, prompt: Option<String>, options: ChatOptions) -> ChatRun {
         let cancel = CancellationToken::new();
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::clone(&self.shared);
-        let prompt = prompt.into();
         let token = cancel.clone();
         let start = move |handle: &tokio::runtime::Handle| {
             handle.spawn(supervise(shared, prompt, options, token, tx));

@@ -12,6 +12,12 @@
 //!   tokenizer when it answers, else `ceil(chars / 4)`, each corrected by what the
 //!   server reported for earlier requests ([`crate::context::calibrate`]);
 //!   the ratio of characters to tokens of the whole request prices single messages.
+//! - **Every request carries a generation cap** (`options.max_tokens`), set here once
+//!   the request's size is known: the run's cap (`ChatConfig::max_tokens`,
+//!   4096 by default), bounded by what the window leaves after the prompt's estimated
+//!   cost; with no cap configured, exactly what the window leaves. vLLM refuses a
+//!   `max_tokens` over its `max_model_len` with a 400 (docs/vllm.md), so a default of
+//!   4096 against a 2048-token window used to fail every request.
 //! - With compaction off, today's rule stands: a warning near the limit, a refusal over
 //!   it (with a hint that compaction is off).
 
@@ -205,7 +211,16 @@ fn check(settings: &RunSettings, room: &Room, sink: &Sink, mut request: Provider
     // The text's corrected cost travels with the request: an adapter judges a silent
     // truncation by it (crate::context::calibrate).
     request.estimated_prompt_tokens = u32::try_from(room.text).ok();
+    request.options.max_tokens = Some(generation_cap(request.options.max_tokens, room));
     Fitted::Send(Box::new(request), *room)
+}
+
+/// The generation cap a request carries: the one `asked` for, never more than the window
+/// leaves after the prompt's estimated cost (vLLM refuses a `max_tokens` over the window
+/// with a 400, docs/vllm.md); with none asked, all the window leaves. At least one token.
+fn generation_cap(asked: Option<u32>, room: &Room) -> u32 {
+    let left = u32::try_from(room.window.saturating_sub(room.used)).unwrap_or(u32::MAX);
+    asked.unwrap_or(u32::MAX).min(left).max(1)
 }
 
 /// Replaces the turns between the head and the recent tail by a summary. Nothing to

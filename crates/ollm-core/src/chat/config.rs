@@ -1,9 +1,13 @@
 //! A chat client's settings ([`ChatConfig`]) and one call's overrides of them
 //! ([`ChatOptions`]). A leaf: plain data the client keeps and every run settles.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use ollm_types::{GenerationOptions, Think, ToolChoice};
 use serde::{Deserialize, Serialize};
 
+use crate::ToolRegistry;
 use crate::coach::CoachConfig;
 use crate::context::CompactionConfig;
 use crate::strategy::{AutoRules, ToolMode};
@@ -12,6 +16,12 @@ use crate::tokens::ContextLimits;
 /// The generation cap per reply when none is configured, in tokens (see the chat module's
 /// Decisions).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// How long one tool call may take when neither the tool ([`crate::Tool::timeout`]) nor
+/// the client ([`ChatConfig::tool_timeout`]) says otherwise: ten minutes, above the
+/// built-in tools' own limits (a command's 30 s, an MCP call's 120 s) and a person
+/// answering an approval prompt.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Settings of a chat client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,7 +49,9 @@ pub struct ChatConfig {
     /// How [`ToolMode::Auto`] weighs what earlier runs learned about a model.
     pub auto: AutoRules,
     /// The generation cap per reply, in tokens, when the sampling options set none
-    /// (default [`DEFAULT_MAX_TOKENS`]; `None`: the server's own limit).
+    /// (default [`DEFAULT_MAX_TOKENS`]; `None`: what the context window leaves). Every
+    /// request carries a cap either way, never more than the window minus the prompt's
+    /// estimated cost (see the chat module's Decisions).
     pub max_tokens: Option<u32>,
     /// Sampling options.
     pub options: GenerationOptions,
@@ -61,6 +73,10 @@ pub struct ChatConfig {
     /// The small-model rules' switches, and the caller's words they use
     /// ([`crate::coach`]; default: every rule on).
     pub coach: CoachConfig,
+    /// How long one tool call may take unless its tool says ([`crate::Tool::timeout`]);
+    /// a call past it is answered `Error: ...` ([`crate::ToolError::TimedOut`]). Default
+    /// [`DEFAULT_TOOL_TIMEOUT`]; `None`: no limit.
+    pub tool_timeout: Option<Duration>,
 }
 
 impl Default for ChatConfig {
@@ -82,6 +98,7 @@ impl Default for ChatConfig {
             compaction: CompactionConfig::default(),
             keep_alive: None,
             coach: CoachConfig::default(),
+            tool_timeout: Some(DEFAULT_TOOL_TIMEOUT),
         }
     }
 }
@@ -96,9 +113,38 @@ impl ChatConfig {
     }
 }
 
-/// Per-call overrides of a [`ChatConfig`].
-#[derive(Debug, Clone, Default, PartialEq)]
+/// What a run does with the calls the model makes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CallMode {
+    /// Run them with the client's tools and feed the results back, turn after turn.
+    #[default]
+    Run,
+    /// Run nothing: the first reply that makes calls to offered tools ends the run with
+    /// `Finish { reason: tool_calls }`, its calls announced (`ToolCallStarted`) and left
+    /// for the caller to run. The history then holds the prompt and the assistant message
+    /// carrying those calls; the caller appends one `Message::tool_result` per call
+    /// ([`crate::ChatClient::extend_history`]) before [`crate::ChatClient::resume`] or the
+    /// next `chat`. Calls the run answers itself (a text call to a tool not offered, an
+    /// unreadable one) get their `ToolResult` and go back to the model as in [`Run`]
+    /// mode, so they never reach the caller.
+    ///
+    /// [`Run`]: CallMode::Run
+    HandBack,
+}
+
+/// Per-call overrides of a [`ChatConfig`]; the client's settings stay for later calls.
+#[derive(Debug, Clone, Default)]
 pub struct ChatOptions {
+    /// The model for this call.
+    pub model: Option<String>,
+    /// The system prompt of this call's requests, in place of the history's (never
+    /// recorded).
+    pub system: Option<String>,
+    /// The tools of this call, in place of the client's.
+    pub tools: Option<Arc<ToolRegistry>>,
+    /// What happens to the model's calls (default: they run).
+    pub calls: CallMode,
     /// Tool mode for this call.
     pub tool_mode: Option<ToolMode>,
     /// Tool choice for this call.

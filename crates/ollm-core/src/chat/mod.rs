@@ -7,8 +7,9 @@
 //! `think`, decided here once, and the fallbacks that undo them), `turn` (the loop: a
 //! `Run` value whose methods are one turn's steps) and `calls` (running the calls).
 //! Below them, leaves that import none of them: `event` ([`ChatEvent`]), `config`
-//! ([`ChatConfig`], [`ChatOptions`]), `shared` (what a run shares with its client, and
-//! the sink its events and records go through); the cost calibration is
+//! ([`ChatConfig`], [`ChatOptions`], [`CallMode`]), `reply` ([`ChatReply`], the one fold
+//! of a run's events, which [`ChatClient::reply`] returns), `shared` (what a run shares
+//! with its client, and the sink its events and records go through); the cost calibration is
 //! `crate::context::calibrate`. This file only declares
 //! and re-exports, so no module of the chat module imports another in a circle (`cargo
 //! xtask tidy` checks it). A turn is:
@@ -96,10 +97,26 @@
 //! - **Generation cap**: every request carries `max_tokens` (the call's
 //!   [`ChatOptions::max_tokens`], else the sampling options', else
 //!   [`ChatConfig::max_tokens`], [`DEFAULT_MAX_TOKENS`] by default: about five minutes
-//!   at 13 tokens/s, room for a long answer or a thinking model's reasoning); a reply cut
-//!   there finishes as `length` with a `TokenLimit` warning. A reply the coach stops
+//!   at 13 tokens/s, room for a long answer or a thinking model's reasoning), never more
+//!   than the window leaves after the prompt's estimate (`compact.rs`; with no cap
+//!   configured, exactly that); a reply cut there finishes as `length` with a
+//!   `TokenLimit` warning. A reply the coach stops
 //!   (`runaway-stop`) is recorded as far as it went, and ends the run with `Repetition`
 //!   and a warning; its calls, if any, are answered [`STOPPED_RESULT`].
+//! - **Per-call settings**: [`ChatOptions`] may set the model, the system prompt and the
+//!   tools of one call; the client's settings stay for later calls, and a per-call system
+//!   prompt is sent, never recorded.
+//! - **Handing calls back** ([`CallMode::HandBack`]): the first reply with calls to run
+//!   ends the run (`Finish` with `tool_calls`) instead of running them; the history keeps
+//!   the prompt and the assistant message with those calls, and the caller owes one tool
+//!   result per call before [`ChatClient::resume`]. This is the one case where calls and
+//!   results are not 1:1 at the end of a run, by the caller's choice. Calls the strategy
+//!   answers itself (unknown tool, unreadable) are answered and sent back to the model as
+//!   in `Run` mode.
+//! - **Tool timeouts**: each call ends at its tool's [`Tool::timeout`](crate::Tool::timeout),
+//!   else [`ChatConfig::tool_timeout`] ([`DEFAULT_TOOL_TIMEOUT`], ten minutes), with an
+//!   `Error: ...` result ([`ToolError::TimedOut`](crate::ToolError::TimedOut)); still
+//!   exactly one result per call.
 //! - Runs of one client are serialised: a second `chat` waits for the first to end.
 //! - A panic anywhere in a run (provider, tool, this loop) becomes an `Error` event and a
 //!   `Finish`; the client stays usable.
@@ -109,6 +126,7 @@ mod client;
 mod compact;
 mod config;
 mod event;
+mod reply;
 mod run;
 mod settle;
 mod shared;
@@ -116,6 +134,7 @@ mod turn;
 
 pub use crate::coach::MAX_CALLS_PER_REPLY;
 pub use client::ChatClient;
-pub use config::{ChatConfig, ChatOptions, DEFAULT_MAX_TOKENS};
+pub use config::{CallMode, ChatConfig, ChatOptions, DEFAULT_MAX_TOKENS, DEFAULT_TOOL_TIMEOUT};
 pub use event::{CANCELLED_RESULT, ChatEvent, STOPPED_RESULT};
+pub use reply::{CallRecord, ChatReply};
 pub use run::ChatRun;

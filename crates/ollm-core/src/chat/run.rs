@@ -123,13 +123,13 @@ fn not_in_runtime() -> Vec<ChatEvent> {
 /// Runs one chat in its own task and turns a panic of that task into events.
 pub(super) async fn supervise(
     shared: Arc<Shared>,
-    prompt: String,
+    prompt: Option<String>,
     options: ChatOptions,
     cancel: CancellationToken,
     tx: mpsc::UnboundedSender<ChatEvent>,
 ) {
     let sink = Sink::new(tx);
-    let model = lock(&shared.config).model.clone();
+    let model = (options.model.clone()).unwrap_or_else(|| lock(&shared.config).model.clone());
     let span = tracing::info_span!("run", %model);
     let run = run_chat(Arc::clone(&shared), prompt, options, cancel, sink.clone()).instrument(span);
     let inner = tokio::spawn(run);

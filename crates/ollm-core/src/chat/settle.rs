@@ -17,20 +17,24 @@
 //! - The strategy is announced with its reason ([`ChatEvent::StrategyChosen`]) before the
 //!   first request.
 //! - The generation cap: the call's `max_tokens`, else the sampling options', else the
-//!   client's (see the chat module's Decisions).
+//!   client's (see the chat module's Decisions); `chat/compact.rs` bounds it by the room
+//!   the window leaves, per request.
+//! - Per-call settings ([`ChatOptions`]: model, system prompt, tools) are applied here
+//!   (the model before anything else is settled, by `turn.rs`); the client's stay.
 //! - A tool choice naming a tool that is not offered is refused here, before anything is
 //!   sent (an error event of kind `BadRequest`), so a typo never runs unconstrained.
 //! - Images for a model whose known capabilities lack `vision` are refused here, before
 //!   anything is sent (kind `VisionUnsupported`; the rule is [`crate::image::accepts_images`]).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ollm_types::{
     Capability, GenerationOptions, ModelInfo, ProviderError, ProviderErrorKind, Think, ToolChoice,
     ToolSchema, WarningKind,
 };
 
-use super::config::{ChatConfig, ChatOptions};
+use super::config::{CallMode, ChatConfig, ChatOptions};
 use super::event::ChatEvent;
 use super::shared::{Shared, Sink, lock};
 use crate::ToolRegistry;
@@ -68,6 +72,12 @@ pub(super) struct RunSettings {
     pub(super) tools: Arc<ToolRegistry>,
     /// The tools the strategy offers, as the tool choice narrows them.
     pub(super) offered: Vec<ToolSchema>,
+    /// The call's system prompt, in place of the history's.
+    pub(super) system: Option<String>,
+    /// What happens to the model's calls.
+    pub(super) calls: CallMode,
+    /// How long a call may take when its tool does not say.
+    pub(super) tool_timeout: Option<Duration>,
 }
 
 impl RunSettings {
@@ -84,10 +94,9 @@ impl RunSettings {
             .tool_choice
             .clone()
             .unwrap_or_else(|| config.tool_choice.clone());
-        // With tools turned off for this run (or `none` chosen), calls a model makes
-        // anyway meet an empty registry: each is answered `Unknown tool` (1:1 kept) and
-        // nothing runs.
-        let all = Arc::clone(&lock(&shared.tools));
+        // With tools off for this run (or `none` chosen), calls a model makes anyway meet
+        // an empty registry: each is answered `Unknown tool` (1:1 kept), nothing runs.
+        let all = (options.tools.clone()).unwrap_or_else(|| Arc::clone(&lock(&shared.tools)));
         if let Some((kind, message)) = refusal(&all, &choice, config, options, info.as_ref()) {
             sink.error(kind, message);
             return None;
@@ -129,6 +138,9 @@ impl RunSettings {
             info,
             tools,
             offered,
+            system: options.system.clone(),
+            calls: options.calls,
+            tool_timeout: config.tool_timeout,
         })
     }
 

@@ -29,9 +29,9 @@ use ollm_types::{
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::calls::{answer_unfinished, execute_all};
+use super::calls::{Toolbox, answer_unfinished, execute_all};
 use super::compact::{Fitted, Room, bound_results, fit};
-use super::config::ChatOptions;
+use super::config::{CallMode, ChatOptions};
 use super::event::{CANCELLED_RESULT, ChatEvent, STOPPED_RESULT};
 use super::settle::{Fallback, Offer, RunSettings};
 use super::shared::{Shared, Sink, lock};
@@ -57,11 +57,12 @@ enum TurnFailure {
     Fallback(Fallback),
 }
 
-/// One run: waits for the client's earlier runs, records the prompt, settles the run's
-/// settings and runs turns until one ends the run; `Finish` is always sent last.
+/// One run: waits for the client's earlier runs, records the prompt (none when the run
+/// resumes the history as it is), settles the run's settings and runs turns until one
+/// ends the run; `Finish` is always sent last.
 pub(super) async fn run_chat(
     shared: Arc<Shared>,
-    prompt: String,
+    prompt: Option<String>,
     options: ChatOptions,
     cancel: CancellationToken,
     sink: Sink,
@@ -71,13 +72,18 @@ pub(super) async fn run_chat(
         _ = cancel.cancelled() => return sink.finish(&shared, FinishReason::Cancelled, Usage::default()),
         guard = shared.run_lock.lock() => guard,
     };
-    let config = lock(&shared.config).clone();
-    let prompt = if options.images.is_empty() {
-        Message::user(prompt)
-    } else {
-        Message::user_with_images(prompt, options.images.clone())
-    };
-    sink.record(&shared, vec![prompt]);
+    let mut config = lock(&shared.config).clone();
+    if let Some(model) = &options.model {
+        config.model.clone_from(model);
+    }
+    if let Some(prompt) = prompt {
+        let prompt = if options.images.is_empty() {
+            Message::user(prompt)
+        } else {
+            Message::user_with_images(prompt, options.images.clone())
+        };
+        sink.record(&shared, vec![prompt]);
+    }
     let info = tokio::select! {
         biased;
         _ = cancel.cancelled() => return sink.finish(&shared, FinishReason::Cancelled, Usage::default()),
@@ -221,7 +227,7 @@ impl Run {
         let settings = &self.settings;
         let history = lock(&self.shared.history);
         let mut request = ProviderRequest::new(&settings.model, history.messages().to_vec());
-        request.system = history.system_text();
+        request.system = (settings.system.clone()).or_else(|| history.system_text());
         request.options = settings.options.clone();
         request.think = settings.think;
         request.parallel_tool_calls = settings.parallel_tool_calls;
@@ -464,7 +470,7 @@ impl Run {
     fn warn_cut(&self) {
         let cap = match self.settings.options.max_tokens {
             Some(n) => format!("the cap of {n} tokens per reply"),
-            None => "the server's token limit".to_owned(),
+            None => "the room the context window left".to_owned(),
         };
         self.sink.warn(
             WarningKind::TokenLimit,
@@ -485,6 +491,10 @@ impl Run {
             self.sink
                 .send(ChatEvent::ToolCallStarted { call: call.clone() });
         }
+        let handed = planned.answered.iter().any(Option::is_none);
+        if self.settings.calls == CallMode::HandBack && handed {
+            return self.hand_back(&planned);
+        }
         let plan = self.coach.plan(&self.settings.tools, calls);
         let sources = plan.sources();
         let runs = |i: usize| planned.answered[i].is_none() && sources[i] == Source::Run;
@@ -492,8 +502,12 @@ impl Run {
             .filter(|&i| runs(i))
             .map(|i| calls[i].clone())
             .collect();
-        let (tools, config) = (&self.settings.tools, self.coach.config());
-        let (ran, cancelled) = execute_all(tools, &fresh, config, &self.cancel, &self.sink).await;
+        let toolbox = Toolbox {
+            tools: &self.settings.tools,
+            coach: self.coach.config(),
+            timeout: self.settings.tool_timeout,
+        };
+        let (ran, cancelled) = execute_all(toolbox, &fresh, &self.cancel, &self.sink).await;
         let mut ran = ran.into_iter();
         let mut results: Vec<Option<ToolOutcome>> = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
@@ -517,6 +531,22 @@ impl Run {
             return TurnEnd::Finish(FinishReason::Cancelled);
         }
         self.record_calls(&planned, &plan, results)
+    }
+
+    /// Hands the calls of `planned` that would run back to the caller ([`CallMode::HandBack`]):
+    /// answers the ones the strategy answered itself (events only), records the assistant
+    /// message with the others, and ends the run.
+    fn hand_back(&self, planned: &Planned<'_>) -> TurnEnd {
+        let mut handed = Vec::new();
+        for (call, answer) in planned.calls.iter().zip(&planned.answered) {
+            match answer {
+                Some(answer) => answer_unrun(&self.sink, call, answer, false),
+                None => handed.push(call.clone()),
+            }
+        }
+        let message = Message::assistant_with_calls(planned.text, handed);
+        self.sink.record(&self.shared, vec![message]);
+        TurnEnd::Finish(FinishReason::ToolCalls)
     }
 
     /// Records a turn whose calls all have their results: cuts the results to the room

@@ -11,7 +11,7 @@
 //!   were read as 40 (`usage.prompt_tokens`); with `read_file` offered, 71 counted were
 //!   read as 194. In a `--context-length 1024` chat, requests of 1066-1176 tokens went
 //!   out without compacting. So every message costs
-//!   [`PER_MESSAGE_TOKENS`](crate::tokens::PER_MESSAGE_TOKENS) tokens more from
+//!   `PER_MESSAGE_TOKENS` tokens more from
 //!   the start, and after each reply the gap between the server's prompt count and ours
 //!   is learned per model and per "tools offered or not" (the template's tool text
 //!   differs a lot between the two).

@@ -5,6 +5,11 @@
 //! - A *turn* here is a message together with the tool results that answer it: the
 //!   history may be cut only before a message that is not a tool result, so a call is
 //!   never separated from its results (and the history stays valid for every server).
+//! - **A ReAct observation is a result too.** ReAct records a call as the model's text
+//!   and its results as a user message `Observation: ...` right after it
+//!   (`strategy/react.rs`); a cut before that message would leave the `Action:` without
+//!   its answer, or an observation of a call the summary swallowed. So a user message
+//!   that opens with `Observation:` after an assistant message is no cut point either.
 //! - The head kept verbatim ends after the first user message; the tail kept verbatim is
 //!   the newest turns whose cost fits the budget, and always at least the newest turn.
 
@@ -29,10 +34,24 @@ impl Split {
     }
 }
 
-/// Whether the history may be cut just before `index` (the end always may).
+/// Whether the history may be cut just before `index` (the end always may): not before
+/// a tool result, nor before a ReAct observation (see the module docs).
 pub fn is_cut_point(messages: &[Message], index: usize) -> bool {
-    messages.get(index).is_none_or(|m| m.role() != Role::Tool)
+    let Some(message) = messages.get(index) else {
+        return true;
+    };
+    let after_assistant = index
+        .checked_sub(1)
+        .and_then(|i| messages.get(i))
+        .is_some_and(|m| m.role() == Role::Assistant);
+    let observation = message.role() == Role::User
+        && after_assistant
+        && message.text().trim_start().starts_with(OBSERVATION);
+    message.role() != Role::Tool && !observation
 }
+
+/// How ReAct's user message with a call's results opens (`strategy/react.rs`).
+const OBSERVATION: &str = "Observation:";
 
 /// The end of the verbatim head: just after the first user message (and any tool
 /// results that follow it), or 0 when there is no user message.
@@ -98,9 +117,19 @@ mod tests {
         out
     }
 
+    /// A ReAct call: the model's `Action:` text, then the observation as a user message.
+    fn react_turn(i: usize) -> Vec<Message> {
+        vec![
+            Message::assistant(format!(
+                "Thought: look\nAction: t\nAction Input: {{\"n\": {i}}}"
+            )),
+            Message::user(format!("Observation: {{\"n\": {i}}}")),
+        ]
+    }
+
     /// One piece of a generated history.
     fn piece() -> impl Strategy<Value = u8> {
-        0u8..4
+        0u8..5
     }
 
     fn build(pieces: &[u8]) -> Vec<Message> {
@@ -109,6 +138,7 @@ mod tests {
             match p {
                 0 => out.push(Message::user(format!("question {i}"))),
                 1 => out.push(Message::assistant(format!("answer {i}"))),
+                4 => out.extend(react_turn(i)),
                 n => out.extend(call_turn(&format!("c{i}_"), usize::from(*n) - 1)),
             }
         }
@@ -116,10 +146,14 @@ mod tests {
     }
 
     /// Every tool result follows the assistant message that made its call (or another
-    /// result of it).
+    /// result of it), and every ReAct observation the assistant message it answers.
     fn pairs_intact(messages: &[Message]) -> bool {
         let mut open: Vec<String> = Vec::new();
-        for m in messages {
+        for (i, m) in messages.iter().enumerate() {
+            let observation = m.role() == Role::User && m.text().starts_with("Observation:");
+            if observation && (i == 0 || messages[i - 1].role() != Role::Assistant) {
+                return false;
+            }
             match m.role() {
                 Role::Tool => {
                     let id = m.tool_call_id().unwrap_or_default().to_owned();
@@ -153,6 +187,24 @@ mod tests {
         // The newest turn is the call of `b` and its result.
         assert_eq!(split.tail, m.len() - 2);
         assert_eq!(turns_in(&m, split.middle()), 3);
+    }
+
+    #[test]
+    fn never_cuts_before_a_react_observation() {
+        // Issue 36: a ReAct observation is a user message, which used to be a cut point,
+        // so the newest turn kept was the observation without its `Action:`.
+        let mut m = vec![Message::user("first")];
+        m.extend(react_turn(1));
+        m.extend(react_turn(2));
+        let split = plan_split(&m, 0, |_| 10);
+        assert_eq!(split.head, 1);
+        assert_eq!(
+            split.tail,
+            m.len() - 2,
+            "the newest turn is the action and its observation"
+        );
+        assert!(!is_cut_point(&m, 2) && !is_cut_point(&m, 4));
+        assert!(is_cut_point(&m, 3));
     }
 
     proptest! {

@@ -58,12 +58,14 @@ mod stream;
 mod tests;
 mod types;
 
+use ollm_types::{ToolCall, ToolSchema};
 use serde_json::Value;
 
 use crate::coach::Rule;
 use blocks::Block;
 pub(crate) use qwen_xml::typed_strings;
 pub(crate) use stream::HoldBack;
+pub use types::{CallFormat, Rejected, TextCall, TextCalls};
 pub(crate) use types::{Format, OfferedTools, Recovered, Recovery};
 use types::{RawArgs, RawCall};
 
@@ -78,6 +80,7 @@ pub(crate) fn recover(text: &str, offered: &OfferedTools) -> Recovery {
     match whole_reply(&text[start..], offered) {
         Some((format, calls)) => Recovery {
             prose: text[..start].to_owned(),
+            formats: vec![format; calls.len()],
             calls: calls
                 .into_iter()
                 .map(|c| resolve(c, format, offered))
@@ -85,6 +88,61 @@ pub(crate) fn recover(text: &str, offered: &OfferedTools) -> Recovery {
         },
         None => trailing_list(text, body_from, offered).unwrap_or_else(|| prose_only(text)),
     }
+}
+
+/// Reads the tool calls a model wrote as text in `reply`, for the tools a request
+/// declared (`tools`: their names and argument schemas).
+///
+/// Every format local models use is read (Hermes `<tool_call>`, Qwen3-Coder XML,
+/// Mistral, Llama, pythonic lists, Functionary, DeepSeek, LFM, bare or fenced JSON), per
+/// call, and only deliberate markup counts: inline code, fenced examples amid prose and
+/// drafts inside `<think>` never become calls. Names are matched to a declared tool
+/// exactly, then ignoring case, a `functions.` prefix and a `:N` suffix. The result holds
+/// the prose without the call markup, the calls to declared tools (each with the format
+/// it came from) and, apart, what was clearly meant as a call but cannot run
+/// ([`Rejected`]). Pure text processing: nothing runs, nothing is sent.
+///
+/// ```
+/// use ollm_core::{CallFormat, recover_calls};
+/// use ollm_types::ToolSchema;
+/// use serde_json::json;
+///
+/// let tools = [ToolSchema::new("read_file", "Reads a file.", json!({"type": "object"}))];
+/// let reply = "Let me look.\n<tool_call>{\"name\": \"read_file\", \"arguments\": {\"path\": \"a.txt\"}}</tool_call>";
+/// let read = recover_calls(reply, &tools);
+/// assert_eq!(read.prose.trim(), "Let me look.");
+/// assert_eq!(read.calls[0].call.name, "read_file");
+/// assert_eq!(read.calls[0].call.arguments["path"], "a.txt");
+/// assert_eq!(read.calls[0].format, CallFormat::Hermes);
+/// ```
+pub fn recover_calls(reply: &str, tools: &[ToolSchema]) -> TextCalls {
+    let offered = OfferedTools::new(tools.iter().map(|t| (t.name.clone(), t.parameters.clone())));
+    let recovery = recover(reply, &offered);
+    let body = &reply[scan::think_end(reply)..];
+    let fenced = body.trim_start().starts_with("```");
+    let mut read = TextCalls {
+        prose: recovery.prose,
+        ..TextCalls::default()
+    };
+    for (item, format) in recovery.calls.into_iter().zip(recovery.formats) {
+        let format = CallFormat::of(format, fenced);
+        match item {
+            Recovered::Call { name, arguments } => {
+                let id = format!("text-call-{}", read.calls.len() + 1);
+                let call = ToolCall {
+                    id,
+                    name,
+                    arguments,
+                };
+                read.calls.push(TextCall { call, format });
+            }
+            Recovered::UnknownTool { name } => read.rejected.push(Rejected::UnknownTool { name }),
+            Recovered::Malformed { reason, .. } => {
+                read.rejected.push(Rejected::Malformed { format, reason });
+            }
+        }
+    }
+    read
 }
 
 /// Whether `text`, which makes no call, shows one instead: a fenced block, or a line of
@@ -151,6 +209,7 @@ fn trailing_list(text: &str, from: usize, offered: &OfferedTools) -> Option<Reco
     let calls = pythonic::parse_calls(text[start..].trim()).ok()?;
     Some(Recovery {
         prose: text[..start].to_owned(),
+        formats: vec![Format::Pythonic; calls.len()],
         calls: calls
             .into_iter()
             .map(|c| resolve(Ok(c), Format::Pythonic, offered))
@@ -162,6 +221,7 @@ fn prose_only(text: &str) -> Recovery {
     Recovery {
         prose: text.to_owned(),
         calls: Vec::new(),
+        formats: Vec::new(),
     }
 }
 
@@ -204,15 +264,19 @@ fn from_blocks(
     if !clearly {
         return prose_only(text);
     }
-    let calls = blocks
+    let (formats, calls) = blocks
         .into_iter()
         .flat_map(|b| {
             let format = b.format;
             b.calls.into_iter().map(move |c| (format, c))
         })
-        .map(|(format, c)| resolve(c, format, offered))
-        .collect();
-    Recovery { prose, calls }
+        .map(|(format, c)| (format, resolve(c, format, offered)))
+        .unzip();
+    Recovery {
+        prose,
+        calls,
+        formats,
+    }
 }
 
 /// A parsed call matched against the offered tools.

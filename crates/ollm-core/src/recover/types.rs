@@ -4,6 +4,7 @@
 //! (issue 26: these lived in `mod.rs`, which also dispatches to the formats, so every
 //! format imported its own dispatcher).
 
+use ollm_types::ToolCall;
 use serde_json::{Map, Value};
 
 use crate::coach::{CoachConfig, Rule};
@@ -126,6 +127,8 @@ pub(crate) struct Recovery {
     pub(crate) prose: String,
     /// The calls, in the order written.
     pub(crate) calls: Vec<Recovered>,
+    /// The format of each call, in the same order.
+    pub(crate) formats: Vec<Format>,
 }
 
 /// Arguments as a parser found them, before the tool is known.
@@ -139,3 +142,117 @@ pub(super) enum RawArgs {
 
 /// One call as a parser read it.
 pub(super) type RawCall = Result<(String, RawArgs), String>;
+
+/// The format a call recovered from text was written in (see [`recover_calls`]).
+///
+/// [`recover_calls`]: crate::recover_calls
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum CallFormat {
+    /// Hermes / Qwen2.5 / Qwen3: `<tool_call>{json}</tool_call>`.
+    Hermes,
+    /// Qwen3-Coder: `<function=NAME><parameter=KEY>VALUE</parameter></function>`.
+    QwenXml,
+    /// Mistral: `[TOOL_CALLS][...]` or `[TOOL_CALLS]NAME[ARGS]{...}`.
+    Mistral,
+    /// Llama 3.x `<|python_tag|>` and Llama 4 `<|python_start|>`.
+    Llama,
+    /// A pythonic list of calls, `[f(a=1), g(b="x")]`.
+    Pythonic,
+    /// Functionary: `>>>NAME\n{json}`.
+    Functionary,
+    /// DeepSeek's `<｜tool▁calls▁begin｜>` blocks.
+    DeepSeek,
+    /// LFM: `<|tool_call_start|>[f(a=1)]<|tool_call_end|>`.
+    Lfm,
+    /// A reply that is bare JSON calls.
+    Json,
+    /// A reply that is JSON calls in a code fence (```` ```json ````).
+    FencedJson,
+}
+
+impl CallFormat {
+    /// Its name: `hermes`, `qwen3-xml`, `mistral`, `llama`, `pythonic`, `functionary`,
+    /// `deepseek`, `lfm`, `json`, `fenced-json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallFormat::Hermes => "hermes",
+            CallFormat::QwenXml => "qwen3-xml",
+            CallFormat::Mistral => "mistral",
+            CallFormat::Llama => "llama",
+            CallFormat::Pythonic => "pythonic",
+            CallFormat::Functionary => "functionary",
+            CallFormat::DeepSeek => "deepseek",
+            CallFormat::Lfm => "lfm",
+            CallFormat::Json => "json",
+            CallFormat::FencedJson => "fenced-json",
+        }
+    }
+
+    /// The public name of an internal format; JSON in a fence when `fenced`.
+    pub(super) fn of(format: Format, fenced: bool) -> Self {
+        match format {
+            Format::Hermes => CallFormat::Hermes,
+            Format::QwenXml => CallFormat::QwenXml,
+            Format::Mistral => CallFormat::Mistral,
+            Format::Llama => CallFormat::Llama,
+            Format::Pythonic => CallFormat::Pythonic,
+            Format::Functionary => CallFormat::Functionary,
+            Format::DeepSeek => CallFormat::DeepSeek,
+            Format::Lfm => CallFormat::Lfm,
+            Format::Json if fenced => CallFormat::FencedJson,
+            Format::Json => CallFormat::Json,
+        }
+    }
+}
+
+impl std::fmt::Display for CallFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A call recovered from a reply's text, to a tool the caller declared.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TextCall {
+    /// The call: the declared tool's name, the arguments as a JSON object, and an id
+    /// `text-call-N` (N from 1, in the order written; unique within one reply only).
+    pub call: ToolCall,
+    /// The format it was written in; its presence marks the call as recovered.
+    pub format: CallFormat,
+}
+
+/// Something in a reply that is clearly meant as a call but is not one to run.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Rejected {
+    /// A well-formed call naming a tool that was not declared.
+    UnknownTool {
+        /// The name as written.
+        name: String,
+    },
+    /// Call markup that cannot be read.
+    Malformed {
+        /// The format it was written in.
+        format: CallFormat,
+        /// What was wrong, in words a model can act on.
+        reason: String,
+    },
+}
+
+/// What [`recover_calls`] read from a reply.
+///
+/// [`recover_calls`]: crate::recover_calls
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct TextCalls {
+    /// The reply without call markup (unchanged when it makes no call).
+    pub prose: String,
+    /// The calls to declared tools, in the order written.
+    pub calls: Vec<TextCall>,
+    /// The rest of the reply's call markup: calls to undeclared tools and unreadable
+    /// blocks, in the order written. Never run; a caller may answer them with an error
+    /// so the model can try again.
+    pub rejected: Vec<Rejected>,
+}

@@ -341,9 +341,23 @@ fn with_the_runaway_guard_off_a_reply_of_calls_is_read_whole() {
     }
 }
 
-/// The cap a run's request carries, for the config's cap and the call's.
-fn check_cap(config_cap: Option<u32>, call_cap: Option<u32>, expected: Option<u32>) {
-    let provider = MockProvider::answering("ok");
+/// What cap a request should carry.
+#[derive(Debug, Clone, Copy)]
+enum Cap {
+    /// Exactly this many tokens.
+    Exactly(u32),
+    /// What the window leaves after the prompt: under the window, within 100 tokens of
+    /// it for a prompt of "hi", and never past it with the prompt's estimate.
+    WindowLeft,
+}
+
+/// The cap a run's request carries in a `window`-token window, for the config's cap and
+/// the call's.
+fn check_cap(window: u32, config_cap: Option<u32>, call_cap: Option<u32>, expected: Cap) {
+    let provider = MockProvider::builder()
+        .window(window)
+        .turn(vec![ev::text("ok"), ev::finish()])
+        .build();
     let c = client_with(provider.clone(), registry([]), |cfg| {
         cfg.max_tokens = config_cap;
     });
@@ -352,16 +366,36 @@ fn check_cap(config_cap: Option<u32>, call_cap: Option<u32>, expected: Option<u3
         ..ChatOptions::default()
     };
     block_on(crate::support::collect(c.chat("hi", options)));
-    let sent = provider.requests()[0].options.max_tokens;
-    assert_eq!(sent, expected, "{config_cap:?} {call_cap:?}");
+    let request = &provider.requests()[0];
+    let sent = request
+        .options
+        .max_tokens
+        .expect("every request carries a cap");
+    let case = format!("{window} {config_cap:?} {call_cap:?}: sent {sent}");
+    match expected {
+        Cap::Exactly(n) => assert_eq!(sent, n, "{case}"),
+        Cap::WindowLeft => {
+            let prompt = request.estimated_prompt_tokens.unwrap_or_default();
+            assert!(sent + prompt <= window && sent + 100 > window, "{case}");
+        }
+    }
 }
 
 #[test]
 fn every_request_carries_a_generation_cap() {
-    check_cap(Some(DEFAULT_MAX_TOKENS), None, Some(DEFAULT_MAX_TOKENS));
-    check_cap(Some(100), None, Some(100));
-    check_cap(Some(100), Some(7), Some(7));
-    check_cap(None, None, None);
+    // Issue 36: `max_tokens: None` used to pass through, and a default cap over a small
+    // window made vLLM refuse every request (docs/vllm.md).
+    check_cap(
+        32768,
+        Some(DEFAULT_MAX_TOKENS),
+        None,
+        Cap::Exactly(DEFAULT_MAX_TOKENS),
+    );
+    check_cap(32768, Some(100), None, Cap::Exactly(100));
+    check_cap(32768, Some(100), Some(7), Cap::Exactly(7));
+    check_cap(32768, None, None, Cap::WindowLeft);
+    check_cap(2048, Some(DEFAULT_MAX_TOKENS), None, Cap::WindowLeft);
+    check_cap(2048, Some(100), Some(5000), Cap::WindowLeft);
     assert_eq!(
         ollm_core::ChatConfig::default().max_tokens,
         Some(DEFAULT_MAX_TOKENS)

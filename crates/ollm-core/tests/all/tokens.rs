@@ -1,11 +1,10 @@
 //! Token estimates and limits (properties 18 to 22).
 
 use ollm_core::tokens::{
-    ContextLimits, PER_MESSAGE_TOKENS, PREAMBLE_TOKENS, estimate_text, estimate_tokens,
-    request_text,
+    ContextLimits, estimate_text, estimate_tokens, request_text, template_overhead,
 };
 use ollm_core::{ChatEvent, History};
-use ollm_types::{FinishReason, Message, ProviderErrorKind, WarningKind};
+use ollm_types::{FinishReason, Message, ProviderErrorKind, ProviderRequest, WarningKind};
 use proptest::prelude::*;
 use test_utils::mock_provider::{MockProvider, ev};
 
@@ -13,7 +12,10 @@ use crate::support::{block_on, chat, check_events, client_with, config, count, f
 
 /// What the template adds to a one-prompt request without tools: the prompt and the
 /// reply's opening, and the preamble.
-const OVERHEAD: usize = 2 * PER_MESSAGE_TOKENS + PREAMBLE_TOKENS;
+fn overhead() -> usize {
+    let request = ProviderRequest::new("m", vec![Message::user("x")]);
+    template_overhead(&request)
+}
 
 fn warned(events: &[ChatEvent]) -> bool {
     count(
@@ -60,7 +62,7 @@ proptest! {
         });
         let events = block_on(chat(&c, "a prompt of some length"));
         check_events(&events);
-        let cost = counted + OVERHEAD;
+        let cost = counted + overhead();
         prop_assert_eq!(overflowed(&events), cost > limit);
         prop_assert_eq!(warned(&events), cost <= limit && cost * 10 >= limit * 9);
         prop_assert_eq!(provider.counted_texts().len(), 1);
@@ -80,7 +82,7 @@ proptest! {
         let texts = provider.counted_texts();
         let estimate = estimate_text(&texts[0]);
         prop_assert_eq!(estimate, prompt.chars().count().div_ceil(4));
-        prop_assert_eq!(overflowed(&events), estimate + OVERHEAD > limit);
+        prop_assert_eq!(overflowed(&events), estimate + overhead() > limit);
         if let Some(req) = provider.requests().first() {
             prop_assert_eq!(&request_text(req), &texts[0]);
         }
@@ -97,7 +99,7 @@ proptest! {
             cfg.context_limits = ContextLimits { default: limit, ..ContextLimits::default() };
         });
         let events = block_on(chat(&c, "x"));
-        let cost = counted + OVERHEAD;
+        let cost = counted + overhead();
         let in_band = cost * 10 >= limit * 9 && cost <= limit;
         prop_assert_eq!(warned(&events), in_band);
         if in_band {
