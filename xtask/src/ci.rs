@@ -29,14 +29,25 @@
 //!     `crates/ollm-eval`, xtask builds that binary, checks the flags with it and builds
 //!     `ollm` before the server starts: 3.8 minutes with both built, at a load average
 //!     of 8-10 from other work (the runs 3.6 of them).
-//! 14. `cargo xtask portable` (skipped with `--no-e2e`): the source-build path still
+//! 14. `OLLM_LLAMA_BUILD=baseline cargo xtask demo --server-sampling default` (skipped
+//!     with `--no-e2e`): the baseline prebuilt server (x86-64-v3 code, the path an AMD
+//!     EPYC or any AVX2 machine without AVX-VNNI takes) answers at llama.cpp's own
+//!     sampling, on any CI machine, since its code runs on every x86-64-v3 CPU. Cost,
+//!     measured on the shared 2-core machine: from an empty cache 4.3 minutes with the load
+//!     average at 7-9 (server 48 s: venv, a 34 MB wheel and the objdump inspection; model
+//!     50 s; load 6 s; the answer 2.5 minutes); in CI the venv and model are cached by
+//!     then, so it adds the wheel, its inspection and one answer: about 1 minute on idle
+//!     cores, 6.3 minutes measured with the load average at 12-14 (the answer 5.8 of them)
+//! 15. `cargo xtask portable` (skipped with `--no-e2e`): the source-build path still
 //!     builds, holds no AMX or AVX-512 code and runs on an emulated Haswell (see
-//!     `xtask/src/llama/portable.rs`); the build is about 8 minutes on 2 idle cores (861
-//!     CPU-seconds) from an empty cache
-//! 15. `OLLM_LLAMA_BUILD=source cargo xtask demo`, pinned and at the server's own
-//!     sampling (skipped with `--no-e2e`): the path most CPUs take answers too; its
-//!     greedy outputs differ from the prebuilt server's (issue 34)
-//! 16. `cargo xtask e2e --engine vllm` (skipped with `--no-e2e`, and skipped with a
+//!     `xtask/src/llama/portable.rs`); the build is about 6.5 minutes on 2 idle cores (776
+//!     CPU-seconds) from an empty cache, and the emulated run up to 30 minutes under load
+//! 16. `OLLM_LLAMA_BUILD=source cargo xtask demo`, pinned and at the server's own
+//!     sampling (skipped with `--no-e2e`): the source build, the path of other
+//!     architectures and CPUs without AVX2, answers too; its greedy outputs differ from
+//!     the prebuilt server's (issue 34). The build is step 15's, so each adds one server
+//!     start and one answer: about 1 minute each on idle cores, 3-6 under load
+//! 17. `cargo xtask e2e --engine vllm` (skipped with `--no-e2e`, and skipped with a
 //!     message on a machine with less than 10 GB of free disk or 8 GB of available
 //!     memory): the suite against a real vLLM on the CPU (see `xtask/src/vllm/`).
 //!     Measured on the shared 2-core machine (load average about 12 from other work):
@@ -178,6 +189,10 @@ fn real_server(root: &Path) -> Vec<Step<'_>> {
         ),
         ("demo".into(), Box::new(|| demo(None, "pinned"))),
         ("eval --smoke".into(), Box::new(smoke)),
+        (
+            "demo on the baseline prebuilt server, the server's own sampling".into(),
+            Box::new(|| demo(Some("baseline"), "default")),
+        ),
         (
             "portable source build".into(),
             Box::new(llama::check_portable),

@@ -124,8 +124,9 @@ Environment:
   OLLM_PYTHON          the Python used to create the cache's venv (default python3)
   OLLM_LLAMA_SERVER    run this llama-server instead of installing one (also the key
                        `llama_server` in ollm's config file)
-  OLLM_LLAMA_BUILD     `prebuilt` or `source`: force that path (default: prebuilt
-                       where the platform fits, else the portable source build)
+  OLLM_LLAMA_BUILD     `prebuilt`, `baseline` or `source`: force that path (default:
+                       prebuilt where the CPU fits, else the baseline prebuilt server on
+                       x86-64-v3 CPUs, else the portable source build)
 ";
 
 fn main() -> ExitCode {

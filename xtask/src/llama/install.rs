@@ -483,6 +483,74 @@ mod tests {
         check(&f, &Origin::Source, "Python >= 3.10, none runs");
     }
 
+    /// Real CPUs' flag sets (the ones the rules read), and the path each machine takes
+    /// with glibc 2.36 and Python 3.11 and nothing forced: the choice is automatic, the
+    /// prebuilt server only where every flag it needs is there, the baseline one on any
+    /// x86-64-v3 CPU it refuses, and the source build below x86-64-v3.
+    #[test]
+    fn each_cpu_class_takes_the_path_its_flags_allow() {
+        const V3: &str = "avx avx2 bmi2 f16c fma";
+        const AVX512: &str = "avx512f avx512bw avx512vl avx512dq avx512cd avx512_vnni";
+        let table: &[(&str, String, Origin, &str)] = &[
+            (
+                "Sapphire Rapids (AVX-VNNI, AVX-512 BF16, AMX)",
+                format!("{V3} avx_vnni {AVX512} avx512_bf16 amx_tile amx_int8"),
+                Origin::Prebuilt,
+                "every extension",
+            ),
+            (
+                "AMD EPYC Zen 4 (AVX-512 VNNI and BF16, no AVX-VNNI)",
+                format!("{V3} {AVX512} avx512_bf16"),
+                Origin::Baseline,
+                "this CPU lacks avx_vnni,",
+            ),
+            (
+                "Ice Lake server (AVX-512 VNNI, no BF16, no AVX-VNNI)",
+                format!("{V3} {AVX512}"),
+                Origin::Baseline,
+                "this CPU lacks avx_vnni, avx512_bf16",
+            ),
+            (
+                "Alder Lake client (AVX-VNNI, no AVX-512)",
+                format!("{V3} avx_vnni"),
+                Origin::Baseline,
+                "this CPU lacks avx512f",
+            ),
+            (
+                "Haswell or EPYC Zen 2 (AVX2 only)",
+                V3.to_owned(),
+                Origin::Baseline,
+                "baseline prebuilt server's needs (avx avx2 bmi2 f16c fma",
+            ),
+            (
+                "Ivy Bridge (AVX and F16C, no AVX2)",
+                "avx f16c".to_owned(),
+                Origin::Source,
+                "this CPU lacks avx2, bmi2, fma, which the baseline",
+            ),
+            (
+                "no AVX at all",
+                "sse4_2".to_owned(),
+                Origin::Source,
+                "this CPU lacks avx, avx2, bmi2, f16c, fma, which the baseline",
+            ),
+        ];
+        for (cpu, flags, origin, why) in table {
+            let f = Facts {
+                cpu_flags: flags.split(' ').map(str::to_owned).collect(),
+                ..facts()
+            };
+            let choice = choose(&f).unwrap();
+            assert_eq!(&choice.origin, origin, "{cpu}: {}", choice.why);
+            assert!(
+                choice.why.contains(why),
+                "{cpu}: {:?} lacks {why:?}",
+                choice.why
+            );
+            assert!(choice.automatic, "{cpu}");
+        }
+    }
+
     #[test]
     fn only_an_automatic_choice_may_fall_back_and_a_bad_forced_value_is_an_error() {
         assert!(choose(&facts()).unwrap().automatic);
