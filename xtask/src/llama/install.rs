@@ -24,6 +24,8 @@
 //!    for AVX2, FMA, F16C and BMI2 (x86-64-v3, every x86 CPU since 2013-2015), which the
 //!    post-build check proves holds no AMX and no AVX-512 instruction. A build whose
 //!    recorded sources or options differ is rebuilt. About 6.5 minutes on 2 idle cores.
+//!    An x86_64 CPU below x86-64-v3 ends here too, though this build will not run on it
+//!    either; the reason xtask prints says so and names `OLLM_LLAMA_SERVER`.
 //!
 //! `OLLM_LLAMA_BUILD=prebuilt|baseline|source` forces path 2, 3 or 4 (CI uses `source`
 //! to prove the last resort still builds). xtask prints the path it took and why.
@@ -187,7 +189,10 @@ pub(crate) fn choose(facts: &Facts) -> Result<Choice> {
                 baseline::FLAGS.join(" ")
             ),
         ),
-        (Some(misfit), Some(also)) => (Origin::Source, format!("{misfit}, and {also}")),
+        (Some(misfit), Some(also)) => (
+            Origin::Source,
+            format!("{misfit}, and {also}{}", below_v3(facts)),
+        ),
     };
     Ok(Choice {
         origin,
@@ -222,6 +227,17 @@ fn misfit(facts: &Facts, server: &str, glibc: (u32, u32), flags: &[&str]) -> Opt
             missing.join(", ")
         )
     })
+}
+
+/// The warning for an x86_64 CPU below x86-64-v3, which the source build's code needs too.
+fn below_v3(facts: &Facts) -> &'static str {
+    let lacks = !cpu::missing_flags(baseline::FLAGS.iter().copied(), &facts.cpu_flags).is_empty();
+    if facts.arch == "x86_64" && lacks {
+        "; the source build's code is x86-64-v3 as well, so it will not run on this CPU either: \
+         set OLLM_LLAMA_SERVER to a llama-server built for it"
+    } else {
+        ""
+    }
 }
 
 /// Why the prebuilt server cannot run here, if it cannot.
@@ -529,6 +545,12 @@ mod tests {
                 "this CPU lacks avx2, bmi2, fma, which the baseline",
             ),
             (
+                "Ivy Bridge, warned that the source build needs x86-64-v3 too",
+                "avx f16c".to_owned(),
+                Origin::Source,
+                "will not run on this CPU either: set OLLM_LLAMA_SERVER",
+            ),
+            (
                 "no AVX at all",
                 "sse4_2".to_owned(),
                 Origin::Source,
@@ -548,6 +570,21 @@ mod tests {
                 choice.why
             );
             assert!(choice.automatic, "{cpu}");
+        }
+        // The warning is for x86_64 CPUs below x86-64-v3 only.
+        let old_glibc = Facts {
+            glibc: Some((2, 12)),
+            ..facts()
+        };
+        let arm = Facts {
+            arch: "aarch64".into(),
+            cpu_flags: BTreeSet::new(),
+            ..facts()
+        };
+        for f in [old_glibc, arm] {
+            let choice = choose(&f).unwrap();
+            assert_eq!(choice.origin, Origin::Source, "{f:?}");
+            assert!(!choice.why.contains("will not run"), "{}", choice.why);
         }
     }
 
