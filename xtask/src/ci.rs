@@ -35,9 +35,10 @@
 //!     sampling, on any CI machine, since its code runs on every x86-64-v3 CPU. Cost,
 //!     measured on the shared 2-core machine: from an empty cache 4.3 minutes with the load
 //!     average at 7-9 (server 48 s: venv, a 34 MB wheel and the objdump inspection; model
-//!     50 s; load 6 s; the answer 2.5 minutes); in CI the venv and model are cached by
-//!     then, so it adds the wheel, its inspection and one answer: about 1 minute on idle
-//!     cores, 6.3 minutes measured with the load average at 12-14 (the answer 5.8 of them)
+//!     50 s; load 6 s; the answer 2.5 minutes). In CI the venv and model are cached by
+//!     then, so it adds the wheel, its inspection and one demo: five warm runs took 141-378
+//!     s with the load at 5-14 (the answer 130-347 s of them, one model turn of it a
+//!     repeated call), so 3-7 minutes with the install, about 2 on idle cores
 //! 15. `cargo xtask portable` (skipped with `--no-e2e`): the source-build path still
 //!     builds, holds no AMX or AVX-512 code and runs on an emulated Haswell (see
 //!     `xtask/src/llama/portable.rs`); the build is about 6.5 minutes on 2 idle cores (776
@@ -46,7 +47,8 @@
 //!     sampling (skipped with `--no-e2e`): the source build, the path of other
 //!     architectures and CPUs without AVX2, answers too; its greedy outputs differ from
 //!     the prebuilt server's (issue 34). The build is step 15's, so each adds one server
-//!     start and one answer: about 1 minute each on idle cores, 3-6 under load
+//!     start and one answer: like step 14's warm runs, 1.5-6 minutes each as the load goes (the
+//!     same x86-64-v3 code)
 //! 17. `cargo xtask e2e --engine vllm` (skipped with `--no-e2e`, and skipped with a
 //!     message on a machine with less than 10 GB of free disk or 8 GB of available
 //!     memory): the suite against a real vLLM on the CPU (see `xtask/src/vllm/`).
