@@ -45,10 +45,10 @@
 //!     CPU-seconds) from an empty cache, and the emulated run up to 30 minutes under load
 //! 16. `OLLM_LLAMA_BUILD=source cargo xtask demo`, pinned and at the server's own
 //!     sampling (skipped with `--no-e2e`): the source build, the path of other
-//!     architectures and CPUs without AVX2, answers too; its greedy outputs differ from
-//!     the prebuilt server's (issue 34). The build is step 15's, so each adds one server
-//!     start and one answer: like step 14's warm runs, 1.5-6 minutes each as the load goes (the
-//!     same x86-64-v3 code)
+//!     architectures and of x86_64 machines with an old glibc or Python, answers too; its
+//!     greedy outputs differ from the prebuilt server's (issue 34). The build is step 15's,
+//!     so each adds one server start and one answer: like step 14's warm runs (the same
+//!     x86-64-v3 code), 1.5-6 minutes each as the load goes
 //! 17. `cargo xtask e2e --engine vllm` (skipped with `--no-e2e`, and skipped with a
 //!     message on a machine with less than 10 GB of free disk or 8 GB of available
 //!     memory): the suite against a real vLLM on the CPU (see `xtask/src/vllm/`).
