@@ -161,7 +161,8 @@ pub(crate) fn signal_meaning(signal: i32) -> (String, &'static str) {
             "SIGILL",
             "illegal instruction: this llama-server was built for a CPU feature this \
              machine does not enable (AVX-512, or AMX on a VM whose kernel does not grant \
-             it). Remedy: OLLM_LLAMA_BUILD=source builds a portable server, or point \
+             it). Remedy: OLLM_LLAMA_BUILD=baseline runs a prebuilt server for any \
+             x86-64-v3 CPU (AVX2), OLLM_LLAMA_BUILD=source builds one, or point \
              OLLM_LLAMA_SERVER at a llama-server built for this CPU",
         ),
         6 => (

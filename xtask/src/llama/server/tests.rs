@@ -74,7 +74,7 @@ fn a_server_that_dies_of_sigill_says_so_with_the_remedy_and_its_log() {
     assert!(text.contains("SIGILL (signal 4)"), "{text}");
     assert!(!text.contains("SIGSEGV"), "{text}");
     assert!(
-        text.contains("OLLM_LLAMA_BUILD=source"),
+        text.contains("OLLM_LLAMA_BUILD=baseline") && text.contains("OLLM_LLAMA_BUILD=source"),
         "the remedy: {text}"
     );
 }
