@@ -4,7 +4,9 @@
 //!   or hyper, directly or through any normal (non-dev, non-build) dependency. `ollm-core`
 //!   is the runtime without HTTP: it must not reach reqwest or hyper. `ollm-tools` must
 //!   not reach the CLI or anything CLI-ish (clap, rustyline, indicatif), and neither may
-//!   `ollm-mcp` (ARCHITECTURE.md: it never depends on the CLI). The check walks the
+//!   `ollm-mcp` (ARCHITECTURE.md: it never depends on the CLI). `ollm-serve` may reach
+//!   only the types, core and the bridge among ours: not the CLI, the tools or MCP
+//!   (serve runs no tool), nor anything CLI-ish. The check walks the
 //!   resolved graph from `cargo metadata` (all features, all targets), so a dependency
 //!   pulled in behind a feature or a platform still counts, and it prints the chain that
 //!   leads to a banned crate.
@@ -45,6 +47,18 @@ const BANS: &[(&str, &[&str])] = &[
     ),
     // MCP servers' tools are a library too: the CLI wraps them, never the other way.
     ("ollm-mcp", &["ollm-cli", "clap", "rustyline", "indicatif"]),
+    // The gateway is a library over core and the pool: it runs no tool and knows no CLI.
+    (
+        "ollm-serve",
+        &[
+            "ollm-cli",
+            "ollm-tools",
+            "ollm-mcp",
+            "clap",
+            "rustyline",
+            "indicatif",
+        ],
+    ),
 ];
 
 /// The only crates `ollm-types` may depend on (normal and build dependencies).
@@ -299,7 +313,7 @@ mod tests {
     }
 
     /// A small graph: types -> serde; core -> types, tokio (normal), reqwest (dev);
-    /// tokio -> mio; reqwest -> hyper.
+    /// tokio -> mio; reqwest -> hyper; tools, mcp and serve -> core.
     fn metadata() -> Value {
         let package = |name: &str| json!({ "id": format!("{name}-id"), "name": name });
         let packages = [
@@ -313,6 +327,7 @@ mod tests {
             "mio",
             "reqwest",
             "hyper",
+            "ollm-serve",
         ]
         .map(package);
         json!({
@@ -332,6 +347,7 @@ mod tests {
                 { "id": "ollm-tools-id", "deps": [dep("ollm-core-id", Value::Null)] },
                 { "id": "clap-id", "deps": [] },
                 { "id": "ollm-mcp-id", "deps": [dep("ollm-core-id", Value::Null)] },
+                { "id": "ollm-serve-id", "deps": [dep("ollm-core-id", Value::Null)] },
             ] },
         })
     }
@@ -414,6 +430,21 @@ mod tests {
             Some(vec![
                 "`ollm-tools` must not depend on `clap`: ollm-tools -> clap".to_owned(),
                 "`ollm-mcp` must not depend on `clap`: ollm-mcp -> ollm-tools -> clap".to_owned(),
+            ])
+        );
+    }
+
+    #[test]
+    fn the_gateway_must_not_depend_on_the_tools() {
+        let mut metadata = metadata();
+        metadata["resolve"]["nodes"][10]["deps"] = json!([
+            dep("ollm-core-id", Value::Null),
+            dep("ollm-tools-id", Value::Null),
+        ]);
+        assert_eq!(
+            banned_dependencies(&metadata).ok(),
+            Some(vec![
+                "`ollm-serve` must not depend on `ollm-tools`: ollm-serve -> ollm-tools".to_owned(),
             ])
         );
     }

@@ -12,8 +12,7 @@ use ollm_bridge::{OpenAiConfig, OpenAiProvider, ProviderPool, Replica, ReplicaKi
 use serde_json::{Value, json};
 use test_utils::mock_openai::{MockOpenAi, Reply};
 
-use super::policy::{ClientKey, Policy, Repair};
-use super::{App, Options, http};
+use crate::{ClientKey, Options, Policy, Repair};
 
 const FENCED_CALL: &str =
     "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```";
@@ -52,8 +51,11 @@ async fn serve(urls: &[String], repair: bool, key: Option<&str>) -> String {
 /// Serves `urls` on a free port with `options`; the base URL.
 async fn serve_with(urls: &[String], options: Options) -> String {
     let pool = ProviderPool::new(urls.iter().map(|u| replica(u)).collect()).expect("replicas");
-    let app = Arc::new(App::new(pool, options));
-    let router = http::router(app, 64 * 1024);
+    let options = Options {
+        max_body_bytes: 64 * 1024,
+        ..options
+    };
+    let router = crate::router(pool, options).expect("usable options");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -337,6 +339,83 @@ async fn an_api_key_guards_every_route_but_health() {
     let list: Value = models.json().await.expect("json");
     assert_eq!(list["data"][0]["id"], "mock-model");
     assert_eq!(get("/health", None).await.expect("sent").status(), 200);
+}
+
+#[tokio::test]
+async fn the_router_mounts_under_a_prefix_in_another_app() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(FENCED_CALL));
+    let pool = ProviderPool::new(vec![replica(&mock.base_url())]).expect("replicas");
+    let options = Options {
+        keys: vec![ClientKey {
+            name: "default".into(),
+            secret: "sekret".into(),
+            repair: None,
+        }],
+        ..Options::default()
+    };
+    let gateway = crate::router(pool, options).expect("usable options");
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "the host app" }))
+        .nest("/llm", gateway);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let client = reqwest::Client::new();
+    let status = |path: &str| {
+        let request = client.get(format!("{base}{path}"));
+        async move { request.send().await.expect("sent").status().as_u16() }
+    };
+    // The host's own route is its own; the gateway's health is open, the rest keyed.
+    assert_eq!(status("/").await, 200);
+    assert_eq!(status("/llm/health").await, 200);
+    assert_eq!(status("/llm/v1/models").await, 401);
+    let reply: Value = client
+        .post(format!("{base}/llm/v1/chat/completions"))
+        .bearer_auth("sekret")
+        .json(&body(false, true))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let call = &reply["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "read_file", "{reply}");
+}
+
+#[test]
+fn options_that_cannot_work_are_refused_when_the_router_is_built() {
+    let check = |options: Options, want: Option<crate::ServeError>| {
+        let pool = ProviderPool::new(vec![replica("http://127.0.0.1:9/v1")]).expect("replicas");
+        assert_eq!(crate::router(pool, options).err(), want);
+    };
+    check(Options::default(), None);
+    check(
+        Options {
+            max_in_flight: Some(0),
+            ..Options::default()
+        },
+        Some(crate::ServeError::NoCapacity),
+    );
+    check(
+        Options {
+            forward_headers: vec!["X-Smg-Routing-Key".into()],
+            ..Options::default()
+        },
+        None,
+    );
+    check(
+        Options {
+            forward_headers: vec!["bad header".into()],
+            ..Options::default()
+        },
+        Some(crate::ServeError::HeaderName("bad header".into())),
+    );
 }
 
 #[tokio::test]

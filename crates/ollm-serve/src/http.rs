@@ -80,19 +80,27 @@ const RETRY_AFTER_SECS: &str = "1";
 /// What serve added to the reply's latency, in milliseconds (`clock.rs`).
 const OVERHEAD_HEADER: &str = "x-ollm-overhead-ms";
 
-/// How the server treats requests: plain data, settled by the CLI.
+/// How the gateway treats requests: plain data (the CLI settles its flags and the
+/// `[serve]` table into it).
 #[derive(Debug, Clone)]
-pub(crate) struct Options {
+#[non_exhaustive]
+pub struct Options {
     /// The repair policy, the server's and the models'.
-    pub(crate) policy: Policy,
+    pub policy: Policy,
     /// The keys clients may use; none: no key asked for.
-    pub(crate) keys: Vec<ClientKey>,
+    pub keys: Vec<ClientKey>,
     /// How a `tool_choice` that obliges a call is enforced on a retry (`contract.rs`):
     /// `Constrained` where the upstream takes a JSON schema, else `React`.
-    pub(crate) constraint: ToolMode,
+    pub constraint: ToolMode,
     /// Chat replies in flight per healthy replica before the server answers 429; none:
     /// no limit.
-    pub(crate) max_in_flight: Option<usize>,
+    pub max_in_flight: Option<usize>,
+    /// The largest request body accepted, in bytes (413 above it).
+    pub max_body_bytes: usize,
+    /// Request headers passed on to the upstream on every request made for the client's
+    /// (routing keys such as SGLang's `x-smg-routing-key`), besides the session headers,
+    /// which always are. Case does not matter.
+    pub forward_headers: Vec<String>,
 }
 
 impl Default for Options {
@@ -102,6 +110,8 @@ impl Default for Options {
             keys: Vec::new(),
             constraint: ToolMode::Constrained,
             max_in_flight: None,
+            max_body_bytes: crate::DEFAULT_MAX_BODY,
+            forward_headers: Vec::new(),
         }
     }
 }
