@@ -145,7 +145,7 @@ pub(crate) fn handler(command: Command) -> Handler {
         }),
         Command::Run(args) => served(move |s| run_command(args, s)),
         Command::Serve(args) => Handler::Settled(Box::new(move |s, _| {
-            crate::serve::run(&args, &s.settings.provider, &s.serve)
+            crate::serve::run(&args, &s.settings, &s.serve)
         })),
     }
 }

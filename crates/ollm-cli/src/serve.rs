@@ -11,6 +11,9 @@
 //!   also marks replicas (see the pool's docs).
 //! - The address it listens on is printed on stdout (`listening on http://...`) once the
 //!   socket is bound, so scripts and tests can start it on port 0 and read the port.
+//! - The config file's `[coach] off` switches the coach's rules off for serve's repairs
+//!   as for `ollm run`; the rest of the coach's config is `ollm_serve`'s default (the
+//!   `path` argument for `path-in-name`, as the CLI's tools take).
 //! - This file is the CLI's glue: flags, the config file's `[serve]` table
 //!   ([`ServeEntry`]) and the environment settle here into plain [`Options`], and the
 //!   server is `ollm_serve`'s router (crates/ollm-serve). A `--repair` flag wins over
@@ -24,17 +27,20 @@ use ollm_core::ToolMode;
 use ollm_serve::{ClientKey, Options, Policy, Repair, ServeEntry};
 
 use crate::args::{HealthArg, RepairArg, ServeArgs};
-use crate::config::{self, Env, ProviderKind, ProviderSettings};
+use crate::config::{self, Env, ProviderKind, ProviderSettings, Settings};
 use crate::exit::CliError;
 use crate::providers;
 
 /// Runs the server until Ctrl-C.
 pub(crate) fn run(
     args: &ServeArgs,
-    provider: &ProviderSettings,
+    settings: &Settings,
     entry: &ServeEntry,
 ) -> Result<(), CliError> {
-    let options = options(args, entry, provider.kind, &Env::from_process())?;
+    let provider = &settings.provider;
+    let mut options = options(args, entry, provider.kind, &Env::from_process())?;
+    // `[coach] off` holds for serve's repairs as for `ollm run`.
+    options.coach.off.extend(settings.coach_off.iter().copied());
     if !args.listen.ip().is_loopback() && options.keys.is_empty() {
         return Err(CliError::Usage(format!(
             "refusing to listen on {} without --api-key: only loopback addresses are open",

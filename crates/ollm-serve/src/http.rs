@@ -51,7 +51,7 @@ use axum::routing::{get, post};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use ollm_bridge::ProviderPool;
-use ollm_core::{ProviderAdapter, ToolMode};
+use ollm_core::{CoachConfig, ProviderAdapter, ToolMode};
 use ollm_types::{ProviderError, ProviderErrorKind, ProviderRequest};
 use serde_json::{Value, json};
 
@@ -101,6 +101,11 @@ pub struct Options {
     /// (routing keys such as SGLang's `x-smg-routing-key`), besides the session headers,
     /// which always are. Case does not matter.
     pub forward_headers: Vec<String>,
+    /// The coach's switches and words, for the turn loop's runs and for the answer asked
+    /// for in place of a reply that only repeats answered calls (`repair.rs`). The
+    /// default turns every rule on and names `path` as the argument a file path goes in
+    /// (`path-in-name`), as `ollm run` does.
+    pub coach: CoachConfig,
 }
 
 impl Default for Options {
@@ -112,6 +117,10 @@ impl Default for Options {
             max_in_flight: None,
             max_body_bytes: crate::DEFAULT_MAX_BODY,
             forward_headers: Vec::new(),
+            coach: CoachConfig {
+                path_argument: Some("path".to_owned()),
+                ..CoachConfig::default()
+            },
         }
     }
 }
@@ -120,6 +129,8 @@ impl Default for Options {
 pub(crate) struct App {
     pub(crate) pool: ProviderPool,
     pub(crate) options: Options,
+    /// The coach's config of `options`, shared by every request's repair.
+    coach: Arc<CoachConfig>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) cache: Arc<InfoCache>,
     pub(crate) replies: AtomicU64,
@@ -130,6 +141,7 @@ impl App {
     pub(crate) fn new(pool: ProviderPool, options: Options) -> Self {
         App {
             pool,
+            coach: Arc::new(options.coach.clone()),
             options,
             metrics: Arc::default(),
             cache: Arc::default(),
@@ -156,6 +168,7 @@ impl App {
             cache: Arc::clone(&self.cache),
             metrics: Arc::clone(&self.metrics),
             constraint: self.options.constraint,
+            coach: Arc::clone(&self.coach),
             clock,
         }
     }

@@ -442,25 +442,51 @@ async fn metrics_count_requests_calls_and_replicas() {
     assert!(text.contains("ollm_serve_in_flight 0"), "{text}");
 }
 
-#[tokio::test]
-async fn a_reply_that_only_repeats_an_answered_call_becomes_the_answer() {
-    let mock = MockOpenAi::start().await.expect("mock");
-    mock.push_reply(answer(FENCED_CALL));
-    mock.push_reply(answer("It says hello."));
-    let base = serve(&[mock.base_url()], true, None).await;
-    let mut turn = body(true, true);
+/// A conversation whose `read_file notes.txt` already has its result.
+fn after_a_result(stream: bool) -> Value {
+    let mut turn = body(stream, true);
     turn["messages"] = json!([
         {"role": "user", "content": "What is in notes.txt?"},
         {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
             "function": {"name": "read_file", "arguments": "{\"path\":\"notes.txt\"}"}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "hello"},
     ]);
-    let (status, text) = post(&base, &turn).await;
-    assert_eq!(status, 200, "{text}");
+    turn
+}
+
+#[tokio::test]
+async fn a_reply_that_only_repeats_an_answered_call_becomes_the_answer() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(FENCED_CALL));
+    mock.push_reply(answer("It says hello."));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let response = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&after_a_result(true))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 200);
+    // The coach's repair is marked as every repair is: header, finish chunk, metric.
+    assert_eq!(
+        response.headers()["x-ollm-repair"],
+        "coached; rule=answer-after-idle; calls=1"
+    );
+    let text = response.text().await.expect("body");
     let events = events(&text);
     let (content, calls) = reassemble(&events);
     assert!(calls.is_empty(), "the repeat went to the client: {text}");
     assert_eq!(content, "It says hello.");
+    let marked = events
+        .iter()
+        .find_map(|e| e.get("ollm").cloned())
+        .unwrap_or_default();
+    assert_eq!(marked["repair"]["status"], "coached", "{text}");
+    assert_eq!(marked["repair"]["rule"], "answer-after-idle", "{text}");
+    assert_eq!(
+        marked["repair"]["calls"][0]["function"]["name"], "read_file",
+        "{text}"
+    );
     let asked = mock.requests();
     assert_eq!(asked.len(), 2);
     assert!(asked[1].get("tools").is_none(), "{}", asked[1]);
@@ -468,7 +494,62 @@ async fn a_reply_that_only_repeats_an_answered_call_becomes_the_answer() {
         .as_array()
         .and_then(|m| m.last().cloned())
         .unwrap_or_default();
-    assert_eq!(last["content"], ollm_core::ANSWER_NUDGE);
+    let nudge = ollm_core::Nudge::Answer.text(&ollm_core::CoachConfig::default());
+    assert_eq!(last["content"], nudge.as_str());
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("sent")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("ollm_serve_coached_calls_total{rule=\"answer-after-idle\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn the_coachs_switches_decide_whether_a_repeat_is_answered() {
+    // (rules off, whether the repeated call reaches the client)
+    let check = async |off: &[ollm_core::Rule], reaches: bool| {
+        let mock = MockOpenAi::start().await.expect("mock");
+        mock.push_reply(answer(FENCED_CALL));
+        mock.push_reply(answer("It says hello."));
+        let mut options = Options::default();
+        options.coach.off = off.iter().copied().collect();
+        let base = serve_with(&[mock.base_url()], options).await;
+        let (status, text) = post(&base, &after_a_result(false)).await;
+        assert_eq!(status, 200, "{text}");
+        let reply: Value = serde_json::from_str(&text).expect("json");
+        let calls = reply["choices"][0]["message"]["tool_calls"]
+            .as_array()
+            .map_or(0, Vec::len);
+        assert_eq!(calls == 1, reaches, "{off:?}: {reply}");
+        assert_eq!(
+            mock.requests().len(),
+            if reaches { 1 } else { 2 },
+            "{off:?}"
+        );
+    };
+    use ollm_core::Rule;
+    check(&[], false).await;
+    check(&[Rule::RepeatGuard], true).await;
+    check(&[Rule::AnswerAfterIdle], true).await;
+    check(&[Rule::ActNudge], false).await;
+}
+
+#[tokio::test]
+async fn a_path_written_into_the_tools_name_becomes_its_path_argument() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let reply = "```json\n{\"name\": \"read_notes.txt\", \"arguments\": {}}\n```";
+    mock.push_reply(answer(reply));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let (status, text) = post(&base, &body(false, true)).await;
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).expect("json");
+    let call = &reply["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "read_file", "{reply}");
+    assert_eq!(call["function"]["arguments"], "{\"path\":\"notes.txt\"}");
 }
 
 #[tokio::test]
