@@ -241,6 +241,14 @@ mod settle_tests {
             Some(Some(2))
         );
         assert!(limit(&[], "max_in_flight = 0").is_err());
+        let forward = settle(
+            &[],
+            "forward_headers = [\"x-smg-routing-key\"]",
+            ProviderKind::Openai,
+        )
+        .expect("settled")
+        .forward_headers;
+        assert_eq!(forward, ["x-smg-routing-key"]);
         let messages = settle(&[], "", ProviderKind::Anthropic).expect("settled");
         assert_eq!(
             messages.constraint,

@@ -21,6 +21,13 @@
 //!   routing (a session's affinity may keep more than N on one replica).
 //! - A client's session header (`x-session-id`, or `x-session-affinity` as some routers
 //!   name it) is the pool's affinity key.
+//! - **The session headers and the configured routing headers go upstream** with every
+//!   chat request serve makes for the client's (its retries, the repair loop's turns,
+//!   the `tool_choice` retry, the coach's answer), as the client sent them: vLLM's
+//!   routers key on `X-Session-ID` and SGLang's gateway on `x-smg-routing-key` (issue 37),
+//!   and a router between serve and the engines would otherwise lose the client's
+//!   affinity. Only the names asked for: a client's `Authorization` is serve's, never
+//!   the upstream's.
 //! - **Every error a client receives is logged** with its cause (the upstream's status
 //!   and message, or the transport error): server errors at `error`, the rest at `warn`,
 //!   so they show at the default verbosity. Issue 37 saw one request in about 45 answered
@@ -323,7 +330,7 @@ async fn answer(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let clock = Clock::start();
-    let client = match client_request(body) {
+    let mut client = match client_request(body) {
         Ok(client) => client,
         Err(refused) => return *refused,
     };
@@ -331,6 +338,7 @@ async fn answer(
         .iter()
         .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()))
         .map(str::to_owned);
+    client.request.headers = forwarded(headers, &app.options.forward_headers);
     let model = client.request.model.clone();
     let policy = app
         .options
@@ -362,6 +370,28 @@ async fn answer(
     let overhead = clock.overhead();
     app.metrics.overhead(overhead);
     with_policy(with_overhead(response, overhead), policy)
+}
+
+/// The client's headers that go upstream with every request made for it: the session
+/// headers and the `forward` ones (lower case, as [`crate::router`] settled them), each
+/// as the client sent it; a value that is not text is left out.
+fn forwarded(headers: &HeaderMap, forward: &[String]) -> Vec<(String, String)> {
+    let names = SESSION_HEADERS
+        .iter()
+        .copied()
+        .chain(forward.iter().map(String::as_str));
+    let mut out: Vec<(String, String)> = Vec::new();
+    for name in names {
+        if out.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        for value in headers.get_all(name) {
+            if let Ok(value) = value.to_str() {
+                out.push((name.to_owned(), value.to_owned()));
+            }
+        }
+    }
+    out
 }
 
 /// The answer when every replica is full: 429 with `Retry-After`, as llama-swap's

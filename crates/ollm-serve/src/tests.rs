@@ -553,6 +553,71 @@ async fn a_path_written_into_the_tools_name_becomes_its_path_argument() {
 }
 
 #[tokio::test]
+async fn session_and_routing_headers_go_upstream_on_every_request_made_for_the_client() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let invented = "```json\n{\"name\": \"say_hello\", \"arguments\": {}}\n```";
+    // A call to an undeclared tool, then the answer (two runs of the repair loop); the
+    // coach's answer to a repeat (two requests); a request without tools (one).
+    mock.push_reply(answer(invented));
+    mock.push_reply(answer("Hello."));
+    mock.push_reply(answer(FENCED_CALL));
+    mock.push_reply(answer("It says hello."));
+    mock.push_reply(answer("Plain."));
+    let options = Options {
+        forward_headers: vec!["X-SMG-Routing-Key".into()],
+        keys: vec![ClientKey {
+            name: "default".into(),
+            secret: "sekret".into(),
+            repair: None,
+        }],
+        ..Options::default()
+    };
+    let base = serve_with(&[mock.base_url()], options).await;
+    let send = async |body: &Value| {
+        let response = reqwest::Client::new()
+            .post(format!("{base}/v1/chat/completions"))
+            .bearer_auth("sekret")
+            .header("X-Session-ID", "s-42")
+            .header("x-smg-routing-key", "tenant-7")
+            .header("x-not-forwarded", "no")
+            .json(body)
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(response.status(), 200);
+        response.text().await.expect("body")
+    };
+    let text = send(&body(false, true)).await;
+    assert!(text.contains("Hello."), "{text}");
+    let text = send(&after_a_result(true)).await;
+    assert!(text.contains("It says hello."), "{text}");
+    let text = send(&body(false, false)).await;
+    assert!(text.contains("Plain."), "{text}");
+    let seen = mock.request_headers();
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    for (i, headers) in seen.iter().enumerate() {
+        let get = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(
+            get("x-session-id"),
+            Some("s-42"),
+            "request {i}: {headers:?}"
+        );
+        assert_eq!(get("x-smg-routing-key"), Some("tenant-7"), "request {i}");
+        assert_eq!(get("x-not-forwarded"), None, "request {i}");
+        assert_eq!(
+            get("authorization"),
+            None,
+            "the client's key left serve: {i}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_new_call_after_a_result_still_reaches_the_client() {
     let mock = MockOpenAi::start().await.expect("mock");
     let other = FENCED_CALL.replace("notes.txt", "todo.txt");

@@ -110,6 +110,8 @@ pub(crate) struct Through {
     pub(crate) raw: Option<UnboundedSender<Piece>>,
     /// The request's clock, which times each upstream request.
     pub(crate) clock: Arc<Clock>,
+    /// The client's headers forwarded with every request (`http.rs`).
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 #[async_trait]
@@ -120,6 +122,7 @@ impl ProviderAdapter for Through {
 
     fn chat(&self, mut request: ProviderRequest) -> ProviderStream {
         request.messages.retain(|m| !is_placeholder(m));
+        request.headers.clone_from(&self.headers);
         *lock(&self.seen) = Seen::default();
         let (seen, raw) = (Arc::clone(&self.seen), self.raw.clone());
         let reply = self.pool.chat_in_session(request, self.session.as_deref());

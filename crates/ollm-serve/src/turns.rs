@@ -101,6 +101,7 @@ impl Turns {
             seen: Arc::clone(&seen),
             raw,
             clock: Arc::clone(&ask.up.clock),
+            headers: request.headers.clone(),
         };
         let client = ChatClient::new(Arc::new(through), tools, config)
             .with_history(request.messages.clone());
