@@ -47,6 +47,7 @@ mod repair;
 mod tests;
 mod through;
 mod turns;
+mod unparsed;
 mod wire_in;
 mod wire_out;
 

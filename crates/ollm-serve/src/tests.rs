@@ -1486,3 +1486,91 @@ async fn past_the_concurrency_limit_a_request_gets_429_with_retry_after() {
     let (status, text) = post(&base, &body(false, false)).await;
     assert_eq!(status, 200, "room again once the first ended: {text}");
 }
+
+/// Serves one Ollama replica (the mock); the base URL.
+async fn serve_ollama(mock: &test_utils::mock_ollama::MockOllama) -> String {
+    let mut config = ollm_bridge::OllamaConfig::from_host(Some(&mock.host_port())).expect("host");
+    config.http.retry = RetryPolicy {
+        max_retries: 0,
+        ..RetryPolicy::default()
+    };
+    let adapter = ollm_bridge::OllamaProvider::new(config).expect("a valid address");
+    let replica = Replica::new(mock.url(), ReplicaKind::Ollama, Arc::new(adapter));
+    let pool = ProviderPool::new(vec![replica]).expect("replicas");
+    let router = crate::router(pool, Options::default()).expect("usable options");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn ollamas_500_for_a_call_it_could_not_parse_is_read_or_asked_once_more() {
+    use test_utils::mock_ollama::{MockOllama, Reply as OllamaReply};
+    let parse_error = |raw: &str| {
+        let message = format!(
+            "error parsing tool call: raw='{raw}', err=invalid character 'W' looking for beginning of value"
+        );
+        OllamaReply::error(500, &message)
+    };
+    let native_call = OllamaReply::ndjson(&[json!({
+        "model": "qwen3:8b", "created_at": "2026-01-01T00:00:00Z", "done": true, "done_reason": "stop",
+        "message": {"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"name": "read_file", "arguments": {"path": "notes.txt"}}}]},
+    })]);
+    // (the replies scripted, the calls the client gets, the upstream requests, the status)
+    let check = async |replies: Vec<OllamaReply>, want: &[&str], asked: usize, status: u16| {
+        let mock = MockOllama::start().await.expect("mock");
+        for reply in replies {
+            mock.script("/api/chat", reply);
+        }
+        let base = serve_ollama(&mock).await;
+        let mut request = body(false, true);
+        request["model"] = json!("qwen3:8b");
+        let (got, text) = post(&base, &request).await;
+        assert_eq!(got, status, "{text}");
+        let reply: Value = serde_json::from_str(&text).expect("json");
+        let calls: Vec<String> = reply["choices"][0]["message"]["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    c["function"]["name"].as_str().unwrap_or(""),
+                    c["function"]["arguments"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        assert_eq!(calls, want, "{reply}");
+        assert_eq!(mock.requests_to("/api/chat").len(), asked, "{reply}");
+        reply
+    };
+    let read = "read_file {\"path\":\"notes.txt\"}";
+    // The raw text names the call (one closing brace short): read from it, marked.
+    let named = "{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}";
+    let reply = check(vec![parse_error(named)], &[read], 1, 200).await;
+    assert_eq!(reply["ollm"]["repair"]["status"], "recovered", "{reply}");
+    // gpt-oss's kind: prose and the arguments, no name: asked once more.
+    let unnamed = "We need to read the file. {\"path\": \"notes.txt\"}";
+    check(vec![parse_error(unnamed), native_call], &[read], 2, 200).await;
+    // Twice: the client's error, after one retry only.
+    let reply = check(
+        vec![parse_error(unnamed), parse_error(unnamed)],
+        &[],
+        2,
+        500,
+    )
+    .await;
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("error parsing tool call"),
+        "{reply}"
+    );
+}
