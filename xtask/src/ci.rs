@@ -22,10 +22,13 @@
 //! 12. `cargo xtask demo` (skipped with `--no-e2e`): the README's main job on the path
 //!     this machine takes (the prebuilt server where it fits), strict about the answer
 //! 13. `cargo xtask eval --smoke` (skipped with `--no-e2e`): 3 tasks in the plain and
-//!     auto columns, 1 repeat at temperature 0 (see [`eval`]). It reports the scores and
+//!     auto columns, 1 repeat at temperature 0 (see [`eval`] and `crates/ollm-eval`). It reports the scores and
 //!     never fails on them; it fails only when the harness breaks (no server, no `ollm`
 //!     binary, a refused connection). Measured on the shared 2-core machine: 29 s with a
-//!     warm cache, 44 s from an empty one (server 8 s, model 10 s).
+//!     warm cache, 44 s from an empty one (server 8 s, model 10 s). Since the eval became
+//!     `crates/ollm-eval`, xtask builds that binary, checks the flags with it and builds
+//!     `ollm` before the server starts: 3.8 minutes with both built, at a load average
+//!     of 8-10 from other work (the runs 3.6 of them).
 //! 14. `cargo xtask portable` (skipped with `--no-e2e`): the source-build path still
 //!     builds, holds no AMX or AVX-512 code and runs on an emulated Haswell (see
 //!     `xtask/src/llama/portable.rs`); the build is about 8 minutes on 2 idle cores (861
@@ -160,13 +163,7 @@ fn builds(root: &Path) -> Vec<Step<'_>> {
 
 /// The steps against a real server (`ci --e2e`).
 fn real_server(root: &Path) -> Vec<Step<'_>> {
-    let smoke = move || {
-        let smoke = eval::Options {
-            smoke: true,
-            ..eval::Options::default()
-        };
-        eval::run(root, &smoke)
-    };
+    let smoke = move || eval::run(root, &["--smoke".to_owned()]);
     vec![
         (
             "e2e".into(),

@@ -12,7 +12,8 @@
 //! - `portable`: the portable source build, inspected and run on an emulated older CPU
 //!   (see `xtask/src/llama/portable.rs`).
 //! - `mcp-servers`: install the real MCP servers the `ollm-mcp` tests run (see [`mcp`]).
-//! - `eval`: the tool-calling benchmark on the real model (see [`eval`]).
+//! - `eval`: the tool-calling eval and BFCL on the real model: starts the server and runs
+//!   the `ollm-eval` binary (see [`eval`]).
 //! - `bench`: the adapters against the floor over loopback HTTP (`cargo bench -p
 //!   ollm-bridge --bench floor`, see `docs/performance.md`), passing any further arguments
 //!   through; `bench --decoders` runs the in-memory decoder benchmarks instead, and
@@ -23,8 +24,11 @@
 //! - `dist`: the release tarball of the CLI (see [`dist`]).
 //! - `release`: bump, date the changelog, package, commit and tag (see [`release`]).
 //!
-//! Plain `std::process` and `anyhow`: the chores are sequences of commands, and a reader
-//! should not have to learn a shell DSL to follow them.
+//! Plain `std::process` and `anyhow`, with serde_json, sha2, toml and tempfile for what
+//! the chores read and check: the chores are sequences of commands, and a reader should
+//! not have to learn a shell DSL to follow them. No async runtime and none of ollm's
+//! crates: what measures ollm (`crates/ollm-eval`) is run as a binary, so `cargo xtask
+//! tidy` never waits for the runtime to build.
 
 #![allow(
     clippy::print_stdout,
@@ -80,30 +84,14 @@ Tasks:
   portable             build llama-server from source for a baseline CPU, check its
                        libraries hold no AMX or AVX-512 code, run it on an emulated
                        Haswell (qemu-user) where the prebuilt server must die of SIGILL
-  eval [--smoke] [--model ALIAS] [--part tuning|held-out|all] [--columns C,..]
-       [--tasks ID,..] [--repeats N] [--temperature T] [--budget MIN] [--ollm PATH]
-                       the tool-calling eval on the real model: each task (84: 28
-                       intents x 3 wordings, 4 workspaces; a tuning part and a
-                       held-out part, default all) in each column (plain, native,
-                       react, constrained, auto; default plain,native,auto), N
-                       repeats (default 3) at llama.cpp's default sampling or
-                       temperature T; the result file goes to docs/eval/ (--smoke:
-                       3 tasks, plain,auto, 1 repeat, temperature 0, to target/eval/)
-  eval --ablate --rules R,.. [--part P] [--model ALIAS] [--repeats N] ...
-                       the auto column with each coach rule off in turn
-                       (ollm run --coach-off R; `all`: every rule) beside a
-                       baseline, on the tuning part: the change per rule
-  eval --list          task counts per part, kind and workspace
-  eval --table         regenerate docs/tool-calling.md's tables from docs/eval/
-  eval --regrade       grade the runs in docs/eval/ again with today's grader
-  eval --bfcl [--model ALIAS] [--limit N] [--columns C,..] [--budget MIN]
-                       BFCL's simple, multiple, parallel and irrelevance questions
-                       (N per category, default 15; 0: all) in plain, native, auto at
-                       temperature 0, AST-checked; writes docs/eval/bfcl/*.json and
-                       the BFCL section of docs/tool-calling.md
-  eval --bfcl --table  regenerate that section from docs/eval/bfcl/
-  eval --bfcl --regrade
-                       check the committed BFCL runs again with today's checker
+  eval [--model ALIAS] [ARGS]
+                       start llama-server with the model (default qwen2.5-coder-0.5b;
+                       llama.cpp's own sampling, or temperature 0 for --smoke,
+                       --temperature and --bfcl) and run the ollm-eval binary
+                       (crates/ollm-eval) against it with ARGS: the tool-calling eval
+                       (--smoke: 3 tasks, plain and auto, temperature 0), the
+                       ablation (--ablate), BFCL (--bfcl), --list, --table,
+                       --regrade; `cargo run -p ollm-eval -- --help` lists ARGS
   mcp-servers          install the MCP servers the ollm-mcp tests run (npm ci)
   bench [--quick] [--only TEXT] [--instructions]
                        ollm's adapters against a bare reqwest + serde client: CPU
@@ -166,10 +154,7 @@ fn run() -> Result<()> {
         "ci" => ci::run(&root, ci_options(&rest)?),
         "e2e" => run_e2e(&root, &rest),
         "demo" => llama::demo::run(&root, &llama::demo::Options::parse(&rest)?),
-        "eval" if rest.iter().any(|a| a == "--bfcl") => {
-            eval::bfcl::run(&root, &eval::bfcl::Options::parse(&rest)?)
-        }
-        "eval" => eval::run(&root, &eval::Options::parse(&rest)?),
+        "eval" => eval::run(&root, &rest),
         "server" => run_server(&root, &rest),
         "portable" => {
             no_more_args(&task, &rest)?;

@@ -6,10 +6,12 @@
 //!   not reach the CLI or anything CLI-ish (clap, rustyline, indicatif), and neither may
 //!   `ollm-mcp` (ARCHITECTURE.md: it never depends on the CLI). `ollm-serve` may reach
 //!   only the types, core and the bridge among ours: not the CLI, the tools or MCP
-//!   (serve runs no tool), nor anything CLI-ish. The check walks the
-//!   resolved graph from `cargo metadata` (all features, all targets), so a dependency
-//!   pulled in behind a feature or a platform still counts, and it prints the chain that
-//!   leads to a banned crate.
+//!   (serve runs no tool), nor anything CLI-ish. `ollm-eval` runs `ollm`
+//!   as a binary and never links the CLI; xtask reaches none of ollm's crates nor tokio
+//!   (it runs the eval as a binary, so a runtime change never rebuilds xtask). The check
+//!   walks the resolved graph from `cargo metadata` (all features, all targets), so a
+//!   dependency pulled in behind a feature or a platform still counts, and it prints the
+//!   chain that leads to a banned crate.
 //! - **`ollm-types` stays plain data.** Its normal and build dependencies are exactly an
 //!   allowlist (serde, serde_json, thiserror): a new one is a design decision, not a
 //!   convenience, so adding it means editing [`TYPES_ALLOWED`] in review. Dev-dependencies
@@ -57,6 +59,20 @@ const BANS: &[(&str, &[&str])] = &[
             "clap",
             "rustyline",
             "indicatif",
+        ],
+    ),
+    // The eval runs `ollm` as a user does, as a binary: it links the runtime, never the CLI.
+    ("ollm-eval", &["ollm-cli"]),
+    // xtask orchestrates: it runs the eval as a binary, so no runtime change rebuilds it.
+    (
+        "xtask",
+        &[
+            "ollm-types",
+            "ollm-core",
+            "ollm-bridge",
+            "ollm-eval",
+            "ollm-serve",
+            "tokio",
         ],
     ),
 ];
@@ -313,7 +329,8 @@ mod tests {
     }
 
     /// A small graph: types -> serde; core -> types, tokio (normal), reqwest (dev);
-    /// tokio -> mio; reqwest -> hyper; tools, mcp and serve -> core.
+    /// tokio -> mio; reqwest -> hyper; eval -> core; xtask -> eval (dev); cli -> core;
+    /// tools, mcp and serve -> core.
     fn metadata() -> Value {
         let package = |name: &str| json!({ "id": format!("{name}-id"), "name": name });
         let packages = [
@@ -327,6 +344,9 @@ mod tests {
             "mio",
             "reqwest",
             "hyper",
+            "ollm-eval",
+            "xtask",
+            "ollm-cli",
             "ollm-serve",
         ]
         .map(package);
@@ -347,6 +367,9 @@ mod tests {
                 { "id": "ollm-tools-id", "deps": [dep("ollm-core-id", Value::Null)] },
                 { "id": "clap-id", "deps": [] },
                 { "id": "ollm-mcp-id", "deps": [dep("ollm-core-id", Value::Null)] },
+                { "id": "ollm-eval-id", "deps": [dep("ollm-core-id", Value::Null)] },
+                { "id": "xtask-id", "deps": [dep("ollm-eval-id", json!("dev"))] },
+                { "id": "ollm-cli-id", "deps": [dep("ollm-core-id", Value::Null)] },
                 { "id": "ollm-serve-id", "deps": [dep("ollm-core-id", Value::Null)] },
             ] },
         })
@@ -437,7 +460,8 @@ mod tests {
     #[test]
     fn the_gateway_must_not_depend_on_the_tools() {
         let mut metadata = metadata();
-        metadata["resolve"]["nodes"][10]["deps"] = json!([
+        // Node 13 is the gateway.
+        metadata["resolve"]["nodes"][13]["deps"] = json!([
             dep("ollm-core-id", Value::Null),
             dep("ollm-tools-id", Value::Null),
         ]);
@@ -460,6 +484,31 @@ mod tests {
             banned_dependencies(&metadata).ok(),
             Some(vec![
                 "`ollm-tools` must not depend on `clap`: ollm-tools -> clap".to_owned()
+            ])
+        );
+    }
+
+    #[test]
+    fn xtask_reaches_none_of_ollm_and_the_eval_never_links_the_cli() {
+        let mut metadata = metadata();
+        // Node 11 is xtask, node 10 the eval.
+        metadata["resolve"]["nodes"][11]["deps"] = json!([dep("ollm-eval-id", Value::Null)]);
+        metadata["resolve"]["nodes"][10]["deps"] = json!([
+            dep("ollm-core-id", Value::Null),
+            dep("ollm-cli-id", Value::Null),
+        ]);
+        assert_eq!(
+            banned_dependencies(&metadata).ok(),
+            Some(vec![
+                "`ollm-eval` must not depend on `ollm-cli`: ollm-eval -> ollm-cli".to_owned(),
+                "`xtask` must not depend on `ollm-eval`: xtask -> ollm-eval".to_owned(),
+                "`xtask` must not depend on `ollm-core`: xtask -> ollm-eval -> ollm-core"
+                    .to_owned(),
+                "`xtask` must not depend on `ollm-types`: \
+                 xtask -> ollm-eval -> ollm-core -> ollm-types"
+                    .to_owned(),
+                "`xtask` must not depend on `tokio`: xtask -> ollm-eval -> ollm-core -> tokio"
+                    .to_owned(),
             ])
         );
     }

@@ -174,7 +174,7 @@ pub(super) fn check_doc(root: &Path) -> Result<()> {
 }
 
 /// `2026-11-22T18-30-05Z` (no colons, so it is a portable file name).
-pub(super) fn utc_stamp(now: SystemTime) -> String {
+pub(crate) fn utc_stamp(now: SystemTime) -> String {
     let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let (days, rem) = (secs / 86_400, secs % 86_400);
     // Howard Hinnant's days-to-civil conversion.
@@ -213,7 +213,7 @@ mod tests {
 
     #[test]
     fn the_committed_table_is_generated_from_the_committed_results() {
-        check_doc(&crate::workspace_root()).unwrap();
+        check_doc(&crate::util::workspace_root()).unwrap();
     }
 
     #[test]

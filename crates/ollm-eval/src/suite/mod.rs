@@ -1,10 +1,11 @@
-//! `cargo xtask eval`: the tool-calling eval on the real model (issues 9, 24 and 35).
+//! The tool-calling eval on a real model (issues 9, 24 and 35): `ollm-eval --url URL
+//! --model NAME`, which `cargo xtask eval` runs against the llama-server it starts.
 //!
 //! Not a test: it measures. Each task ([`tasks`]: the tuning part of
-//! `xtask/eval/tasks.json`, the held-out part of `xtask/eval/held-out.json`) runs in each
-//! column, `plain` (a bare OpenAI-client loop, [`plain`]) and ollm's tool modes (`native`,
-//! `react`, `constrained`, `auto`, [`ollm`]), against the [`crate::llama::Server`] with
-//! the chosen model, in a fresh copy of its workspace, `--repeats` times. [`grade`]
+//! `crates/ollm-eval/data/tasks.json`, the held-out part of
+//! `crates/ollm-eval/data/held-out.json`) runs in each column, `plain` (a bare
+//! OpenAI-client loop, [`plain`]) and ollm's tool modes (`native`, `react`,
+//! `constrained`, `auto`, [`ollm`]), against the server at `--url` with the model `--model`, in a fresh copy of its workspace, `--repeats` times. [`grade`]
 //! decides each run; [`report`] writes the result file and [`measures`] the docs' tables.
 //!
 //! # Decisions
@@ -24,8 +25,8 @@
 //!   working-folder line and in absolute paths. The first eval named every folder
 //!   `project`.
 //! - **Sampling** is what a user gets unless `--temperature T` is given: the default
-//!   column starts its server with llama.cpp's own sampling (not the e2e suite's pinned
-//!   `--temp 0`) and sends no temperature, so each client's own defaults apply: the plain
+//!   column's server (as `cargo xtask eval` starts it) has llama.cpp's own sampling (not
+//!   the e2e suite's pinned `--temp 0`) and the eval sends no temperature, so each client's own defaults apply: the plain
 //!   loop gets the server's 0.8, `ollm` its greedy tool turns
 //!   (`ChatConfig::tool_temperature`). When a server's `/props` still reports another
 //!   default temperature, the eval sends `temperature: 0.8` (the other defaults, top-k
@@ -42,14 +43,13 @@
 //! - **Scores never fail the command; a broken harness does**: no server, no `ollm`
 //!   binary, a refused connection. That is what CI's `eval --smoke` step checks.
 
-pub(crate) mod bfcl;
 mod context;
 mod grade;
 mod legacy;
 mod measures;
 mod ollm;
-mod plain;
-mod report;
+pub(crate) mod plain;
+pub(crate) mod report;
 mod results;
 mod tasks;
 
@@ -63,15 +63,14 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::llama::{self, target_dir};
-use crate::{cargo, run_cmd, section};
+use crate::util::{Server, cargo, run_cmd, section, target_dir};
 use context::{COLUMNS, Column, RunContext};
 use grade::{Grade, Run};
 use results::{FORMAT, ResultFile, RunRecord};
 use tasks::{Part, PartChoice, Suite, Task};
 
 /// The tool schemas the plain loop offers: ollm's built-in tools, as `ollm run` sends them.
-const TOOLS_FILE: &str = "xtask/eval/tools.json";
+const TOOLS_FILE: &str = "crates/ollm-eval/data/tools.json";
 /// Runs at once: one per server slot.
 const PARALLEL: usize = 2;
 /// `--max-turns`: room for a two-step task and an answer.
@@ -79,7 +78,7 @@ const MAX_TURNS: u32 = 4;
 /// llama.cpp's own default temperature (`common_params_sampling::temp`).
 const LLAMA_DEFAULT_TEMPERATURE: f64 = 0.8;
 
-/// `cargo xtask eval`'s options.
+/// The eval's options: `ollm-eval`'s flags without `--bfcl`.
 #[derive(Debug, Default)]
 pub(crate) struct Options {
     /// Columns to run (the default set when empty).
@@ -100,8 +99,13 @@ pub(crate) struct Options {
     pub(crate) ollm: Option<PathBuf>,
     /// Start no run after this long; the report covers the runs that finished.
     pub(crate) budget: Option<Duration>,
-    /// The model's alias (`qwen2.5-coder-0.5b` when `None`).
+    /// The model the server serves, sent in every request and naming the result file;
+    /// needed for a run.
     pub(crate) model: Option<String>,
+    /// The server's base URL (`http://127.0.0.1:8080`); needed for a run.
+    pub(crate) url: Option<String>,
+    /// What the server is, for the result file (`the server at URL` when `None`).
+    pub(crate) server_note: Option<String>,
     /// Repeats per task.
     pub(crate) repeats: Option<usize>,
     /// A temperature to send instead of the default sampling.
@@ -113,7 +117,7 @@ pub(crate) struct Options {
 }
 
 impl Options {
-    /// Parses the flags of `cargo xtask eval` (see `xtask/src/main.rs`'s help).
+    /// Parses the flags of `ollm-eval` (see `src/main.rs`'s help).
     pub(crate) fn parse(args: &[String]) -> Result<Self> {
         let mut o = Options::default();
         let mut args = args.iter();
@@ -131,6 +135,8 @@ impl Options {
                 "--table" => o.table = true,
                 "--regrade" => o.regrade = true,
                 "--model" => o.model = Some(value()?.clone()),
+                "--url" => o.url = Some(value()?.clone()),
+                "--server-note" => o.server_note = Some(value()?.clone()),
                 "--repeats" => o.repeats = Some(number(arg, value()?)?),
                 "--temperature" => o.temperature = Some(number(arg, value()?)?),
                 "--budget" => {
@@ -138,7 +144,7 @@ impl Options {
                     o.budget = Some(Duration::from_secs(minutes * 60));
                 }
                 "--ollm" => o.ollm = Some(PathBuf::from(value()?)),
-                other => bail!("`eval` does not take `{other}`"),
+                other => bail!("the eval does not take `{other}`"),
             }
         }
         if let Some(bad) = o.columns.iter().find(|s| !COLUMNS.contains(&s.as_str())) {
@@ -202,7 +208,7 @@ struct Job {
     repeat: usize,
 }
 
-/// `cargo xtask eval`.
+/// The eval: a run, or `--list`, `--table`, `--regrade`.
 pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     if options.table {
         return report::regenerate(root);
@@ -219,9 +225,16 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     eval(root, options, &suite, &tasks)
 }
 
+/// Whether `options` select a task from the task files, running nothing.
+pub(crate) fn check(root: &Path, options: &Options) -> Result<()> {
+    let suite = tasks::load(root)?;
+    tasks::select(&suite, options.smoke, options.part(), &options.filters).map(drop)
+}
+
 /// Runs `tasks` in every column and writes the result file.
 fn eval(root: &Path, options: &Options, suite: &Suite, tasks: &[Task]) -> Result<()> {
-    let model = llama::model_or_default(options.model.as_deref())?;
+    let server = Server::from_options(options.url.as_deref(), options.model.as_deref())?;
+    let model = server.model;
     let mut result = plan(options, model, tasks);
     let ollm = snapshot(root, &ollm_binary(root, options)?)?;
     if options.ablate && !ollm::has_coach_off(&ollm)? {
@@ -229,10 +242,9 @@ fn eval(root: &Path, options: &Options, suite: &Suite, tasks: &[Task]) -> Result
     }
     // Read now: the worktree may move on while the eval runs (its copy does not).
     result.ollm = describe_ollm(root, options, options.ollm.as_deref().unwrap_or(&ollm));
-    let server = start_server(model, options)?;
-    result.server = server_note(&server);
+    result.server = server.note(options.server_note.as_deref());
     let temperature;
-    (temperature, result.sampling, result.sampling_note) = sampling(options, &server.base_url())?;
+    (temperature, result.sampling, result.sampling_note) = sampling(options, server.url)?;
     println!(
         "eval: sampling {}: {}",
         result.sampling, result.sampling_note
@@ -249,18 +261,17 @@ fn eval(root: &Path, options: &Options, suite: &Suite, tasks: &[Task]) -> Result
     ));
     let started = Instant::now();
     let ctx = RunContext {
-        traces: traces_dir(root, model.alias, &result.started)?,
+        traces: traces_dir(root, model, &result.started)?,
         deadline: options.budget.map(|b| started + b),
         ollm,
-        base_url: server.base_url(),
-        model: model.alias,
+        base_url: server.url.to_owned(),
+        model: model.to_owned(),
         workspaces: suite.workspaces.clone(),
         temperature,
         max_turns: MAX_TURNS,
         tools: tool_schemas(root)?,
     };
     let (records, harness) = run_all(&ctx, jobs);
-    drop(server);
     result.runs = records;
     result.wall_s = started.elapsed().as_secs_f64();
     finish(root, options, &result, &harness)
@@ -268,10 +279,10 @@ fn eval(root: &Path, options: &Options, suite: &Suite, tasks: &[Task]) -> Result
 
 /// The result file as planned from the options, before anything runs: the model, the
 /// part, the tasks, the columns, the repeats, the start time.
-fn plan(options: &Options, model: &llama::Model, tasks: &[Task]) -> ResultFile {
+fn plan(options: &Options, model: &str, tasks: &[Task]) -> ResultFile {
     ResultFile {
         format: FORMAT,
-        model: model.alias.to_owned(),
+        model: model.to_owned(),
         repeats: options.repeats.unwrap_or(if options.smoke { 1 } else { 3 }),
         max_turns: MAX_TURNS,
         part: options.part().name().to_owned(),
@@ -428,28 +439,10 @@ fn describe_ollm(root: &Path, options: &Options, path: &Path) -> String {
     format!("this worktree's debug build at {head}{config}")
 }
 
-/// Which server ran: the path `llama::start` took (after any fallback), and its flags.
-/// The eval's server. The default column meets a server as users run it: llama.cpp's
-/// own sampling, and nothing sent, so each client's own defaults apply (ollm's greedy
-/// tool turns); a set temperature, and the smoke run, use the pinned server.
-fn start_server(model: &llama::Model, options: &Options) -> Result<llama::Server> {
-    let stock = options.temperature.is_none() && !options.smoke;
-    let sampling = if stock {
-        llama::Sampling::Stock
-    } else {
-        llama::Sampling::Pinned
-    };
-    llama::start_with(model, sampling)
-}
-
-fn server_note(server: &llama::Server) -> String {
-    format!(
-        "llama-server: {} --jinja -c 16384 -np 2, via xtask's llama::start",
-        server.origin
-    )
-}
-
-/// The temperature to send, the sampling's name and a note saying what was sent.
+/// The temperature to send, the sampling's name and a note saying what was sent. The
+/// default column meets a server as users run it: its own sampling, and nothing sent, so
+/// each client's own defaults apply (ollm's greedy tool turns); `cargo xtask eval` starts
+/// the pinned server for a set temperature and for the smoke run.
 fn sampling(options: &Options, base_url: &str) -> Result<(Option<f64>, String, String)> {
     if let Some(t) = options.temperature.or(options.smoke.then_some(0.0)) {
         return Ok((
@@ -759,7 +752,7 @@ mod tests {
 
     #[test]
     fn jobs_go_repeat_by_repeat_then_column_by_column() {
-        let suite = tasks::load(&crate::workspace_root()).unwrap();
+        let suite = tasks::load(&crate::util::workspace_root()).unwrap();
         let two = &suite.tasks[..2];
         let columns: Vec<Column> = ["plain", "auto"]
             .into_iter()
@@ -777,7 +770,7 @@ mod tests {
 
     #[test]
     fn a_recorded_run_regrades_as_it_was_graded() {
-        let suite = tasks::load(&crate::workspace_root()).unwrap();
+        let suite = tasks::load(&crate::util::workspace_root()).unwrap();
         let task = suite
             .tasks
             .iter()

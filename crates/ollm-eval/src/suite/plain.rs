@@ -8,7 +8,7 @@
 //!   parsed into `tool_calls` run; a reply without them is the answer. Up to the same
 //!   turn limit as ollm's columns; past it the run ends `max_turns`.
 //! - **The same tool schemas as ollm's built-in tools**, kept as data in
-//!   `xtask/eval/tools.json`, captured from the request `ollm run` sends (its `tools`
+//!   `crates/ollm-eval/data/tools.json`, captured from the request `ollm run` sends (its `tools`
 //!   array, unchanged). The tools behave like ollm's on this folder: paths confined to it
 //!   (absolute paths and `..` refused), `list_dir` marks folders with `/`, `search_text`
 //!   prints `path:line: text`, and `run_command` runs a few read-only programs without a
@@ -17,8 +17,10 @@
 //! - **The same generation cap** (`max_tokens` 4096, ollm's default) and sampling as the
 //!   ollm columns of the same eval run.
 //! - **HTTP by hand**: one HTTP/1.1 request per turn over `std::net::TcpStream` with
-//!   `Content-Length` and `Connection: close`, as `llama::server` does; no HTTP client
-//!   crate is in the dependency tree of xtask, and this is all the loop needs.
+//!   `Content-Length` and `Connection: close`, as xtask's `llama::server` does. Written
+//!   when the eval lived in xtask, which had no HTTP client; reqwest is in this crate's
+//!   tree now (through `ollm-bridge`), but a request by hand keeps the plain column free
+//!   of any client's retries and defaults, and it is all the loop needs.
 //! - A refused connection or a broken reply is a harness failure (`Err`), not a model
 //!   failure; a non-200 status is the run's `error` finish.
 
@@ -266,7 +268,7 @@ fn run_command(project: &Path, args: &Value) -> Result<String, String> {
 }
 
 /// One POST to `base_url` + `path` (`http://HOST:PORT/PREFIX`): the status and body.
-pub(super) fn post(
+pub(crate) fn post(
     base_url: &str,
     path: &str,
     body: &str,

@@ -13,7 +13,7 @@
 //!
 //! The verified files are kept in the cache (`<ollm cache>/bfcl/2026.3.23/`); a cached
 //! file is hashed again on every load, so a changed file is never used. The wheel is
-//! unpacked with Python's own `zipfile` (xtask has no zip reader; the cache's server path
+//! unpacked with Python's own `zipfile` (no zip reader in the tree; the cache's server path
 //! needs Python already), into a scratch folder removed afterwards.
 
 use std::fs;
@@ -224,10 +224,10 @@ pub(crate) fn ensure(cache: &Path) -> Result<PathBuf> {
         .tempdir()
         .context("creating a scratch folder")?;
     let python = std::env::var_os("OLLM_PYTHON").unwrap_or_else(|| "python3".into());
-    crate::section(&format!(
+    crate::util::section(&format!(
         "bfcl: pip download {PACKAGE} (the data, about 2 MB)"
     ));
-    crate::run_cmd(
+    crate::util::run_cmd(
         Command::new(&python)
             .args([
                 "-m",
@@ -248,7 +248,7 @@ pub(crate) fn ensure(cache: &Path) -> Result<PathBuf> {
         bail!("{WHEEL}: sha256 {got}, expected {WHEEL_SHA256} (nothing was kept)");
     }
     let unpacked = scratch.path().join("unpacked");
-    crate::run_cmd(
+    crate::util::run_cmd(
         Command::new(&python)
             .args(["-m", "zipfile", "-e"])
             .arg(&wheel)

@@ -1,9 +1,10 @@
-//! `cargo xtask eval --bfcl`: the Berkeley Function-Calling Leaderboard's questions on the
-//! real model, in the eval's columns (issue 24).
+//! `ollm-eval --bfcl`: the Berkeley Function-Calling Leaderboard's questions on a real
+//! model, in the eval's columns (issue 24). `cargo xtask eval --bfcl` runs it against the
+//! llama-server it starts; `--url` and `--model` point it at any OpenAI-compatible server.
 //!
 //! Not a test: it measures. [`data`] fetches BFCL's files pinned (never in the tree);
-//! each question of the subset runs once per column against the [`crate::llama::Server`]
-//! with the chosen model: `plain` (a bare request, [`plain`]), `native` and `auto` (the
+//! each question of the subset runs once per column against the server at `--url` with
+//! the model `--model`: `plain` (a bare request, [`plain`]), `native` and `auto` (the
 //! library, [`library`]). [`checker`] judges the calls; [`report`] writes
 //! `docs/eval/bfcl/bfcl-<model>-<stamp>.json` and the section of `docs/tool-calling.md`.
 //!
@@ -47,9 +48,8 @@ use anyhow::{Context, Result, bail};
 use ollm_core::ToolMode;
 use serde_json::{Value, json};
 
-use crate::eval::report::utc_stamp;
-use crate::llama;
-use crate::section;
+use crate::suite::report::utc_stamp;
+use crate::util::{Server, cache_dir, section};
 use data::Item;
 use report::{ResultFile, RunRecord};
 
@@ -66,11 +66,15 @@ const TIMEOUT: Duration = Duration::from_secs(240);
 /// Runs at once: one per server slot.
 const PARALLEL: usize = 2;
 
-/// `cargo xtask eval --bfcl`'s options.
+/// `ollm-eval --bfcl`'s options.
 #[derive(Debug, Default, PartialEq)]
 pub(crate) struct Options {
-    /// The model's alias (the 0.5B when `None`).
+    /// The model the server serves; needed for a run.
     pub(crate) model: Option<String>,
+    /// The server's OpenAI base URL; needed for a run.
+    pub(crate) url: Option<String>,
+    /// What the server is, for the result file.
+    pub(crate) server_note: Option<String>,
     /// Questions per category (`Some(0)`: all).
     pub(crate) limit: Option<usize>,
     /// Columns to run (all when empty).
@@ -84,7 +88,7 @@ pub(crate) struct Options {
 }
 
 impl Options {
-    /// Parses the flags of `cargo xtask eval --bfcl` (`--bfcl` itself is skipped).
+    /// Parses the flags of `ollm-eval --bfcl` (`--bfcl` itself is skipped).
     pub(crate) fn parse(args: &[String]) -> Result<Self> {
         let mut o = Options::default();
         let mut args = args.iter();
@@ -95,6 +99,8 @@ impl Options {
                 "--table" => o.table = true,
                 "--regrade" => o.regrade = true,
                 "--model" => o.model = Some(value()?.clone()),
+                "--url" => o.url = Some(value()?.clone()),
+                "--server-note" => o.server_note = Some(value()?.clone()),
                 "--limit" => o.limit = Some(number(arg, value()?)?),
                 "--columns" => {
                     o.columns = value()?.split(',').map(|s| s.trim().to_owned()).collect()
@@ -102,7 +108,7 @@ impl Options {
                 "--budget" => {
                     o.budget = Some(Duration::from_secs(60 * number::<u64>(arg, value()?)?))
                 }
-                other => bail!("`eval --bfcl` does not take `{other}`"),
+                other => bail!("`--bfcl` does not take `{other}`"),
             }
         }
         if let Some(bad) = o.columns.iter().find(|c| !COLUMNS.contains(&c.as_str())) {
@@ -127,11 +133,11 @@ struct Job {
 /// What every run shares.
 struct Ctx {
     base_url: String,
-    model: &'static str,
+    model: String,
     deadline: Option<Instant>,
 }
 
-/// `cargo xtask eval --bfcl`.
+/// BFCL: a run, or `--table`, `--regrade`.
 pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     if options.table {
         return report::regenerate(root);
@@ -139,14 +145,13 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     if options.regrade {
         return regrade(root);
     }
-    let model = llama::model_or_default(options.model.as_deref())?;
+    let server = Server::from_options(options.url.as_deref(), options.model.as_deref())?;
     let Plan {
         columns,
         limit,
         chosen,
     } = choose(options)?;
     let jobs = jobs(&chosen, &columns);
-    let server = llama::start(model)?;
     section(&format!(
         "bfcl: {} questions x {} columns = {} runs, {PARALLEL} at a time, temperature {TEMPERATURE}",
         chosen.iter().map(Vec::len).sum::<usize>(),
@@ -155,20 +160,17 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     ));
     let started = Instant::now();
     let ctx = Ctx {
-        base_url: server.base_url(),
-        model: model.alias,
+        base_url: server.url.to_owned(),
+        model: server.model.to_owned(),
         deadline: options.budget.map(|b| started + b),
     };
     let mut result = ResultFile {
         benchmark: "BFCL (simple, multiple, parallel, irrelevance)".into(),
-        model: model.alias.to_owned(),
-        server: format!(
-            "llama-server: {} --jinja -c 16384 -np 2, via xtask's llama::start",
-            server.origin
-        ),
+        model: server.model.to_owned(),
+        server: server.note(options.server_note.as_deref()),
         ollm: describe_ollm(root),
         data: json!({"package": data::PACKAGE, "gorilla_commit": data::GORILLA_COMMIT,
-            "files": "bfcl_eval/data/BFCL_v4_{simple_python,multiple,parallel,irrelevance}.json and possible_answer/, sha256-pinned in xtask/src/eval/bfcl/data.rs"}),
+            "files": "bfcl_eval/data/BFCL_v4_{simple_python,multiple,parallel,irrelevance}.json and possible_answer/, sha256-pinned in crates/ollm-eval/src/bfcl/data.rs"}),
         sampling: format!(
             "temperature {TEMPERATURE} in every column, max_tokens {MAX_TOKENS}, no seed, one model turn"
         ),
@@ -187,7 +189,6 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     let (runs, harness) = run_all(&ctx, jobs, &save);
     result.runs = runs;
     result.wall_s = started.elapsed().as_secs_f64();
-    drop(server);
     finish(root, &result, &harness)
 }
 
@@ -216,7 +217,7 @@ fn choose(options: &Options) -> Result<Plan> {
     } else {
         options.columns.clone()
     };
-    let dir = data::ensure(&llama::cache_dir()?)?;
+    let dir = data::ensure(&cache_dir()?)?;
     let limit = match options.limit {
         Some(0) => None,
         Some(n) => Some(n),
@@ -236,7 +237,7 @@ fn choose(options: &Options) -> Result<Plan> {
 /// `eval --bfcl --regrade`: every committed run checked again from the calls it recorded,
 /// so a corrected checker applies to old results too; then the section is regenerated.
 fn regrade(root: &Path) -> Result<()> {
-    let dir = data::ensure(&llama::cache_dir()?)?;
+    let dir = data::ensure(&cache_dir()?)?;
     let mut items = std::collections::HashMap::new();
     for category in data::CATEGORIES {
         for item in data::load(&dir, category)? {
@@ -430,7 +431,7 @@ fn run_one(ctx: &Ctx, runtime: &tokio::runtime::Runtime, job: &Job) -> Result<Ru
     let outcome = match job.column.as_str() {
         "plain" => plain::ask(
             &ctx.base_url,
-            ctx.model,
+            &ctx.model,
             &item.question,
             &offered,
             (TEMPERATURE, MAX_TOKENS, TIMEOUT),
@@ -438,7 +439,7 @@ fn run_one(ctx: &Ctx, runtime: &tokio::runtime::Runtime, job: &Job) -> Result<Ru
         column => {
             let settings = library::Settings {
                 base_url: &ctx.base_url,
-                model: ctx.model,
+                model: &ctx.model,
                 mode: if column == "native" {
                     ToolMode::Native
                 } else {

@@ -75,7 +75,7 @@ fn command(ctx: &RunContext, column: &Column, prompt: &str) -> Command {
     if let Some(rule) = &column.off {
         cmd.args(["--coach-off", rule]);
     }
-    cmd.args([ctx.model, prompt]);
+    cmd.args([ctx.model.as_str(), prompt]);
     cmd
 }
 
@@ -140,7 +140,7 @@ mod tests {
         RunContext {
             ollm,
             base_url: "http://127.0.0.1:1/v1".into(),
-            model: "m",
+            model: "m".into(),
             workspaces: BTreeMap::new(),
             temperature: None,
             max_turns: 4,

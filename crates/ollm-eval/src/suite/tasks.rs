@@ -1,5 +1,5 @@
-//! The task files: the tuning part with the workspaces (`xtask/eval/tasks.json`) and the
-//! held-out part (`xtask/eval/held-out.json`); loading, selecting, and the rules a task
+//! The task files: the tuning part with the workspaces (`crates/ollm-eval/data/tasks.json`) and the
+//! held-out part (`crates/ollm-eval/data/held-out.json`); loading, selecting, and the rules a task
 //! file must keep.
 //!
 //! # Decisions
@@ -43,9 +43,9 @@ use regex::Regex;
 use serde::Deserialize;
 
 /// The tuning part and the workspaces, relative to the workspace root.
-pub(super) const TASKS_FILE: &str = "xtask/eval/tasks.json";
+pub(super) const TASKS_FILE: &str = "crates/ollm-eval/data/tasks.json";
 /// The held-out part, relative to the workspace root.
-pub(super) const HELD_OUT_FILE: &str = "xtask/eval/held-out.json";
+pub(super) const HELD_OUT_FILE: &str = "crates/ollm-eval/data/held-out.json";
 /// Tools that change or run something: each must be asked for.
 pub(super) const ACTIONS: &[&str] = &["write_file", "run_command"];
 /// Tool names and words a prompt must not contain.
@@ -460,7 +460,7 @@ mod tests {
 
     #[test]
     fn the_task_files_keep_their_rules() {
-        let suite = load(&crate::workspace_root()).unwrap();
+        let suite = load(&crate::util::workspace_root()).unwrap();
         let n = |keep: &dyn Fn(&Task) -> bool| suite.tasks.iter().filter(|t| keep(t)).count();
         assert!(suite.tasks.len() >= 60, "{} tasks", suite.tasks.len());
         assert!(n(&|t| t.kind == Kind::None) >= 15);
@@ -487,7 +487,7 @@ mod tests {
 
     #[test]
     fn parts_and_filters_select_tasks() {
-        let suite = load(&crate::workspace_root()).unwrap();
+        let suite = load(&crate::util::workspace_root()).unwrap();
         let part = |p: &str| select(&suite, false, PartChoice::parse(p).unwrap(), &[]).unwrap();
         let (tuning, held_out) = (part("tuning"), part("held-out"));
         assert!(tuning.iter().all(|t| t.part == Part::Tuning));

@@ -719,7 +719,7 @@ mod properties {
 #[cfg(test)]
 mod ground_truth {
     use super::*;
-    use crate::eval::bfcl::data;
+    use crate::bfcl::data;
 
     /// The first possible value that is not `""`, with objects inside made the same way.
     fn pick(options: &Value) -> Option<Value> {
@@ -757,7 +757,7 @@ mod ground_truth {
 
     /// The ids whose ideal calls fail, with the calls in answer order or reversed.
     fn failures(reversed: bool) -> Vec<String> {
-        let dir = crate::llama::cache_dir().unwrap().join("bfcl/2026.3.23");
+        let dir = crate::util::cache_dir().unwrap().join("bfcl/2026.3.23");
         let mut failed = Vec::new();
         for category in [Category::Simple, Category::Multiple, Category::Parallel] {
             for item in data::load(&dir, category).unwrap() {

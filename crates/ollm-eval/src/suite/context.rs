@@ -18,7 +18,7 @@ pub(super) const RUN_TIMEOUT: Duration = Duration::from_secs(300);
 pub(super) struct RunContext {
     pub(super) ollm: PathBuf,
     pub(super) base_url: String,
-    pub(super) model: &'static str,
+    pub(super) model: String,
     /// The workspaces: name -> the folder's files.
     pub(super) workspaces: BTreeMap<String, Files>,
     /// The temperature sent, if any.

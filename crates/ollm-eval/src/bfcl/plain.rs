@@ -14,7 +14,7 @@ use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
 use super::tools::{Outcome, call_from_openai};
-use crate::eval::plain::post;
+use crate::suite::plain::post;
 
 /// Asks `question` with `tools` offered; the calls the server parsed.
 pub(crate) fn ask(

@@ -298,7 +298,7 @@ mod tests {
 
     #[test]
     fn the_docs_section_is_what_the_committed_files_give() {
-        let root = crate::workspace_root();
+        let root = crate::util::workspace_root();
         let doc = fs::read_to_string(root.join(DOC)).unwrap();
         let fresh = splice(&doc, &section(&committed(&root).unwrap())).unwrap();
         assert!(
