@@ -1319,7 +1319,8 @@ mod openai_native {
         assert!(content.contains("read_file"), "{content}");
         let nudge = &messages[messages.len() - 1];
         assert_eq!(nudge["role"], "user");
-        assert_eq!(nudge["content"], ollm_core::ANSWER_NUDGE);
+        let answer = ollm_core::Nudge::Answer.text(&ollm_core::CoachConfig::default());
+        assert_eq!(nudge["content"], answer.as_str());
         assert!(second.get("tools").is_none(), "{second}");
     }
 

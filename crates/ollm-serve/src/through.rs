@@ -25,6 +25,8 @@
 //!   llama-server without `--jinja`) is remembered for the server's life: later requests
 //!   for that model go straight to the ReAct fallback; so is a server that ignored a
 //!   `tool_choice` obliging a call (`contract.rs`).
+//! - Ollama's 500 for a tool call it could not parse is mended here, before the loop
+//!   reads the reply (`unparsed.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -42,6 +44,7 @@ use ollm_types::{
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::clock::Clock;
+use super::unparsed;
 use super::wire_out::Piece;
 
 /// The run's prompt, removed before anything leaves (see the module docs). The NULs keep
@@ -110,6 +113,8 @@ pub(crate) struct Through {
     pub(crate) raw: Option<UnboundedSender<Piece>>,
     /// The request's clock, which times each upstream request.
     pub(crate) clock: Arc<Clock>,
+    /// The client's headers forwarded with every request (`http.rs`).
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 #[async_trait]
@@ -120,9 +125,16 @@ impl ProviderAdapter for Through {
 
     fn chat(&self, mut request: ProviderRequest) -> ProviderStream {
         request.messages.retain(|m| !is_placeholder(m));
+        request.headers.clone_from(&self.headers);
         *lock(&self.seen) = Seen::default();
         let (seen, raw) = (Arc::clone(&self.seen), self.raw.clone());
-        let reply = self.pool.chat_in_session(request, self.session.as_deref());
+        let first = self
+            .pool
+            .chat_in_session(request.clone(), self.session.as_deref());
+        let (pool, session) = (self.pool.clone(), self.session.clone());
+        let reply = unparsed::mended(first, move || {
+            pool.chat_in_session(request, session.as_deref())
+        });
         self.clock
             .time(reply)
             .inspect(move |event| watch(&seen, raw.as_ref(), event))

@@ -28,8 +28,8 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use ollm_bridge::ProviderPool;
 use ollm_core::{
-    ChatClient, ChatConfig, ChatEvent, ChatOptions, CompactionConfig, Learned, Tool, ToolError,
-    ToolMode, ToolRegistry,
+    ChatClient, ChatConfig, ChatEvent, ChatOptions, CoachConfig, CompactionConfig, Learned, Tool,
+    ToolError, ToolMode, ToolRegistry,
 };
 use ollm_types::{
     FinishReason, ProviderError, ProviderErrorKind, ProviderRequest, ToolCall, ToolSchema, Usage,
@@ -48,13 +48,15 @@ pub(crate) const INVENTED_RETRIES: u32 = 2;
 
 /// What a repair needs of the server: the pool, what it said about models, the metrics,
 /// how a `tool_choice` that obliges a call is enforced on a retry (`Constrained` where
-/// the upstream takes a JSON schema, else `React`), and the request's clock.
+/// the upstream takes a JSON schema, else `React`), the coach's switches and words, and
+/// the request's clock.
 #[derive(Clone)]
 pub(crate) struct Upstream {
     pub(crate) pool: ProviderPool,
     pub(crate) cache: Arc<InfoCache>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) constraint: ToolMode,
+    pub(crate) coach: Arc<CoachConfig>,
     pub(crate) clock: Arc<Clock>,
 }
 
@@ -87,13 +89,9 @@ impl Turns {
         raw: Option<UnboundedSender<Piece>>,
     ) -> Result<Self, ProviderError> {
         let request = &ask.request;
-        let mut tools = ToolRegistry::new();
-        for schema in &request.tools {
-            tools
-                .register(Arc::new(Deferred(schema.clone())))
-                .map_err(|e| ProviderError::new(ProviderErrorKind::BadRequest, e.to_string()))?;
-        }
-        let config = config(request, mode);
+        let tools = registry(&request.tools)?;
+        let mut config = config(request, mode);
+        config.coach = CoachConfig::clone(&ask.up.coach);
         let seen = Arc::default();
         let through = Through {
             pool: ask.up.pool.clone(),
@@ -103,6 +101,7 @@ impl Turns {
             seen: Arc::clone(&seen),
             raw,
             clock: Arc::clone(&ask.up.clock),
+            headers: request.headers.clone(),
         };
         let client = ChatClient::new(Arc::new(through), tools, config)
             .with_history(request.messages.clone());
@@ -199,6 +198,18 @@ impl Turns {
             calls: calls.to_vec(),
         })
     }
+}
+
+/// The client's tools as stand-ins that never run ([`Deferred`]), for the turn loop and
+/// the coach.
+pub(crate) fn registry(schemas: &[ToolSchema]) -> Result<ToolRegistry, ProviderError> {
+    let mut tools = ToolRegistry::new();
+    for schema in schemas {
+        tools
+            .register(Arc::new(Deferred(schema.clone())))
+            .map_err(|e| ProviderError::new(ProviderErrorKind::BadRequest, e.to_string()))?;
+    }
+    Ok(tools)
 }
 
 /// The loop's settings for one run of `request` under `mode` (see the module docs).

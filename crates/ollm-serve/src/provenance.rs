@@ -1,6 +1,7 @@
 //! Where a reply's calls came from, told to the client: a call `ollm serve` read out of
-//! the model's text (recovered), or one it found there and only reported (flagged, under
-//! the `flag` policy). A leaf: the reply writers and the repair paths both use it.
+//! the model's text (recovered), one it found there and only reported (flagged, under
+//! the `flag` policy), or calls the coach kept from the client and answered for it
+//! (coached). A leaf: the reply writers and the repair paths both use it.
 //!
 //! # Decisions
 //! - **Every repair is visible.** Some agents refuse recovered calls as unsafe (text that
@@ -13,6 +14,12 @@
 //!   upstream's text ([`format_of`]): the runtime does not say which of its readers
 //!   matched. Calls from the ReAct fallback are `react`, from a schema-constrained retry
 //!   `json-schema`.
+//! - **What the coach does is a repair too** (`coached`): a reply made only of calls the
+//!   conversation already has results for never reaches the client; the answer the coach
+//!   asked for does (`repair.rs`). It is marked like the others, with the coach's rule in
+//!   place of the format (`coached; rule=answer-after-idle; calls=1`, `{"repair":
+//!   {"status": "coached", "rule": ..., "calls": [the calls kept back]}}`), and counted in
+//!   its own series, `ollm_serve_coached_calls_total{rule}`.
 
 use ollm_types::ToolCall;
 use serde_json::{Value, json};
@@ -24,6 +31,8 @@ pub(crate) enum Status {
     Recovered,
     /// Found in the text and only reported; the text went out untouched.
     Flagged,
+    /// Kept from the client by the coach, which asked the model for its answer instead.
+    Coached,
 }
 
 impl Status {
@@ -31,6 +40,15 @@ impl Status {
         match self {
             Status::Recovered => "recovered",
             Status::Flagged => "flagged",
+            Status::Coached => "coached",
+        }
+    }
+
+    /// The name of what [`Provenance::format`] holds: the markup, or the coach's rule.
+    fn label(self) -> &'static str {
+        match self {
+            Status::Recovered | Status::Flagged => "format",
+            Status::Coached => "rule",
         }
     }
 }
@@ -39,7 +57,7 @@ impl Status {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Provenance {
     pub(crate) status: Status,
-    /// The markup they were written in ([`format_of`]).
+    /// The markup they were written in ([`format_of`]); for `coached`, the coach's rule.
     pub(crate) format: &'static str,
     pub(crate) calls: Vec<ToolCall>,
 }
@@ -48,8 +66,9 @@ impl Provenance {
     /// The `x-ollm-repair` header's value.
     pub(crate) fn header(&self) -> String {
         format!(
-            "{}; format={}; calls={}",
+            "{}; {}={}; calls={}",
             self.status.as_str(),
+            self.status.label(),
             self.format,
             self.calls.len()
         )
@@ -58,7 +77,9 @@ impl Provenance {
     /// The body's `ollm` extension object.
     pub(crate) fn extension(&self) -> Value {
         let calls: Vec<Value> = self.calls.iter().map(call_json).collect();
-        json!({"repair": {"status": self.status.as_str(), "format": self.format, "calls": calls}})
+        let mut repair = json!({"status": self.status.as_str(), "calls": calls});
+        repair[self.status.label()] = Value::from(self.format);
+        json!({ "repair": repair })
     }
 }
 
@@ -145,5 +166,14 @@ mod tests {
             body["repair"]["calls"][0]["function"]["arguments"],
             "{\"path\":\"a\"}"
         );
+        let coached = Provenance {
+            status: Status::Coached,
+            format: "answer-after-idle",
+            ..p
+        };
+        assert_eq!(coached.header(), "coached; rule=answer-after-idle; calls=1");
+        let body = coached.extension();
+        assert_eq!(body["repair"]["rule"], "answer-after-idle");
+        assert!(body["repair"].get("format").is_none(), "{body}");
     }
 }
