@@ -92,8 +92,6 @@ pub use chat::{
     CallMode, CallRecord, ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatReply, ChatRun,
     DEFAULT_MAX_TOKENS, DEFAULT_TOOL_TIMEOUT, MAX_CALLS_PER_REPLY,
 };
-#[doc(hidden)]
-pub use coach::ANSWER_NUDGE;
 pub use coach::{CoachConfig, Nudge, Rule};
 pub use context::{Compaction, CompactionConfig, Compactor, ModelSummary, Window, WindowSource};
 pub use error::CoreError;
