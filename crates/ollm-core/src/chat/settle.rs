@@ -114,6 +114,7 @@ impl RunSettings {
         sink.send(ChatEvent::StrategyChosen {
             strategy: strategy.mode(),
             reason: reason.to_string(),
+            cause: reason,
         });
         let mut generation = options.options.clone().unwrap_or(config.options.clone());
         generation.max_tokens = options
@@ -199,6 +200,7 @@ impl RunSettings {
                 sink.send(ChatEvent::StrategyChosen {
                     strategy: to,
                     reason: reason.to_string(),
+                    cause: reason,
                 });
                 fallback.warning(&model)
             }

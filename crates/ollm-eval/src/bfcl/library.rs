@@ -150,6 +150,7 @@ mod tests {
             ChatEvent::StrategyChosen {
                 strategy: Some(ToolMode::Native),
                 reason: "r".into(),
+                cause: ollm_core::Reason::ReportsTools,
             },
             ChatEvent::TextDelta { text: "a".into() },
             ChatEvent::TextDelta { text: "b".into() },
