@@ -111,3 +111,14 @@ pub enum ChatEvent {
         added: Vec<Message>,
     },
 }
+
+impl ChatEvent {
+    /// The announcement of `strategy`, chosen for `cause` (its words as `reason`).
+    pub(crate) fn strategy_chosen(strategy: Option<ToolMode>, cause: Reason) -> Self {
+        ChatEvent::StrategyChosen {
+            strategy,
+            reason: cause.to_string(),
+            cause,
+        }
+    }
+}
