@@ -10,10 +10,10 @@
 //!   extension object in the body (`{"repair": {"status", "format", "calls"}}`, top level
 //!   in a whole reply, in the finish chunk of a stream), and a metric per format.
 //! - The calls are the runtime's recovery (`ollm-core`'s, through the turn loop); the
-//!   format is a label for people and dashboards, named after the markup found in the
-//!   upstream's text ([`format_of`]): the runtime does not say which of its readers
-//!   matched. Calls from the ReAct fallback are `react`, from a schema-constrained retry
-//!   `json-schema`.
+//!   format is a label for people and dashboards: the format core's
+//!   [`ollm_core::recover_calls`] reads the upstream's text in ([`format_of`]; `text`
+//!   where the plain reading finds no call the coached one did). Calls from the ReAct
+//!   fallback are `react`, from a schema-constrained retry `json-schema`.
 //! - **What the coach does is a repair too** (`coached`): a reply made only of calls the
 //!   conversation already has results for never reaches the client; the answer the coach
 //!   asked for does (`repair.rs`). It is marked like the others, with the coach's rule in
@@ -21,7 +21,8 @@
 //!   {"status": "coached", "rule": ..., "calls": [the calls kept back]}}`), and counted in
 //!   its own series, `ollm_serve_coached_calls_total{rule}`.
 
-use ollm_types::ToolCall;
+use ollm_core::{CallFormat, Rejected, recover_calls};
+use ollm_types::{ToolCall, ToolSchema};
 use serde_json::{Value, json};
 
 /// What was done with calls found in text.
@@ -91,35 +92,19 @@ pub(crate) fn call_json(call: &ToolCall) -> Value {
     })
 }
 
-/// The markup a reply's calls were written in, by the first sign of it in `text`.
-pub(crate) fn format_of(text: &str) -> &'static str {
-    const MARKERS: [(&str, &str); 9] = [
-        ("<tool_call>", "hermes"),
-        ("<function=", "qwen3-xml"),
-        ("[TOOL_CALLS]", "mistral"),
-        ("<|python_tag|>", "llama"),
-        ("<|python_start|>", "llama"),
-        ("<｜tool▁calls▁begin｜>", "deepseek"),
-        ("<|tool_call_start|>", "lfm"),
-        ("```", "fenced-json"),
-        (">>>", "functionary"),
-    ];
-    let body = text
-        .rsplit_once("</think>")
-        .map_or(text, |(_, after)| after);
-    if let Some((_, name)) = MARKERS.iter().find(|(marker, _)| body.contains(marker)) {
-        return name;
-    }
-    let body = body.trim_start();
-    if body.starts_with('{') || body.starts_with("[{") {
-        "json"
-    } else if body.starts_with('[') {
-        "pythonic"
-    } else if body.contains("Action:") {
-        "react"
-    } else {
-        "text"
-    }
+/// The markup a reply's calls were written in: the format of the first call (or
+/// unreadable call markup) core's recovery reads in `text` for the declared `tools`.
+pub(crate) fn format_of(text: &str, tools: &[ToolSchema]) -> &'static str {
+    let read = recover_calls(text, tools);
+    let malformed = || {
+        read.rejected.iter().find_map(|r| match r {
+            Rejected::Malformed { format, .. } => Some(*format),
+            _ => None,
+        })
+    };
+    (read.calls.first().map(|c| c.format))
+        .or_else(malformed)
+        .map_or("text", CallFormat::as_str)
 }
 
 #[cfg(test)]
@@ -128,14 +113,15 @@ mod tests {
 
     #[test]
     fn the_format_is_named_after_the_markup_in_the_text() {
-        let check = |text: &str, want: &str| assert_eq!(format_of(text), want, "{text:?}");
+        let tools = [ToolSchema::new("f", "", json!({"type": "object"}))];
+        let check = |text: &str, want: &str| assert_eq!(format_of(text, &tools), want, "{text:?}");
         check(
             "```json\n{\"name\": \"f\", \"arguments\": {}}\n```",
             "fenced-json",
         );
         check("<tool_call>\n{\"name\": \"f\"}\n</tool_call>", "hermes");
         check(
-            "<think>maybe ```x```</think><tool_call>{}</tool_call>",
+            "<think>maybe ```x```</think><tool_call>{\"name\": \"f\"}</tool_call>",
             "hermes",
         );
         check(
@@ -146,7 +132,6 @@ mod tests {
         check("  {\"name\": \"f\", \"arguments\": {}}", "json");
         check("[{\"name\": \"f\"}]", "json");
         check("[f(a=1)]", "pythonic");
-        check("Thought: x\nAction: f\nAction Input: {}", "react");
         check("nothing recognisable", "text");
     }
 

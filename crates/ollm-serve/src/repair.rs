@@ -122,7 +122,7 @@ pub(crate) fn repaired(ask: Ask, mode: ToolMode) -> BoxStream<'static, Piece> {
                 yield Piece::Error(ended_early());
                 return;
             }
-            if let Some(last) = turns.conclude(&mut attempt, &mut tries) {
+            if let Some(last) = turns.conclude(&mut attempt, &mut tries).await {
                 for piece in last {
                     yield piece;
                 }

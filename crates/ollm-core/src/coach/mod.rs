@@ -177,10 +177,6 @@ use ollm_types::{Message, ProviderRequest, ToolCall, ToolSchema};
 pub(crate) use call_loop::{Cut, cut_reply};
 pub use memory::Source;
 pub(crate) use memory::{REPEAT_LIMIT, canonical};
-/// The answer nudge's text, for `ollm serve`'s own repeat guard until it asks the coach
-/// (issue 37); not an API: the texts are the coach's knobs ([`Nudge::text`]).
-#[doc(hidden)]
-pub use nudge::ANSWER as ANSWER_NUDGE;
 pub use nudge::Nudge;
 pub use route::Route;
 pub use rule::{CoachConfig, MAX_CALLS_PER_REPLY, Rule};
