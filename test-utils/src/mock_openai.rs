@@ -20,7 +20,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
@@ -183,6 +183,8 @@ pub fn mock_token_count(text: &str) -> usize {
 #[derive(Default)]
 struct Shared {
     replies: Mutex<VecDeque<Reply>>,
+    /// The headers of each chat request, in order, as (lower-case name, value).
+    request_headers: Mutex<Vec<Vec<(String, String)>>>,
     requests: Mutex<Vec<Value>>,
     tokenize_requests: Mutex<Vec<Value>>,
     violations: Mutex<Vec<String>>,
@@ -302,6 +304,11 @@ impl MockOpenAi {
     /// The chat request bodies received, in order.
     pub fn requests(&self) -> Vec<Value> {
         lock(&self.shared.requests).clone()
+    }
+
+    /// The headers of the chat requests received, in order, as (lower-case name, value).
+    pub fn request_headers(&self) -> Vec<Vec<(String, String)>> {
+        lock(&self.shared.request_headers).clone()
     }
 
     /// The `/tokenize` bodies received, in order.
@@ -451,7 +458,12 @@ fn error_response(status: StatusCode, message: &str) -> Response {
         .into_response()
 }
 
-async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let pairs = headers
+        .iter()
+        .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .collect();
+    lock(&shared.request_headers).push(pairs);
     let body: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return error_response(StatusCode::BAD_REQUEST, &e.to_string()),

@@ -4,7 +4,9 @@
 //!   or hyper, directly or through any normal (non-dev, non-build) dependency. `ollm-core`
 //!   is the runtime without HTTP: it must not reach reqwest or hyper. `ollm-tools` must
 //!   not reach the CLI or anything CLI-ish (clap, rustyline, indicatif), and neither may
-//!   `ollm-mcp` (ARCHITECTURE.md: it never depends on the CLI). `ollm-eval` runs `ollm`
+//!   `ollm-mcp` (ARCHITECTURE.md: it never depends on the CLI). `ollm-serve` may reach
+//!   only the types, core and the bridge among ours: not the CLI, the tools or MCP
+//!   (serve runs no tool), nor anything CLI-ish. `ollm-eval` runs `ollm`
 //!   as a binary and never links the CLI; xtask reaches none of ollm's crates nor tokio
 //!   (it runs the eval as a binary, so a runtime change never rebuilds xtask). The check
 //!   walks the resolved graph from `cargo metadata` (all features, all targets), so a
@@ -47,6 +49,18 @@ const BANS: &[(&str, &[&str])] = &[
     ),
     // MCP servers' tools are a library too: the CLI wraps them, never the other way.
     ("ollm-mcp", &["ollm-cli", "clap", "rustyline", "indicatif"]),
+    // The gateway is a library over core and the pool: it runs no tool and knows no CLI.
+    (
+        "ollm-serve",
+        &[
+            "ollm-cli",
+            "ollm-tools",
+            "ollm-mcp",
+            "clap",
+            "rustyline",
+            "indicatif",
+        ],
+    ),
     // The eval runs `ollm` as a user does, as a binary: it links the runtime, never the CLI.
     ("ollm-eval", &["ollm-cli"]),
     // xtask orchestrates: it runs the eval as a binary, so no runtime change rebuilds it.
@@ -57,6 +71,7 @@ const BANS: &[(&str, &[&str])] = &[
             "ollm-core",
             "ollm-bridge",
             "ollm-eval",
+            "ollm-serve",
             "tokio",
         ],
     ),
@@ -314,7 +329,8 @@ mod tests {
     }
 
     /// A small graph: types -> serde; core -> types, tokio (normal), reqwest (dev);
-    /// tokio -> mio; reqwest -> hyper; eval -> core; xtask -> eval (dev); cli -> core.
+    /// tokio -> mio; reqwest -> hyper; eval -> core; xtask -> eval (dev); cli -> core;
+    /// tools, mcp and serve -> core.
     fn metadata() -> Value {
         let package = |name: &str| json!({ "id": format!("{name}-id"), "name": name });
         let packages = [
@@ -331,6 +347,7 @@ mod tests {
             "ollm-eval",
             "xtask",
             "ollm-cli",
+            "ollm-serve",
         ]
         .map(package);
         json!({
@@ -353,6 +370,7 @@ mod tests {
                 { "id": "ollm-eval-id", "deps": [dep("ollm-core-id", Value::Null)] },
                 { "id": "xtask-id", "deps": [dep("ollm-eval-id", json!("dev"))] },
                 { "id": "ollm-cli-id", "deps": [dep("ollm-core-id", Value::Null)] },
+                { "id": "ollm-serve-id", "deps": [dep("ollm-core-id", Value::Null)] },
             ] },
         })
     }
@@ -435,6 +453,22 @@ mod tests {
             Some(vec![
                 "`ollm-tools` must not depend on `clap`: ollm-tools -> clap".to_owned(),
                 "`ollm-mcp` must not depend on `clap`: ollm-mcp -> ollm-tools -> clap".to_owned(),
+            ])
+        );
+    }
+
+    #[test]
+    fn the_gateway_must_not_depend_on_the_tools() {
+        let mut metadata = metadata();
+        // Node 13 is the gateway.
+        metadata["resolve"]["nodes"][13]["deps"] = json!([
+            dep("ollm-core-id", Value::Null),
+            dep("ollm-tools-id", Value::Null),
+        ]);
+        assert_eq!(
+            banned_dependencies(&metadata).ok(),
+            Some(vec![
+                "`ollm-serve` must not depend on `ollm-tools`: ollm-serve -> ollm-tools".to_owned(),
             ])
         );
     }

@@ -241,6 +241,9 @@ pub struct RequestSpec {
     pub path: String,
     /// The body, already serialised as JSON.
     pub body: Option<Bytes>,
+    /// Headers for this request only, after the client's own (a gateway's forwarded
+    /// routing headers: [`ProviderRequest::headers`](ollm_types::ProviderRequest::headers)).
+    pub headers: Vec<(String, String)>,
 }
 
 impl RequestSpec {
@@ -250,6 +253,7 @@ impl RequestSpec {
             method: Method::GET,
             path: path.into(),
             body: None,
+            headers: Vec::new(),
         }
     }
 
@@ -259,6 +263,7 @@ impl RequestSpec {
             method,
             path: path.into(),
             body: Some(Bytes::from(body.to_string())),
+            headers: Vec::new(),
         }
     }
 }
@@ -373,6 +378,9 @@ impl Transport {
             request = request
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(body.clone());
+        }
+        for (name, value) in &spec.headers {
+            request = request.header(name.as_str(), value.as_str());
         }
         let response = tokio::time::timeout(self.config.first_byte_timeout, request.send())
             .await

@@ -337,9 +337,6 @@ pub(crate) struct AddArgs {
     pub(crate) command: Vec<String>,
 }
 
-/// The default cap on a request body: room for a few images as `data:` URLs.
-pub(crate) const DEFAULT_MAX_BODY: usize = 16 * 1024 * 1024;
-
 /// `ollm serve`'s arguments.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ServeArgs {
@@ -380,7 +377,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 10)]
     pub(crate) health_interval: u64,
     /// The largest request body accepted, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_BODY)]
+    #[arg(long, value_name = "BYTES", default_value_t = ollm_serve::DEFAULT_MAX_BODY)]
     pub(crate) max_body_bytes: usize,
 }
 

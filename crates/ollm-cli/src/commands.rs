@@ -25,8 +25,8 @@ use crate::args::{self, Cli, Command, ConfigAction, McpAction, SessionsAction};
 use crate::config::{self, Env, Settings};
 use crate::exit::CliError;
 use crate::mcp::McpServerEntry;
-use crate::serve::entry::ServeEntry;
 use crate::{ago, chat, context, errors, images, mcp, models, run, sessions, transcript, ui};
+use ollm_serve::ServeEntry;
 
 /// Where a handler writes: stdout, locked.
 type Out<'a> = &'a mut dyn Write;
@@ -145,7 +145,7 @@ pub(crate) fn handler(command: Command) -> Handler {
         }),
         Command::Run(args) => served(move |s| run_command(args, s)),
         Command::Serve(args) => Handler::Settled(Box::new(move |s, _| {
-            crate::serve::run(&args, &s.settings.provider, &s.serve)
+            crate::serve::run(&args, &s.settings, &s.serve)
         })),
     }
 }

@@ -97,7 +97,7 @@ pub(crate) struct FileConfig {
     /// MCP servers, by name (see `mcp.rs`).
     pub(crate) mcp_servers: BTreeMap<String, crate::mcp::McpServerEntry>,
     /// `ollm serve`'s repair policy and client keys (see `serve/entry.rs`).
-    pub(crate) serve: crate::serve::entry::ServeEntry,
+    pub(crate) serve: ollm_serve::ServeEntry,
     /// The context window of every model, in tokens (over what the server reports).
     pub(crate) context_length: Option<u32>,
     /// Compact a long conversation when it nears the window (default `true`).

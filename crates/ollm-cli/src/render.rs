@@ -140,7 +140,9 @@ pub(crate) fn event_json(event: &ChatEvent) -> Value {
             detail,
         } => coached_json(*rule, call_id.as_deref(), detail),
         ChatEvent::Error { error } => json!({"type": "error", "error": error_json(error)}),
-        ChatEvent::StrategyChosen { strategy, reason } => json!({
+        ChatEvent::StrategyChosen {
+            strategy, reason, ..
+        } => json!({
             "type": "strategy_chosen",
             "strategy": strategy.map(|s| s.to_string()),
             "reason": reason,
@@ -951,6 +953,7 @@ mod tests {
         let chosen = ChatEvent::StrategyChosen {
             strategy: Some(ollm_core::ToolMode::React),
             reason: "auto: why".into(),
+            cause: ollm_core::Reason::ReportsNoTools,
         };
         let expected =
             json!({"type": "strategy_chosen", "strategy": "react", "reason": "auto: why"});
@@ -958,6 +961,7 @@ mod tests {
         let none = ChatEvent::StrategyChosen {
             strategy: None,
             reason: "no tools".into(),
+            cause: ollm_core::Reason::NoTools,
         };
         assert_eq!(event_json(&none)["strategy"], Value::Null);
         let finish = ChatEvent::Finish {

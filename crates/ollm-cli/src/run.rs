@@ -455,7 +455,9 @@ pub(crate) struct Verbose {
 /// The `--verbose` line for `event`, if it has one.
 pub(crate) fn verbose_line(event: &ChatEvent) -> Option<String> {
     match event {
-        ChatEvent::StrategyChosen { strategy, reason } => {
+        ChatEvent::StrategyChosen {
+            strategy, reason, ..
+        } => {
             let name = strategy.map_or("none".to_owned(), |s| s.to_string());
             Some(format!("ollm: tool strategy: {name} ({reason})"))
         }
@@ -757,6 +759,7 @@ mod tests {
         let chosen = ChatEvent::StrategyChosen {
             strategy: Some(ToolMode::React),
             reason: "auto: because".into(),
+            cause: ollm_core::Reason::ReportsNoTools,
         };
         sink.event(&chosen).unwrap();
         sink.event(&ChatEvent::TextDelta { text: "hi".into() })
@@ -764,6 +767,7 @@ mod tests {
         let none = ChatEvent::StrategyChosen {
             strategy: None,
             reason: "no tools".into(),
+            cause: ollm_core::Reason::NoTools,
         };
         sink.event(&none).unwrap();
         let written = String::from_utf8(err.lock().unwrap().clone()).unwrap();

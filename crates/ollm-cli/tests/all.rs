@@ -21,6 +21,24 @@ fn typed(content: &str) -> &str {
     }
 }
 
+/// Put first after `run` in [`Ollm::run`]'s arguments: the run keeps the CLI's default
+/// `tool-or-none` choice (see [`Ollm::command`]).
+const ROUTED: &str = "(routed)";
+
+/// `args`, with `--coach-off tool-or-none` after an `ollm run`'s `run`: the tests script
+/// the model's replies request by request, and that rule's choice is a request of its
+/// own. A run whose first argument after `run` is [`ROUTED`] keeps the rule.
+fn unrouted<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let Some(at) = args.iter().position(|a| *a == "run") else {
+        return args.to_vec();
+    };
+    let (head, rest) = args.split_at(at + 1);
+    match rest {
+        [first, rest @ ..] if *first == ROUTED => [head, rest].concat(),
+        _ => [head, &["--coach-off", "tool-or-none"], rest].concat(),
+    }
+}
+
 /// An isolated environment to run the binary in.
 struct Ollm {
     dir: tempfile::TempDir,
@@ -67,7 +85,8 @@ impl Ollm {
 
     fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ollm"));
-        cmd.args(args).current_dir(self.dir.path());
+        cmd.args(unrouted(args));
+        cmd.current_dir(self.dir.path());
         for (name, value) in self.environment() {
             if value.is_empty() {
                 cmd.env_remove(name);
@@ -355,7 +374,7 @@ mod terminal {
                 o.dir.path().file_name().unwrap().to_string_lossy()
             );
             let mut line = vec![env!("CARGO_BIN_EXE_ollm").to_owned()];
-            line.extend(args.iter().map(|a| (*a).to_owned()));
+            line.extend(unrouted(args).iter().map(|a| (*a).to_owned()));
             let mut tmux = Command::new("tmux");
             tmux.args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
                 .args(["-x", "120", "-y", "40", "-c"])

@@ -53,7 +53,7 @@
 //!   the tools context, repairs of calls written as text), each named and switched on
 //!   its own in [`ChatConfig::coach`].
 //! - [`strategy`]: how tools reach the model: natively, as ReAct text, or through a
-//!   schema-constrained reply; the seam the turn loop calls (only [`ToolMode`] is public).
+//!   schema-constrained reply; the seam the turn loop calls (public: [`ToolMode`], and [`Reason`], why a run chose one).
 //! - [`recover_calls`]: the tool calls a model wrote as text (every format local models
 //!   use), read out of a reply for the tools a request declared; pure, usable on its own.
 //! - [`tokens`]: token estimates and per-model context limits.
@@ -92,8 +92,6 @@ pub use chat::{
     CallMode, CallRecord, ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatReply, ChatRun,
     DEFAULT_MAX_TOKENS, DEFAULT_TOOL_TIMEOUT, MAX_CALLS_PER_REPLY,
 };
-#[doc(hidden)]
-pub use coach::ANSWER_NUDGE;
 pub use coach::{CoachConfig, Nudge, Rule};
 pub use context::{Compaction, CompactionConfig, Compactor, ModelSummary, Window, WindowSource};
 pub use error::CoreError;
@@ -101,6 +99,6 @@ pub use history::{History, HistoryStats};
 pub use image::{Image, ImageFormat};
 pub use provider::{ProviderAdapter, ProviderRegistry, ProviderStream, PullStream};
 pub use recover::{CallFormat, Rejected, TextCall, TextCalls, recover_calls};
-pub use strategy::{AutoRules, Learned, ToolMode};
+pub use strategy::{AutoRules, Learned, Reason, ToolMode};
 pub use tokens::ContextLimits;
 pub use tool::{Tool, ToolError, ToolOutcome, ToolRegistry, TypedTool};

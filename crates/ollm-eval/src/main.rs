@@ -29,7 +29,7 @@ A run needs the server:
 The tool-calling eval:
   [--smoke] [--part tuning|held-out|all] [--columns C,..] [--tasks ID,..]
   [--repeats N] [--temperature T] [--budget MIN] [--ollm PATH]
-                       each task (84: 28 intents x 3 wordings, 4 workspaces; a tuning
+                       each task (87: 29 intents x 3 wordings, 7 workspaces; a tuning
                        part and a held-out part, default all) in each column (plain,
                        native, react, constrained, auto; default plain,native,auto), N
                        repeats (default 3) at the server's own sampling or temperature

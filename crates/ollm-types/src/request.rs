@@ -158,6 +158,12 @@ pub struct ProviderRequest {
     /// not come through the runtime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated_prompt_tokens: Option<u32>,
+    /// HTTP headers for this request only, as (name, value): what a gateway passes on
+    /// from its own client (`ollm serve` forwards `x-session-id` and the routing headers
+    /// it is told to, which vLLM's and SGLang's routers key on). The adapters send them
+    /// as headers, never in the body; empty for everything else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<(String, String)>,
 }
 
 impl ProviderRequest {
@@ -175,6 +181,7 @@ impl ProviderRequest {
             response_format: None,
             keep_alive: None,
             estimated_prompt_tokens: None,
+            headers: Vec::new(),
         }
     }
 

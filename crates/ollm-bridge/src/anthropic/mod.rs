@@ -288,6 +288,7 @@ impl ProviderAdapter for AnthropicProvider {
             method: Method::POST,
             path: "/v1/messages".into(),
             body: Some(Bytes::from(body)),
+            headers: request.headers.clone(),
         };
         let decoder =
             MessagesDecoder::new().with_tools(request.tools.iter().map(|t| t.name.clone()));

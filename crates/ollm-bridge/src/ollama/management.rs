@@ -187,7 +187,7 @@ fn pull_error(message: String) -> ProviderError {
 pub(super) fn pull(t: Transport, model: String, max_line: usize) -> PullStream {
     Box::pin(async_stream::stream! {
         let body = Bytes::from(json!({"model": model, "stream": true}).to_string());
-        let spec = RequestSpec { method: Method::POST, path: "/api/pull".into(), body: Some(body) };
+        let spec = RequestSpec { method: Method::POST, path: "/api/pull".into(), body: Some(body), headers: Vec::new() };
         let mut attempts = Attempts::new(&t, spec);
         let response = loop {
             match attempts.next().await {

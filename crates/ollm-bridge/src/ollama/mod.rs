@@ -227,6 +227,7 @@ fn prepare(inner: &Inner, req: &ProviderRequest) -> Result<Exchange, ProviderErr
         method: Method::POST,
         path: "/api/chat".into(),
         body: Some(Bytes::from(body)),
+        headers: req.headers.clone(),
     };
     let decoder = NdjsonDecoder::new(Some(check))
         .with_max_line(inner.config.max_line)

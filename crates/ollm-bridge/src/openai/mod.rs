@@ -216,6 +216,7 @@ impl ProviderAdapter for OpenAiProvider {
             method: Method::POST,
             path: "/chat/completions".into(),
             body: Some(Bytes::from(body)),
+            headers: request.headers.clone(),
         };
         let decoder = SseDecoder::new().with_tools(request.tools.iter().map(|t| t.name.clone()));
         let hints = ChatHints {

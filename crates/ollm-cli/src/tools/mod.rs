@@ -8,7 +8,7 @@ pub(crate) mod prompter;
 
 use std::sync::Arc;
 
-use ollm_core::{CoachConfig, ToolRegistry};
+use ollm_core::{CoachConfig, Rule, ToolRegistry};
 use ollm_tools::{Approver, Mode, ToolConfig, Workspace};
 
 use crate::config::Settings;
@@ -30,10 +30,13 @@ pub(crate) fn config(settings: &Settings) -> ToolConfig {
 
 /// Tells the coach the CLI's words for its tools: they work on the working folder ("this
 /// folder", in the `can-nudge`), and the built-in tools take a file path in `path`
-/// (`path-in-name`). Core knows neither.
+/// (`path-in-name`). Core knows neither. It also turns on `tool-or-none`, which core
+/// leaves to its callers since it costs a request (measured with these tools: issue 35,
+/// docs/eval.md).
 pub(crate) fn tell_coach(coach: &mut CoachConfig) {
     coach.scope = Some("this folder".to_owned());
     coach.path_argument = Some("path".to_owned());
+    coach.turn_on(Rule::ToolOrNone);
 }
 
 /// The built-in tools for the working directory.

@@ -1101,6 +1101,39 @@ mod run_options {
         assert!(content.contains("the notes"), "{content}");
     }
 
+    /// The CLI turns `tool-or-none` on: the run's first request asks for the choice under
+    /// a schema (Ollama's `format`), with the typed prompt alone; on `none` the answer is
+    /// asked with no tools and no working-folder line; on a tool's name the tools stay.
+    #[test]
+    fn the_cli_asks_tool_or_none_first_and_none_takes_the_tools_away() {
+        for (choice, tools) in [("none", false), ("read_file", true)] {
+            let c = Case::ollama();
+            c.mock().script(
+                "/api/chat",
+                answer(&[&format!("{{\"tool\": \"{choice}\"}}")]),
+            );
+            c.mock().script("/api/chat", answer(&["42"]));
+            let out = c.run(&["run", ROUTED, "qwen3:8b", "what's 6 times 7?"]);
+            out.ok();
+            let chats = c.mock().requests_to("/api/chat");
+            assert_eq!(chats.len(), 2, "{choice}");
+            let route = &chats[0].body;
+            assert!(
+                route["format"]["properties"]["tool"]["enum"].is_array(),
+                "{route}"
+            );
+            assert_eq!(route["messages"].as_array().unwrap().len(), 2, "{route}");
+            assert_eq!(
+                route["messages"][1]["content"], "what's 6 times 7?",
+                "{route}"
+            );
+            let asked = &chats[1].body;
+            assert_eq!(asked.get("tools").is_some(), tools, "{choice}: {asked}");
+            let first = asked["messages"][0]["content"].as_str().unwrap();
+            assert_eq!(first.starts_with("[Working folder: "), tools, "{first}");
+        }
+    }
+
     #[test]
     fn tools_are_offered_unless_no_tools_and_the_system_prompt_leads() {
         let c = Case::ollama();
@@ -1319,7 +1352,8 @@ mod openai_native {
         assert!(content.contains("read_file"), "{content}");
         let nudge = &messages[messages.len() - 1];
         assert_eq!(nudge["role"], "user");
-        assert_eq!(nudge["content"], ollm_core::ANSWER_NUDGE);
+        let answer = ollm_core::Nudge::Answer.text(&ollm_core::CoachConfig::default());
+        assert_eq!(nudge["content"], answer.as_str());
         assert!(second.get("tools").is_none(), "{second}");
     }
 

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::coach::Rule;
 use crate::context::Compaction;
-use crate::strategy::ToolMode;
+use crate::strategy::{Reason, ToolMode};
 
 /// The result recorded for a call whose tool had not finished when the run was cancelled.
 pub const CANCELLED_RESULT: &str = "Error: cancelled before the tool finished";
@@ -62,8 +62,10 @@ pub enum ChatEvent {
         /// The strategy (`native`, `react` or `constrained`); `None` when no tools are
         /// offered.
         strategy: Option<ToolMode>,
-        /// Why, in words for people (`ollm run --verbose` prints it).
+        /// Why, in words for people (`ollm run --verbose` prints it): `cause`'s text.
         reason: String,
+        /// Why, typed.
+        cause: Reason,
     },
     /// The history was compacted to fit the context window (before a request, or by
     /// [`ChatClient::compact`](crate::ChatClient::compact)): older turns replaced by a
@@ -108,4 +110,15 @@ pub enum ChatEvent {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         added: Vec<Message>,
     },
+}
+
+impl ChatEvent {
+    /// The announcement of `strategy`, chosen for `cause` (its words as `reason`).
+    pub(crate) fn strategy_chosen(strategy: Option<ToolMode>, cause: Reason) -> Self {
+        ChatEvent::StrategyChosen {
+            strategy,
+            reason: cause.to_string(),
+            cause,
+        }
+    }
 }

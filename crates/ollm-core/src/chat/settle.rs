@@ -111,10 +111,7 @@ impl RunSettings {
         let mode = options.tool_mode.unwrap_or(config.tool_mode);
         let (strategy, reason) = strategy(shared, config, mode, info.as_ref(), has_tools);
         tracing::debug!(strategy = ?strategy.mode(), %reason, "tool strategy chosen");
-        sink.send(ChatEvent::StrategyChosen {
-            strategy: strategy.mode(),
-            reason: reason.to_string(),
-        });
+        sink.send(ChatEvent::strategy_chosen(strategy.mode(), reason));
         let mut generation = options.options.clone().unwrap_or(config.options.clone());
         generation.max_tokens = options
             .max_tokens
@@ -196,10 +193,7 @@ impl RunSettings {
                 let to = self.strategy.mode();
                 let what = "the server refused the strategy; falling back";
                 tracing::info!(%model, %reason, ?to, "{what}");
-                sink.send(ChatEvent::StrategyChosen {
-                    strategy: to,
-                    reason: reason.to_string(),
-                });
+                sink.send(ChatEvent::strategy_chosen(to, reason));
                 fallback.warning(&model)
             }
             Fallback::NoThink => {

@@ -36,8 +36,8 @@ use super::event::{CANCELLED_RESULT, ChatEvent, STOPPED_RESULT};
 use super::settle::{Fallback, Offer, RunSettings};
 use super::shared::{Shared, Sink, lock};
 use crate::coach::{
-    CallPlan, Coach, Cut, MAX_CALLS_PER_REPLY, REPEAT_LIMIT, Rule, Said, Source, Watch, canonical,
-    cut_reply,
+    CallPlan, Coach, Cut, MAX_CALLS_PER_REPLY, REPEAT_LIMIT, Route, Rule, Said, Source, Watch,
+    canonical, cut_reply,
 };
 use crate::context::settle_window;
 use crate::strategy::{TextFilter, Turn, TurnOutcome};
@@ -107,6 +107,7 @@ pub(super) async fn run_chat(
         turn: 1,
         total: Usage::default(),
     };
+    run.route().await;
     let reason = run.run_turns().await;
     run.finish(reason);
 }
@@ -140,6 +141,55 @@ impl Run {
             }
         }
         FinishReason::MaxTurns
+    }
+
+    /// Before the first turn: the coach's `tool-or-none` choice, when the run offers
+    /// tools and may answer without them. A failed or cancelled choice offers the tools.
+    async fn route(&mut self) {
+        let offer = self.settings.offer(&self.coach);
+        if offer.choice.requires_call() {
+            return;
+        }
+        let prompt = lock(&self.shared.history).messages().last().cloned();
+        let request = prompt.and_then(|prompt| {
+            self.coach
+                .route_request(&self.settings.model, &prompt, offer.tools)
+        });
+        let Some(request) = request else { return };
+        let tools = offer.tools.to_vec();
+        let cancel = self.cancel.clone();
+        let text = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => None,
+            text = self.choose(request) => text,
+        };
+        let route = self.coach.routed(text.as_deref(), &tools);
+        let detail = match &route {
+            Route::None => "the model chose no tool; none are offered this run".to_owned(),
+            Route::Tools(Some(name)) => format!("the model chose {name}"),
+            Route::Tools(None) => "no clean choice; the tools are offered".to_owned(),
+        };
+        tracing::debug!(reply = ?text, "coach: tool-or-none: {detail}");
+        self.sink.coached(Rule::ToolOrNone, None, detail, false);
+    }
+
+    /// The text of the reply to the `tool-or-none` request, `None` when it failed.
+    async fn choose(&mut self, request: ProviderRequest) -> Option<String> {
+        let mut stream = self.shared.provider.chat(request);
+        let mut text = String::new();
+        while let Some(event) = stream.next().await {
+            match event {
+                ProviderEvent::TextDelta { text: delta } => text.push_str(&delta),
+                ProviderEvent::Usage { usage } => self.total.accumulate(&usage),
+                ProviderEvent::Finish { .. } => return Some(text),
+                ProviderEvent::Error { error } => {
+                    tracing::debug!(%error, "coach: tool-or-none: the request failed");
+                    return None;
+                }
+                _ => {}
+            }
+        }
+        None
     }
 
     /// Sends `Finish`; a failed run that recorded no turn takes the prompt back too.

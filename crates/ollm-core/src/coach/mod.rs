@@ -27,6 +27,14 @@
 //! # Decisions
 //! Each rule, what it does, the evidence, and its switch (the rule's name). All are on
 //! by default.
+//! - **`tool-or-none`** (`route.rs`; on request, [`Rule::ON_REQUEST`]): before a run's
+//!   first request with tools, when the tool choice does not require a call, one short
+//!   request asks the model to name an offered tool or `none`, the server constraining the
+//!   reply to that JSON; on a clean `none` the run offers no tools and no tools context.
+//!   Small models call tools on small talk and arithmetic (issue 35). On the eval's tuning
+//!   part with the 0.5B (one repeat each, default sampling): restraint 6/15 without the
+//!   rule, 13/15 with it; success 11/54 and 16/54. Off in core because it costs a
+//!   request and needs a server that constrains output; the CLI turns it on.
 //! - **`repeat-guard`**: a call the run already made (same tool, arguments equal as
 //!   canonical JSON, keys sorted at every depth) is not run again; it is answered, not
 //!   dropped (calls and results stay 1:1), by an error result that says the model already
@@ -159,20 +167,18 @@
 mod call_loop;
 mod memory;
 mod nudge;
+mod route;
 mod rule;
 mod runaway;
 mod text;
 
-use ollm_types::{Message, ProviderRequest, ToolCall};
+use ollm_types::{Message, ProviderRequest, ToolCall, ToolSchema};
 
 pub(crate) use call_loop::{Cut, cut_reply};
 pub use memory::Source;
 pub(crate) use memory::{REPEAT_LIMIT, canonical};
-/// The answer nudge's text, for `ollm serve`'s own repeat guard until it asks the coach
-/// (issue 37); not an API: the texts are the coach's knobs ([`Nudge::text`]).
-#[doc(hidden)]
-pub use nudge::ANSWER as ANSWER_NUDGE;
 pub use nudge::Nudge;
+pub use route::Route;
 pub use rule::{CoachConfig, MAX_CALLS_PER_REPLY, Rule};
 
 use crate::ToolRegistry;
@@ -197,6 +203,8 @@ pub struct Coach {
     asked_to_act: bool,
     /// Whether the run already asked again for an answer that came empty.
     asked_to_answer: bool,
+    /// Whether the model chose no tool before the run's first request (`tool-or-none`).
+    routed_none: bool,
 }
 
 /// Where each call of a turn gets its result from, as [`Coach::plan`] decided.
@@ -255,6 +263,7 @@ impl Coach {
             answer_due: false,
             asked_to_act: false,
             asked_to_answer: false,
+            routed_none: false,
         }
     }
 
@@ -300,7 +309,28 @@ impl Coach {
     /// Before a request: whether the next reply is asked for with no tools, because it
     /// is to answer (`answer-after-idle`, `answer-after-runaway`, `answer-after-empty`).
     pub fn withholds_tools(&self) -> bool {
-        self.answer_due
+        self.answer_due || self.routed_none
+    }
+
+    /// Before the run's first request, when it offers `tools` and may answer without a
+    /// call: the request that asks the model to choose a tool or none (`tool-or-none`),
+    /// or `None` when the rule is off or the run already made calls.
+    pub(crate) fn route_request(
+        &self,
+        model: &str,
+        prompt: &Message,
+        tools: &[ToolSchema],
+    ) -> Option<ProviderRequest> {
+        let due = self.is_on(Rule::ToolOrNone) && !tools.is_empty() && !self.made_calls();
+        due.then(|| route::request(&self.config, model, prompt, tools))
+    }
+
+    /// Reads the reply to [`Coach::route_request`] (`text`, or `None` when the request
+    /// failed): on a clean `none` the run offers no tools.
+    pub(crate) fn routed(&mut self, text: Option<&str>, tools: &[ToolSchema]) -> Route {
+        let route = text.map_or(Route::Tools(None), |t| route::read(t, tools));
+        self.routed_none = route == Route::None;
+        route
     }
 
     /// Before a request: what it carries besides the history and the options, given
@@ -309,7 +339,7 @@ impl Coach {
     /// server's prompt cache keeps the prefix), and the tool temperature when the request
     /// offers tools and its sampling options set none.
     pub(crate) fn before_request(&self, request: &mut ProviderRequest, offers_tools: bool) {
-        if let Some(context) = self.context.as_deref() {
+        if let Some(context) = self.context.as_deref().filter(|_| !self.routed_none) {
             text::before_first_prompt(&mut request.messages, context);
         }
         if offers_tools && request.options.temperature.is_none() {

@@ -10,9 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::rule::CoachConfig;
 
 /// Asks for the answer: after a turn none of whose calls ran, after a runaway reply that
-/// followed a result, after an empty answer. Public only through the hidden
-/// `ollm_core::ANSWER_NUDGE`, which `ollm serve` reads until it asks the coach (issue 37).
-pub const ANSWER: &str = "Now answer my question in plain words, without calling any tool.";
+/// followed a result, after an empty answer.
+pub(crate) const ANSWER: &str = "Now answer my question in plain words, without calling any tool.";
 
 /// Asks an answer that showed how to call a tool to call it.
 const ACT: &str = "Do not tell me how to call the tools: call the one you need yourself now, \

@@ -48,6 +48,9 @@ macro_rules! rules {
 }
 
 rules! {
+    /// Before a run's first request with tools, a constrained choice of a tool or none.
+    ToolOrNone = "tool-or-none",
+        "before a run's first request with tools, the model chooses an offered tool or none under a JSON schema; on none the run offers no tools";
     /// A call the run already made is answered from its earlier result, not run again.
     RepeatGuard = "repeat-guard",
         "a call the run already made (same tool, same arguments) is answered from its earlier result, not run again";
@@ -116,6 +119,12 @@ rules! {
         "a call to a tool that is not offered is answered with the names of the tools that are";
 }
 
+impl Rule {
+    /// The rules that are off unless the caller turns them on ([`CoachConfig::on`]):
+    /// `tool-or-none`, which costs a request of its own before a run's first turn.
+    pub const ON_REQUEST: &'static [Rule] = &[Rule::ToolOrNone];
+}
+
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -156,13 +165,16 @@ impl<'de> Deserialize<'de> for Rule {
 }
 
 /// The coach's switches, and the words of the caller it uses (part of
-/// [`ChatConfig`](crate::ChatConfig)). The default turns every rule on, as ollm has
-/// always run.
+/// [`ChatConfig`](crate::ChatConfig)). The default turns on every rule but those
+/// [`Rule::ON_REQUEST`] lists, which cost a request of their own and are turned on by the
+/// caller (the CLI turns on `tool-or-none`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CoachConfig {
-    /// The rules turned off.
+    /// The rules turned off; this outranks `on`.
     pub off: BTreeSet<Rule>,
+    /// The rules of [`Rule::ON_REQUEST`] turned on.
+    pub on: BTreeSet<Rule>,
     /// What the caller's tools work on, as the `can-nudge` says it ("this folder", from
     /// the CLI); `None`: the nudge names no place.
     pub scope: Option<String>,
@@ -181,9 +193,14 @@ impl CoachConfig {
         }
     }
 
-    /// Whether `rule` is on.
+    /// Whether `rule` is on: not turned off, and on by default or turned on.
     pub fn is_on(&self, rule: Rule) -> bool {
-        !self.off.contains(&rule)
+        !self.off.contains(&rule) && (!Rule::ON_REQUEST.contains(&rule) || self.on.contains(&rule))
+    }
+
+    /// Turns `rule` on, unless it is turned off.
+    pub fn turn_on(&mut self, rule: Rule) {
+        self.on.insert(rule);
     }
 
     /// Turns `rule` off.
@@ -231,5 +248,23 @@ mod tests {
         assert!(serde_json::from_str::<CoachConfig>(r#"{"off": ["nope"]}"#).is_err());
         assert!(CoachConfig::default().off.is_empty());
         assert!(Rule::ALL.iter().all(|&r| !CoachConfig::all_off().is_on(r)));
+    }
+
+    #[test]
+    fn a_rule_on_request_is_off_until_turned_on_and_off_outranks_on() {
+        let mut config = CoachConfig::default();
+        assert!(!config.is_on(Rule::ToolOrNone));
+        config.turn_on(Rule::ToolOrNone);
+        assert!(config.is_on(Rule::ToolOrNone));
+        config.turn_off(Rule::ToolOrNone);
+        assert!(!config.is_on(Rule::ToolOrNone));
+        let read: CoachConfig = serde_json::from_str(r#"{"on": ["tool-or-none"]}"#).unwrap();
+        assert!(read.is_on(Rule::ToolOrNone));
+        assert!(
+            Rule::ALL
+                .iter()
+                .filter(|r| !Rule::ON_REQUEST.contains(r))
+                .all(|&r| CoachConfig::default().is_on(r))
+        );
     }
 }

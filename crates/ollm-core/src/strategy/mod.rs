@@ -29,7 +29,7 @@
 //!   native replies keep writing calls as text; native when the model reports tool
 //!   support *or the provider cannot say* (no capabilities, or `show_model` failed);
 //!   ReAct when the server positively reports capabilities without `tools`. Each choice
-//!   comes with its `Reason`, which the run announces.
+//!   comes with its [`Reason`], which the run announces (typed, and in words).
 //! - The tool choice is applied in `prepare` and `interpret` only: native sends it as
 //!   the request's `tool_choice`; ReAct and constrained narrow what they offer (`none`:
 //!   nothing; a name: that tool; `required`/a name: no answer branch, an instruction) and
@@ -378,9 +378,14 @@ impl Strategy {
     }
 }
 
-/// Why a run uses the strategy it does; shown to users (`ollm run --verbose`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Reason {
+/// Why a run uses the strategy it does: announced by
+/// [`ChatEvent::StrategyChosen`](crate::ChatEvent::StrategyChosen) beside its words
+/// (its `Display`, which `ollm run --verbose` shows), so a caller can act on it
+/// without parsing text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Reason {
     /// No tools are to be offered.
     NoTools,
     /// The mode was asked for.

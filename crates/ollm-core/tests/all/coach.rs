@@ -170,3 +170,87 @@ fn with_the_coach_off_a_repeat_runs_again_and_nothing_is_said() {
     assert!(requests.iter().all(|r| r.tools.len() == 1));
     assert!(requests.iter().all(|r| r.options.temperature.is_none()));
 }
+
+/// `tool-or-none` (on request): the run's first request is the constrained choice, with
+/// the run's prompt alone; a clean `none` leaves the run without tools (and without the
+/// tools context), a tool's name or anything else offers them as usual, and a choice the
+/// server fails offers them too.
+#[test]
+fn tool_or_none_takes_the_tools_away_only_on_a_clean_none() {
+    let cases: [(&str, Vec<ProviderEvent>, usize); 4] = [
+        ("none", text(r#"{"tool": "none"}"#), 0),
+        ("a tool", text(r#"{"tool": "list_dir"}"#), 1),
+        ("not json", text("none"), 1),
+        (
+            "a failure",
+            vec![ev::error(ollm_types::ProviderErrorKind::Other, "boom")],
+            1,
+        ),
+    ];
+    for (case, choice, tools) in cases {
+        let provider = MockProvider::builder()
+            .turn(choice)
+            .turn(text("42"))
+            .build();
+        let tool = RecordingTool::new("list_dir");
+        let c = crate::support::client_with(provider.clone(), registry([tool]), |cfg| {
+            cfg.coach.turn_on(Rule::ToolOrNone);
+            cfg.tools_context = Some("[Working folder: /w]".into());
+        });
+        let events = block_on(chat(&c, "what's 6 times 7?"));
+        check_events(&events);
+        assert_eq!(finish_reason(&events), FinishReason::Stop, "{case}");
+        let coached = events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    ChatEvent::Coached {
+                        rule: Rule::ToolOrNone,
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(coached, 1, "{case}");
+        let requests = provider.requests();
+        assert_eq!(requests.len(), 2, "{case}");
+        let route = &requests[0];
+        assert!(route.response_format.is_some(), "{case}");
+        assert!(route.tools.is_empty(), "{case}");
+        assert_eq!(route.messages.len(), 1, "{case}");
+        assert_eq!(route.messages[0].text(), "what's 6 times 7?", "{case}");
+        let answer = &requests[1];
+        assert_eq!(answer.tools.len(), tools, "{case}");
+        assert!(answer.response_format.is_none(), "{case}");
+        let with_context = answer.messages[0].text().starts_with("[Working folder");
+        assert_eq!(with_context, tools == 1, "{case}");
+    }
+}
+
+/// `tool-or-none` is off unless turned on, and never runs when the call is required.
+#[test]
+fn tool_or_none_is_asked_only_when_on_and_the_call_is_optional() {
+    for (on, required, asked) in [(false, false, 0), (true, true, 0), (true, false, 1)] {
+        let provider = MockProvider::builder()
+            .turn(text(r#"{"tool": "list_dir"}"#))
+            .turn(text("done"))
+            .build();
+        let tool = RecordingTool::new("list_dir");
+        let c = crate::support::client_with(provider.clone(), registry([tool]), |cfg| {
+            if on {
+                cfg.coach.turn_on(Rule::ToolOrNone);
+            }
+            if required {
+                cfg.tool_choice = ollm_types::ToolChoice::Required;
+            }
+        });
+        let _ = block_on(chat(&c, "list it"));
+        let choices = provider
+            .requests()
+            .iter()
+            .filter(|r| r.response_format.is_some())
+            .count();
+        assert_eq!(choices, asked, "on {on}, required {required}");
+    }
+}

@@ -421,7 +421,15 @@ fn chosen(events: &[ChatEvent]) -> Vec<(Option<ToolMode>, String)> {
     events
         .iter()
         .filter_map(|e| match e {
-            ChatEvent::StrategyChosen { strategy, reason } => Some((*strategy, reason.clone())),
+            ChatEvent::StrategyChosen {
+                strategy,
+                reason,
+                cause,
+            } => {
+                // The words are the typed reason's.
+                assert_eq!(&cause.to_string(), reason);
+                Some((*strategy, reason.clone()))
+            }
             _ => None,
         })
         .collect()

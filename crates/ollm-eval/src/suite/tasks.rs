@@ -15,10 +15,21 @@
 //! - **Workspaces**: each intent runs in one of several small project folders (a Rust
 //!   service, a folder of Python scripts, notes, data), so a rule that only helps in one
 //!   kind of folder shows.
+//! - **The held-out part brings its own workspaces** (`held-out.json`'s optional
+//!   `workspaces`, on top of `tasks.json`'s): a folder that only held-out intents run in
+//!   is declared there, so reading the tuning file shows nothing of it. A name may not be
+//!   declared in both files, and no tuning intent may run in a held-out workspace (its
+//!   per-task results would show the folder). `--list` counts the held-out part's tasks
+//!   under one row, [`HELD_OUT_ROW`], not per workspace, so listing names none of them.
 //! - **Two parts, split by intent**: all three wordings of an intent sit on the same side.
 //!   The held-out part lives in its own file, which whoever tunes the runtime does not
 //!   open; the report gives both parts side by side. Roughly 2/3 tuning, 1/3 held-out,
 //!   and each part has tool, write and no-tool intents (a test holds the files to it).
+//! - **A seen held-out part is retired, not reused.** On 2026-11-26 the tuner saw the
+//!   held-out intents, so they no longer measured generalization; they were moved to
+//!   `crates/ollm-eval/data/retired-held-out.json` (kept so earlier result files' task
+//!   ids can be traced; nothing loads it) and replaced by fresh intents in fresh
+//!   workspaces. Do the same whenever the held-out part is seen.
 //! - **Answers are regexes** (`regex` crate syntax), every one of which must match the
 //!   final answer. Each must hold a word boundary (`\b`), so `3` cannot pass on `13` or a
 //!   date, and no pattern is a bare common word. Small talk ("thanks, that's all") and
@@ -46,6 +57,8 @@ use serde::Deserialize;
 pub(super) const TASKS_FILE: &str = "crates/ollm-eval/data/tasks.json";
 /// The held-out part, relative to the workspace root.
 pub(super) const HELD_OUT_FILE: &str = "crates/ollm-eval/data/held-out.json";
+/// `--list`'s workspace column for every held-out task: their workspaces stay unnamed.
+const HELD_OUT_ROW: &str = "(held out)";
 /// Tools that change or run something: each must be asked for.
 pub(super) const ACTIONS: &[&str] = &["write_file", "run_command"];
 /// Tool names and words a prompt must not contain.
@@ -72,9 +85,11 @@ struct TuningFile {
     intents: Vec<Intent>,
 }
 
-/// `held-out.json`: the held-out part's intents.
+/// `held-out.json`: the held-out part's own workspaces and its intents.
 #[derive(Debug, Deserialize)]
 struct HeldOutFile {
+    #[serde(default)]
+    workspaces: BTreeMap<String, Files>,
     intents: Vec<Intent>,
 }
 
@@ -232,6 +247,8 @@ fn parse<T: serde::de::DeserializeOwned>(root: &Path, file: &str) -> Result<T> {
 
 /// The validated suite of both files' intents, three tasks each.
 fn suite(tuning: TuningFile, held_out: HeldOutFile) -> Result<Suite> {
+    let held_only: Vec<String> = held_out.workspaces.keys().cloned().collect();
+    let workspaces = merged(tuning.workspaces, held_out.workspaces)?;
     let parts = [
         (Part::Tuning, tuning.intents),
         (Part::HeldOut, held_out.intents),
@@ -240,8 +257,15 @@ fn suite(tuning: TuningFile, held_out: HeldOutFile) -> Result<Suite> {
     let mut ids: Vec<String> = Vec::new();
     for (part, intents) in parts {
         for intent in intents {
-            validate(&intent, &tuning.workspaces)
+            validate(&intent, &workspaces)
                 .with_context(|| format!("intent `{}` ({})", intent.id, part.name()))?;
+            if part == Part::Tuning && held_only.contains(&intent.workspace) {
+                bail!(
+                    "tuning intent `{}` runs in the held-out workspace `{}`",
+                    intent.id,
+                    intent.workspace
+                );
+            }
             if ids.contains(&intent.id) {
                 bail!("intent `{}` appears twice", intent.id);
             }
@@ -262,10 +286,24 @@ fn suite(tuning: TuningFile, held_out: HeldOutFile) -> Result<Suite> {
         bail!("the smoke list names `{bad}`, which is no task of the tuning part");
     }
     Ok(Suite {
-        workspaces: tuning.workspaces,
+        workspaces,
         smoke: tuning.smoke,
         tasks,
     })
+}
+
+/// The tuning file's workspaces and the held-out file's own, whose names must differ.
+fn merged(
+    mut workspaces: BTreeMap<String, Files>,
+    held_out: BTreeMap<String, Files>,
+) -> Result<BTreeMap<String, Files>> {
+    for (name, files) in held_out {
+        if workspaces.contains_key(&name) {
+            bail!("workspace `{name}` is declared in both task files");
+        }
+        workspaces.insert(name, files);
+    }
+    Ok(workspaces)
 }
 
 /// The intent's three tasks.
@@ -381,7 +419,11 @@ pub(super) fn counts(suite: &Suite) -> String {
             Kind::Write => 1,
             Kind::None => 2,
         };
-        let (part, workspace) = (t.part.name(), t.workspace.as_str());
+        let workspace = match t.part {
+            Part::Tuning => t.workspace.as_str(),
+            Part::HeldOut => HELD_OUT_ROW,
+        };
+        let part = t.part.name();
         for key in [
             (part, workspace),
             (part, "all"),
@@ -483,6 +525,14 @@ mod tests {
         }
         let smoke = select(&suite, true, PartChoice::All, &[]).unwrap();
         assert_eq!(smoke.len(), 3);
+        let listed = counts(&suite);
+        for t in suite.tasks.iter().filter(|t| t.part == Part::HeldOut) {
+            assert!(
+                !listed.contains(&format!("| {} |", t.workspace)),
+                "{listed}"
+            );
+        }
+        assert!(listed.contains(&format!("| held-out | {HELD_OUT_ROW} | ")));
     }
 
     #[test]
@@ -510,6 +560,44 @@ mod tests {
         let ids: Vec<&str> = suite.tasks.iter().map(|t| t.id.as_str()).collect();
         assert_eq!(ids, ["i.casual", "i.polite", "i.terse"]);
         assert!(suite.tasks.iter().all(|t| t.part == Part::Tuning));
+    }
+
+    /// The suite of a tuning file with workspace `w` and `tuning` intents, and a
+    /// held-out file with its own `workspaces` and `held_out` intents: its error, if any.
+    fn check_parts(tuning: Value, workspaces: Value, held_out: Value, expected: Result<(), &str>) {
+        let tuning = json!({"workspaces": {"w": {"a.txt": "x"}}, "smoke": [],
+            "intents": tuning});
+        let held_out = json!({"workspaces": workspaces, "intents": held_out});
+        let got = from_values(tuning, held_out).map_err(|e| format!("{e:#}"));
+        match expected {
+            Ok(()) => assert_eq!(got.map(|t| t.len()).unwrap(), 3),
+            Err(want) => assert!(got.unwrap_err().contains(want)),
+        }
+    }
+
+    #[test]
+    fn the_held_out_part_may_bring_workspaces_the_tuning_part_cannot_run_in() {
+        let own = json!({"h": {"b.txt": "y"}});
+        let in_h = intent("tool", "p", json!({"workspace": "h"}));
+        check_parts(json!([]), own.clone(), json!([in_h.clone()]), Ok(()));
+        check_parts(
+            json!([]),
+            json!({}),
+            json!([in_h.clone()]),
+            Err("no workspace `h`"),
+        );
+        check_parts(
+            json!([in_h]),
+            own,
+            json!([]),
+            Err("runs in the held-out workspace `h`"),
+        );
+        check_parts(
+            json!([]),
+            json!({"w": {}}),
+            json!([intent("tool", "p", json!({}))]),
+            Err("workspace `w` is declared in both task files"),
+        );
     }
 
     #[test]

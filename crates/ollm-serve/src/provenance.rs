@@ -1,6 +1,7 @@
 //! Where a reply's calls came from, told to the client: a call `ollm serve` read out of
-//! the model's text (recovered), or one it found there and only reported (flagged, under
-//! the `flag` policy). A leaf: the reply writers and the repair paths both use it.
+//! the model's text (recovered), one it found there and only reported (flagged, under
+//! the `flag` policy), or calls the coach kept from the client and answered for it
+//! (coached). A leaf: the reply writers and the repair paths both use it.
 //!
 //! # Decisions
 //! - **Every repair is visible.** Some agents refuse recovered calls as unsafe (text that
@@ -9,12 +10,19 @@
 //!   extension object in the body (`{"repair": {"status", "format", "calls"}}`, top level
 //!   in a whole reply, in the finish chunk of a stream), and a metric per format.
 //! - The calls are the runtime's recovery (`ollm-core`'s, through the turn loop); the
-//!   format is a label for people and dashboards, named after the markup found in the
-//!   upstream's text ([`format_of`]): the runtime does not say which of its readers
-//!   matched. Calls from the ReAct fallback are `react`, from a schema-constrained retry
-//!   `json-schema`.
+//!   format is a label for people and dashboards: the format core's
+//!   [`ollm_core::recover_calls`] reads the upstream's text in ([`format_of`]; `text`
+//!   where the plain reading finds no call the coached one did). Calls from the ReAct
+//!   fallback are `react`, from a schema-constrained retry `json-schema`.
+//! - **What the coach does is a repair too** (`coached`): a reply made only of calls the
+//!   conversation already has results for never reaches the client; the answer the coach
+//!   asked for does (`repair.rs`). It is marked like the others, with the coach's rule in
+//!   place of the format (`coached; rule=answer-after-idle; calls=1`, `{"repair":
+//!   {"status": "coached", "rule": ..., "calls": [the calls kept back]}}`), and counted in
+//!   its own series, `ollm_serve_coached_calls_total{rule}`.
 
-use ollm_types::ToolCall;
+use ollm_core::{CallFormat, Rejected, recover_calls};
+use ollm_types::{ToolCall, ToolSchema};
 use serde_json::{Value, json};
 
 /// What was done with calls found in text.
@@ -24,6 +32,8 @@ pub(crate) enum Status {
     Recovered,
     /// Found in the text and only reported; the text went out untouched.
     Flagged,
+    /// Kept from the client by the coach, which asked the model for its answer instead.
+    Coached,
 }
 
 impl Status {
@@ -31,6 +41,15 @@ impl Status {
         match self {
             Status::Recovered => "recovered",
             Status::Flagged => "flagged",
+            Status::Coached => "coached",
+        }
+    }
+
+    /// The name of what [`Provenance::format`] holds: the markup, or the coach's rule.
+    fn label(self) -> &'static str {
+        match self {
+            Status::Recovered | Status::Flagged => "format",
+            Status::Coached => "rule",
         }
     }
 }
@@ -39,7 +58,7 @@ impl Status {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Provenance {
     pub(crate) status: Status,
-    /// The markup they were written in ([`format_of`]).
+    /// The markup they were written in ([`format_of`]); for `coached`, the coach's rule.
     pub(crate) format: &'static str,
     pub(crate) calls: Vec<ToolCall>,
 }
@@ -48,8 +67,9 @@ impl Provenance {
     /// The `x-ollm-repair` header's value.
     pub(crate) fn header(&self) -> String {
         format!(
-            "{}; format={}; calls={}",
+            "{}; {}={}; calls={}",
             self.status.as_str(),
+            self.status.label(),
             self.format,
             self.calls.len()
         )
@@ -58,7 +78,9 @@ impl Provenance {
     /// The body's `ollm` extension object.
     pub(crate) fn extension(&self) -> Value {
         let calls: Vec<Value> = self.calls.iter().map(call_json).collect();
-        json!({"repair": {"status": self.status.as_str(), "format": self.format, "calls": calls}})
+        let mut repair = json!({"status": self.status.as_str(), "calls": calls});
+        repair[self.status.label()] = Value::from(self.format);
+        json!({ "repair": repair })
     }
 }
 
@@ -70,35 +92,19 @@ pub(crate) fn call_json(call: &ToolCall) -> Value {
     })
 }
 
-/// The markup a reply's calls were written in, by the first sign of it in `text`.
-pub(crate) fn format_of(text: &str) -> &'static str {
-    const MARKERS: [(&str, &str); 9] = [
-        ("<tool_call>", "hermes"),
-        ("<function=", "qwen3-xml"),
-        ("[TOOL_CALLS]", "mistral"),
-        ("<|python_tag|>", "llama"),
-        ("<|python_start|>", "llama"),
-        ("<｜tool▁calls▁begin｜>", "deepseek"),
-        ("<|tool_call_start|>", "lfm"),
-        ("```", "fenced-json"),
-        (">>>", "functionary"),
-    ];
-    let body = text
-        .rsplit_once("</think>")
-        .map_or(text, |(_, after)| after);
-    if let Some((_, name)) = MARKERS.iter().find(|(marker, _)| body.contains(marker)) {
-        return name;
-    }
-    let body = body.trim_start();
-    if body.starts_with('{') || body.starts_with("[{") {
-        "json"
-    } else if body.starts_with('[') {
-        "pythonic"
-    } else if body.contains("Action:") {
-        "react"
-    } else {
-        "text"
-    }
+/// The markup a reply's calls were written in: the format of the first call (or
+/// unreadable call markup) core's recovery reads in `text` for the declared `tools`.
+pub(crate) fn format_of(text: &str, tools: &[ToolSchema]) -> &'static str {
+    let read = recover_calls(text, tools);
+    let malformed = || {
+        read.rejected.iter().find_map(|r| match r {
+            Rejected::Malformed { format, .. } => Some(*format),
+            _ => None,
+        })
+    };
+    (read.calls.first().map(|c| c.format))
+        .or_else(malformed)
+        .map_or("text", CallFormat::as_str)
 }
 
 #[cfg(test)]
@@ -107,14 +113,15 @@ mod tests {
 
     #[test]
     fn the_format_is_named_after_the_markup_in_the_text() {
-        let check = |text: &str, want: &str| assert_eq!(format_of(text), want, "{text:?}");
+        let tools = [ToolSchema::new("f", "", json!({"type": "object"}))];
+        let check = |text: &str, want: &str| assert_eq!(format_of(text, &tools), want, "{text:?}");
         check(
             "```json\n{\"name\": \"f\", \"arguments\": {}}\n```",
             "fenced-json",
         );
         check("<tool_call>\n{\"name\": \"f\"}\n</tool_call>", "hermes");
         check(
-            "<think>maybe ```x```</think><tool_call>{}</tool_call>",
+            "<think>maybe ```x```</think><tool_call>{\"name\": \"f\"}</tool_call>",
             "hermes",
         );
         check(
@@ -125,7 +132,6 @@ mod tests {
         check("  {\"name\": \"f\", \"arguments\": {}}", "json");
         check("[{\"name\": \"f\"}]", "json");
         check("[f(a=1)]", "pythonic");
-        check("Thought: x\nAction: f\nAction Input: {}", "react");
         check("nothing recognisable", "text");
     }
 
@@ -145,5 +151,14 @@ mod tests {
             body["repair"]["calls"][0]["function"]["arguments"],
             "{\"path\":\"a\"}"
         );
+        let coached = Provenance {
+            status: Status::Coached,
+            format: "answer-after-idle",
+            ..p
+        };
+        assert_eq!(coached.header(), "coached; rule=answer-after-idle; calls=1");
+        let body = coached.extension();
+        assert_eq!(body["repair"]["rule"], "answer-after-idle");
+        assert!(body["repair"].get("format").is_none(), "{body}");
     }
 }

@@ -16,10 +16,12 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ServeError;
+
 /// What happens to calls a model writes as text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum Repair {
+pub enum Repair {
     /// Pass replies through as the server wrote them.
     Off,
     /// Pass them through, reporting the calls found in the text.
@@ -30,7 +32,8 @@ pub(crate) enum Repair {
 }
 
 impl Repair {
-    pub(crate) fn as_str(self) -> &'static str {
+    /// Its name in flags and the config file.
+    pub fn as_str(self) -> &'static str {
         match self {
             Repair::Off => "off",
             Repair::Flag => "flag",
@@ -46,25 +49,28 @@ impl fmt::Display for Repair {
 }
 
 impl std::str::FromStr for Repair {
-    type Err = String;
+    type Err = ServeError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "off" => Ok(Repair::Off),
             "flag" => Ok(Repair::Flag),
             "on" => Ok(Repair::On),
-            other => Err(format!("repair is `off`, `flag` or `on`, not {other:?}")),
+            other => Err(ServeError::UnknownPolicy(other.to_owned())),
         }
     }
 }
 
 /// An API key clients may use, with its own policy.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct ClientKey {
+pub struct ClientKey {
     /// Its name, for logs (never the key).
-    pub(crate) name: String,
-    pub(crate) secret: String,
-    pub(crate) repair: Option<Repair>,
+    pub name: String,
+    /// The key itself, as clients send it after `Bearer `.
+    pub secret: String,
+    /// The policy for requests made with it (the more cautious of it and the model's
+    /// wins).
+    pub repair: Option<Repair>,
 }
 
 impl fmt::Debug for ClientKey {
@@ -78,14 +84,16 @@ impl fmt::Debug for ClientKey {
 
 /// The server's policy and the models' own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Policy {
-    pub(crate) default: Repair,
-    pub(crate) models: BTreeMap<String, Repair>,
+pub struct Policy {
+    /// The server's policy, for models without their own and requests without a key's.
+    pub default: Repair,
+    /// The models' own policies, by the name clients ask for.
+    pub models: BTreeMap<String, Repair>,
 }
 
 impl Policy {
     /// The policy for a request for `model` made with a key whose policy is `key`.
-    pub(crate) fn decide(&self, model: &str, key: Option<Repair>) -> Repair {
+    pub fn decide(&self, model: &str, key: Option<Repair>) -> Repair {
         match (self.models.get(model).copied(), key) {
             (Some(m), Some(k)) => m.min(k),
             (Some(one), None) | (None, Some(one)) => one,

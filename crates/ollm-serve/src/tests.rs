@@ -12,8 +12,7 @@ use ollm_bridge::{OpenAiConfig, OpenAiProvider, ProviderPool, Replica, ReplicaKi
 use serde_json::{Value, json};
 use test_utils::mock_openai::{MockOpenAi, Reply};
 
-use super::policy::{ClientKey, Policy, Repair};
-use super::{App, Options, http};
+use crate::{ClientKey, Options, Policy, Repair};
 
 const FENCED_CALL: &str =
     "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}}\n```";
@@ -52,8 +51,11 @@ async fn serve(urls: &[String], repair: bool, key: Option<&str>) -> String {
 /// Serves `urls` on a free port with `options`; the base URL.
 async fn serve_with(urls: &[String], options: Options) -> String {
     let pool = ProviderPool::new(urls.iter().map(|u| replica(u)).collect()).expect("replicas");
-    let app = Arc::new(App::new(pool, options));
-    let router = http::router(app, 64 * 1024);
+    let options = Options {
+        max_body_bytes: 64 * 1024,
+        ..options
+    };
+    let router = crate::router(pool, options).expect("usable options");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -340,6 +342,83 @@ async fn an_api_key_guards_every_route_but_health() {
 }
 
 #[tokio::test]
+async fn the_router_mounts_under_a_prefix_in_another_app() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(FENCED_CALL));
+    let pool = ProviderPool::new(vec![replica(&mock.base_url())]).expect("replicas");
+    let options = Options {
+        keys: vec![ClientKey {
+            name: "default".into(),
+            secret: "sekret".into(),
+            repair: None,
+        }],
+        ..Options::default()
+    };
+    let gateway = crate::router(pool, options).expect("usable options");
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "the host app" }))
+        .nest("/llm", gateway);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let client = reqwest::Client::new();
+    let status = |path: &str| {
+        let request = client.get(format!("{base}{path}"));
+        async move { request.send().await.expect("sent").status().as_u16() }
+    };
+    // The host's own route is its own; the gateway's health is open, the rest keyed.
+    assert_eq!(status("/").await, 200);
+    assert_eq!(status("/llm/health").await, 200);
+    assert_eq!(status("/llm/v1/models").await, 401);
+    let reply: Value = client
+        .post(format!("{base}/llm/v1/chat/completions"))
+        .bearer_auth("sekret")
+        .json(&body(false, true))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let call = &reply["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "read_file", "{reply}");
+}
+
+#[test]
+fn options_that_cannot_work_are_refused_when_the_router_is_built() {
+    let check = |options: Options, want: Option<crate::ServeError>| {
+        let pool = ProviderPool::new(vec![replica("http://127.0.0.1:9/v1")]).expect("replicas");
+        assert_eq!(crate::router(pool, options).err(), want);
+    };
+    check(Options::default(), None);
+    check(
+        Options {
+            max_in_flight: Some(0),
+            ..Options::default()
+        },
+        Some(crate::ServeError::NoCapacity),
+    );
+    check(
+        Options {
+            forward_headers: vec!["X-Smg-Routing-Key".into()],
+            ..Options::default()
+        },
+        None,
+    );
+    check(
+        Options {
+            forward_headers: vec!["bad header".into()],
+            ..Options::default()
+        },
+        Some(crate::ServeError::HeaderName("bad header".into())),
+    );
+}
+
+#[tokio::test]
 async fn metrics_count_requests_calls_and_replicas() {
     let mock = MockOpenAi::start().await.expect("mock");
     mock.push_reply(answer(FENCED_CALL));
@@ -363,25 +442,51 @@ async fn metrics_count_requests_calls_and_replicas() {
     assert!(text.contains("ollm_serve_in_flight 0"), "{text}");
 }
 
-#[tokio::test]
-async fn a_reply_that_only_repeats_an_answered_call_becomes_the_answer() {
-    let mock = MockOpenAi::start().await.expect("mock");
-    mock.push_reply(answer(FENCED_CALL));
-    mock.push_reply(answer("It says hello."));
-    let base = serve(&[mock.base_url()], true, None).await;
-    let mut turn = body(true, true);
+/// A conversation whose `read_file notes.txt` already has its result.
+fn after_a_result(stream: bool) -> Value {
+    let mut turn = body(stream, true);
     turn["messages"] = json!([
         {"role": "user", "content": "What is in notes.txt?"},
         {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
             "function": {"name": "read_file", "arguments": "{\"path\":\"notes.txt\"}"}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "hello"},
     ]);
-    let (status, text) = post(&base, &turn).await;
-    assert_eq!(status, 200, "{text}");
+    turn
+}
+
+#[tokio::test]
+async fn a_reply_that_only_repeats_an_answered_call_becomes_the_answer() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(FENCED_CALL));
+    mock.push_reply(answer("It says hello."));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let response = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&after_a_result(true))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(response.status(), 200);
+    // The coach's repair is marked as every repair is: header, finish chunk, metric.
+    assert_eq!(
+        response.headers()["x-ollm-repair"],
+        "coached; rule=answer-after-idle; calls=1"
+    );
+    let text = response.text().await.expect("body");
     let events = events(&text);
     let (content, calls) = reassemble(&events);
     assert!(calls.is_empty(), "the repeat went to the client: {text}");
     assert_eq!(content, "It says hello.");
+    let marked = events
+        .iter()
+        .find_map(|e| e.get("ollm").cloned())
+        .unwrap_or_default();
+    assert_eq!(marked["repair"]["status"], "coached", "{text}");
+    assert_eq!(marked["repair"]["rule"], "answer-after-idle", "{text}");
+    assert_eq!(
+        marked["repair"]["calls"][0]["function"]["name"], "read_file",
+        "{text}"
+    );
     let asked = mock.requests();
     assert_eq!(asked.len(), 2);
     assert!(asked[1].get("tools").is_none(), "{}", asked[1]);
@@ -389,7 +494,127 @@ async fn a_reply_that_only_repeats_an_answered_call_becomes_the_answer() {
         .as_array()
         .and_then(|m| m.last().cloned())
         .unwrap_or_default();
-    assert_eq!(last["content"], ollm_core::ANSWER_NUDGE);
+    let nudge = ollm_core::Nudge::Answer.text(&ollm_core::CoachConfig::default());
+    assert_eq!(last["content"], nudge.as_str());
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("sent")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("ollm_serve_coached_calls_total{rule=\"answer-after-idle\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn the_coachs_switches_decide_whether_a_repeat_is_answered() {
+    // (rules off, whether the repeated call reaches the client)
+    let check = async |off: &[ollm_core::Rule], reaches: bool| {
+        let mock = MockOpenAi::start().await.expect("mock");
+        mock.push_reply(answer(FENCED_CALL));
+        mock.push_reply(answer("It says hello."));
+        let mut options = Options::default();
+        options.coach.off = off.iter().copied().collect();
+        let base = serve_with(&[mock.base_url()], options).await;
+        let (status, text) = post(&base, &after_a_result(false)).await;
+        assert_eq!(status, 200, "{text}");
+        let reply: Value = serde_json::from_str(&text).expect("json");
+        let calls = reply["choices"][0]["message"]["tool_calls"]
+            .as_array()
+            .map_or(0, Vec::len);
+        assert_eq!(calls == 1, reaches, "{off:?}: {reply}");
+        assert_eq!(
+            mock.requests().len(),
+            if reaches { 1 } else { 2 },
+            "{off:?}"
+        );
+    };
+    use ollm_core::Rule;
+    check(&[], false).await;
+    check(&[Rule::RepeatGuard], true).await;
+    check(&[Rule::AnswerAfterIdle], true).await;
+    check(&[Rule::ActNudge], false).await;
+}
+
+#[tokio::test]
+async fn a_path_written_into_the_tools_name_becomes_its_path_argument() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let reply = "```json\n{\"name\": \"read_notes.txt\", \"arguments\": {}}\n```";
+    mock.push_reply(answer(reply));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let (status, text) = post(&base, &body(false, true)).await;
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).expect("json");
+    let call = &reply["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "read_file", "{reply}");
+    assert_eq!(call["function"]["arguments"], "{\"path\":\"notes.txt\"}");
+}
+
+#[tokio::test]
+async fn session_and_routing_headers_go_upstream_on_every_request_made_for_the_client() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let invented = "```json\n{\"name\": \"say_hello\", \"arguments\": {}}\n```";
+    // A call to an undeclared tool, then the answer (two runs of the repair loop); the
+    // coach's answer to a repeat (two requests); a request without tools (one).
+    mock.push_reply(answer(invented));
+    mock.push_reply(answer("Hello."));
+    mock.push_reply(answer(FENCED_CALL));
+    mock.push_reply(answer("It says hello."));
+    mock.push_reply(answer("Plain."));
+    let options = Options {
+        forward_headers: vec!["X-SMG-Routing-Key".into()],
+        keys: vec![ClientKey {
+            name: "default".into(),
+            secret: "sekret".into(),
+            repair: None,
+        }],
+        ..Options::default()
+    };
+    let base = serve_with(&[mock.base_url()], options).await;
+    let send = async |body: &Value| {
+        let response = reqwest::Client::new()
+            .post(format!("{base}/v1/chat/completions"))
+            .bearer_auth("sekret")
+            .header("X-Session-ID", "s-42")
+            .header("x-smg-routing-key", "tenant-7")
+            .header("x-not-forwarded", "no")
+            .json(body)
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(response.status(), 200);
+        response.text().await.expect("body")
+    };
+    let text = send(&body(false, true)).await;
+    assert!(text.contains("Hello."), "{text}");
+    let text = send(&after_a_result(true)).await;
+    assert!(text.contains("It says hello."), "{text}");
+    let text = send(&body(false, false)).await;
+    assert!(text.contains("Plain."), "{text}");
+    let seen = mock.request_headers();
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    for (i, headers) in seen.iter().enumerate() {
+        let get = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(
+            get("x-session-id"),
+            Some("s-42"),
+            "request {i}: {headers:?}"
+        );
+        assert_eq!(get("x-smg-routing-key"), Some("tenant-7"), "request {i}");
+        assert_eq!(get("x-not-forwarded"), None, "request {i}");
+        assert_eq!(
+            get("authorization"),
+            None,
+            "the client's key left serve: {i}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -849,7 +1074,14 @@ async fn a_model_that_keeps_inventing_tools_gives_the_client_its_text_without_th
     assert!(calls.is_empty(), "{text}");
     assert_eq!(finish, "stop", "{text}");
     assert_eq!(content, "One.\n\nTwo.\n\nThree.");
-    assert_eq!(mock.requests().len(), 3, "one request and two retries");
+    let asked = mock.requests();
+    assert_eq!(asked.len(), 3, "one request and two retries");
+    // The server's own call to an undeclared tool is answered as the runtime answers one.
+    let retry = roles(&asked[1]);
+    let answered =
+        |(role, text): &(String, String)| role == "tool" && text.contains("Unknown tool \"count\"");
+    assert!(retry.iter().any(answered), "{retry:?}");
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
     let metrics = reqwest::get(format!("{base}/metrics")).await.expect("sent");
     let metrics = metrics.text().await.expect("text");
     assert!(
@@ -1260,4 +1492,92 @@ async fn past_the_concurrency_limit_a_request_gets_429_with_retry_after() {
     assert_eq!(status, 200, "{first}");
     let (status, text) = post(&base, &body(false, false)).await;
     assert_eq!(status, 200, "room again once the first ended: {text}");
+}
+
+/// Serves one Ollama replica (the mock); the base URL.
+async fn serve_ollama(mock: &test_utils::mock_ollama::MockOllama) -> String {
+    let mut config = ollm_bridge::OllamaConfig::from_host(Some(&mock.host_port())).expect("host");
+    config.http.retry = RetryPolicy {
+        max_retries: 0,
+        ..RetryPolicy::default()
+    };
+    let adapter = ollm_bridge::OllamaProvider::new(config).expect("a valid address");
+    let replica = Replica::new(mock.url(), ReplicaKind::Ollama, Arc::new(adapter));
+    let pool = ProviderPool::new(vec![replica]).expect("replicas");
+    let router = crate::router(pool, Options::default()).expect("usable options");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn ollamas_500_for_a_call_it_could_not_parse_is_read_or_asked_once_more() {
+    use test_utils::mock_ollama::{MockOllama, Reply as OllamaReply};
+    let parse_error = |raw: &str| {
+        let message = format!(
+            "error parsing tool call: raw='{raw}', err=invalid character 'W' looking for beginning of value"
+        );
+        OllamaReply::error(500, &message)
+    };
+    let native_call = OllamaReply::ndjson(&[json!({
+        "model": "qwen3:8b", "created_at": "2026-01-01T00:00:00Z", "done": true, "done_reason": "stop",
+        "message": {"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"name": "read_file", "arguments": {"path": "notes.txt"}}}]},
+    })]);
+    // (the replies scripted, the calls the client gets, the upstream requests, the status)
+    let check = async |replies: Vec<OllamaReply>, want: &[&str], asked: usize, status: u16| {
+        let mock = MockOllama::start().await.expect("mock");
+        for reply in replies {
+            mock.script("/api/chat", reply);
+        }
+        let base = serve_ollama(&mock).await;
+        let mut request = body(false, true);
+        request["model"] = json!("qwen3:8b");
+        let (got, text) = post(&base, &request).await;
+        assert_eq!(got, status, "{text}");
+        let reply: Value = serde_json::from_str(&text).expect("json");
+        let calls: Vec<String> = reply["choices"][0]["message"]["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    c["function"]["name"].as_str().unwrap_or(""),
+                    c["function"]["arguments"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        assert_eq!(calls, want, "{reply}");
+        assert_eq!(mock.requests_to("/api/chat").len(), asked, "{reply}");
+        reply
+    };
+    let read = "read_file {\"path\":\"notes.txt\"}";
+    // The raw text names the call (one closing brace short): read from it, marked.
+    let named = "{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.txt\"}";
+    let reply = check(vec![parse_error(named)], &[read], 1, 200).await;
+    assert_eq!(reply["ollm"]["repair"]["status"], "recovered", "{reply}");
+    // gpt-oss's kind: prose and the arguments, no name: asked once more.
+    let unnamed = "We need to read the file. {\"path\": \"notes.txt\"}";
+    check(vec![parse_error(unnamed), native_call], &[read], 2, 200).await;
+    // Twice: the client's error, after one retry only.
+    let reply = check(
+        vec![parse_error(unnamed), parse_error(unnamed)],
+        &[],
+        2,
+        500,
+    )
+    .await;
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("error parsing tool call"),
+        "{reply}"
+    );
 }

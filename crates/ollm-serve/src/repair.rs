@@ -14,24 +14,30 @@
 //!   runs the loop beside it only to learn which calls it would have recovered, which it
 //!   reports (`provenance.rs`). The loop runs with native tools named, so no fallback
 //!   rewrites the request either.
-//! - **The loop guard of `ollm run` holds across requests** ([`guarded`]): small models
-//!   repeat a call whose result they already have until the client's turn limit. A
-//!   reply made only of such repeats is replaced by the answer to the runtime's nudge,
-//!   asked without tools; the client sees an answer where it would have looped. Not
-//!   under a `tool_choice` that obliges a call (that is `contract.rs`'s).
+//! - **The coach of `ollm run` holds across requests** ([`guarded`]): small models
+//!   repeat a call whose result they already have until the client's turn limit. The
+//!   run's coach ([`Coach::seeded`] from the conversation since its last user message,
+//!   which is all a proxy sees of the run) plans the reply's calls as `ollm run`'s would
+//!   (`repeat-guard`, `repeat-ignores-undeclared`); a reply made only of calls it would
+//!   answer from earlier results is replaced by the answer to its answer nudge, asked
+//!   without tools (`answer-after-idle`), and marked `coached` (`provenance.rs`): the
+//!   client sees an answer where it would have looped. Serve keeps no rule of its own:
+//!   the switches are the coach's ([`Options::coach`](crate::Options::coach)). Not under
+//!   a `tool_choice` that obliges a call (that is `contract.rs`'s).
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use ollm_core::{ANSWER_NUDGE, ToolMode};
-use ollm_types::{ContentPart, FinishReason, Message, ProviderRequest, Role, ToolCall};
+use ollm_core::coach::{Coach, Source};
+use ollm_core::{CoachConfig, Nudge, Rule, ToolMode};
+use ollm_types::{FinishReason, ProviderRequest, ToolCall};
 use tokio::sync::mpsc;
 
 use super::contract;
 use super::policy::Repair;
-use super::provenance::Status;
-use super::turns::{Ask, Attempt, Turns, Upstream};
+use super::provenance::{Provenance, Status};
+use super::turns::{self, Ask, Attempt, Turns, Upstream};
 use super::wire_out::Piece;
 
 /// The pieces of the reply to `request` under `repair`.
@@ -116,7 +122,7 @@ pub(crate) fn repaired(ask: Ask, mode: ToolMode) -> BoxStream<'static, Piece> {
                 yield Piece::Error(ended_early());
                 return;
             }
-            if let Some(last) = turns.conclude(&mut attempt, &mut tries) {
+            if let Some(last) = turns.conclude(&mut attempt, &mut tries).await {
                 for piece in last {
                     yield piece;
                 }
@@ -189,11 +195,12 @@ fn flagged(ask: Ask) -> BoxStream<'static, Piece> {
     })
 }
 
-/// The loop guard of `ollm run` across requests: a reply whose calls all repeat calls the
-/// conversation already has results for is not sent; the model is asked once more,
-/// without tools, with the runtime's [`ANSWER_NUDGE`] (see `chat/guard.rs` in ollm-core
-/// for the measurements behind it). Calls come at the end of a turn, so holding them
-/// back (and where they came from) until the reply ends delays nothing.
+/// The coach of `ollm run` across requests: a reply whose calls the coach would all
+/// answer from the conversation's earlier results is not sent; the model is asked once
+/// more, without tools, with the coach's answer nudge, and the answer goes out marked
+/// (see the module docs; `coach/` in ollm-core for the measurements behind the rules).
+/// Calls come at the end of a turn, so holding them back (and where they came from)
+/// until the reply ends delays nothing.
 fn guarded(ask: Ask, mut pieces: BoxStream<'static, Piece>) -> BoxStream<'static, Piece> {
     Box::pin(async_stream::stream! {
         let (mut calls, mut held) = (Vec::new(), Vec::new());
@@ -210,11 +217,13 @@ fn guarded(ask: Ask, mut pieces: BoxStream<'static, Piece>) -> BoxStream<'static
                     held.push(piece);
                 }
                 Piece::Finish(reason) => {
-                    if !calls.is_empty() && calls.iter().all(|c| answered(&ask.request, c)) {
-                        tracing::info!(calls = calls.len(), "serve: repeated calls; asking for the answer");
+                    if let Some(coached) = idle(&ask, &calls) {
+                        tracing::info!(calls = calls.len(), rule = coached.format,
+                            "serve: the reply only repeats answered calls; asking for the answer");
                         let mut nudged = ask.request.clone();
                         nudged.tools.clear();
-                        nudged.messages.push(Message::user(ANSWER_NUDGE));
+                        nudged.messages.push(Nudge::Answer.message(&ask.up.coach));
+                        yield Piece::Repair(coached);
                         let mut answer = passthrough(&ask.up, nudged, ask.session.as_deref());
                         while let Some(piece) = answer.next().await {
                             yield piece;
@@ -232,26 +241,26 @@ fn guarded(ask: Ask, mut pieces: BoxStream<'static, Piece>) -> BoxStream<'static
     })
 }
 
-/// Whether the conversation, since the user's last message, already holds `call` (same
-/// tool, same arguments) with a result. Like `ollm run`'s memory, which lasts one prompt:
-/// a new question may well need a fresh result.
-fn answered(request: &ProviderRequest, call: &ToolCall) -> bool {
-    let since = request
-        .messages
-        .iter()
-        .rposition(|m| m.role() == Role::User)
-        .map_or(0, |i| i + 1);
-    let messages = &request.messages[since..];
-    messages.iter().enumerate().any(|(i, m)| {
-        m.parts().iter().any(|p| match p {
-            ContentPart::ToolCall(earlier) => {
-                earlier.name == call.name
-                    && earlier.arguments == call.arguments
-                    && messages[i + 1..]
-                        .iter()
-                        .any(|r| r.tool_call_id() == Some(earlier.id.as_str()))
-            }
-            _ => false,
-        })
+/// The mark of the coach's repair when `calls` are all ones the coach, seeded from the
+/// request's conversation since its last user message, would answer from earlier results
+/// (`repeat-guard`; twins of such a call too), and it asks for the answer after such a
+/// turn (`answer-after-idle`). `None`: the calls go to the client.
+fn idle(ask: &Ask, calls: &[ToolCall]) -> Option<Provenance> {
+    let config = CoachConfig::clone(&ask.up.coach);
+    if calls.is_empty() || !config.is_on(Rule::AnswerAfterIdle) {
+        return None;
+    }
+    let tools = turns::registry(&ask.request.tools).ok()?;
+    let coach = Coach::seeded(config, &ask.request.messages, &tools);
+    let sources = coach.plan(&tools, calls).sources().to_vec();
+    let answered = |source: &Source| match source {
+        Source::Earlier => true,
+        Source::Twin(i) => sources.get(*i) == Some(&Source::Earlier),
+        _ => false,
+    };
+    sources.iter().all(answered).then(|| Provenance {
+        status: Status::Coached,
+        format: Rule::AnswerAfterIdle.name(),
+        calls: calls.to_vec(),
     })
 }

@@ -10,7 +10,7 @@ use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Value, json};
 use test_utils::mock_openai::{MockOpenAi, Reply, SseScript};
 
-use super::{App, Options, http};
+use crate::Options;
 use ollm_bridge::{OpenAiConfig, OpenAiProvider, ProviderPool, Replica, ReplicaKind};
 
 /// One call the model makes: `read_file` with these arguments.
@@ -157,7 +157,7 @@ fn streamed_calls_reassemble_into_the_whole_replys_calls_whatever_the_chunking()
         let adapter = OpenAiProvider::new(OpenAiConfig::new(mock.base_url())).expect("address");
         let replica = Replica::new(mock.base_url(), ReplicaKind::OpenAi, Arc::new(adapter));
         let pool = ProviderPool::new(vec![replica]).expect("replica");
-        let router = http::router(Arc::new(App::new(pool, Options::default())), 1 << 20);
+        let router = crate::router(pool, Options::default()).expect("options");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

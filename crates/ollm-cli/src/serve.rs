@@ -11,51 +11,36 @@
 //!   also marks replicas (see the pool's docs).
 //! - The address it listens on is printed on stdout (`listening on http://...`) once the
 //!   socket is bound, so scripts and tests can start it on port 0 and read the port.
-//! - This file is the CLI's glue: flags, the `[serve]` table (`entry.rs`) and the
-//!   environment settle here into plain [`Options`]; the modules below take only those,
-//!   so the server can move into a crate of its own (issue 36). A `--repair` flag wins
-//!   over `[serve] repair`, `--repair-model` over `[serve.models]`.
-
-mod clock;
-mod contract;
-pub(crate) mod entry;
-#[cfg(test)]
-mod fidelity;
-mod http;
-mod metrics;
-mod policy;
-mod provenance;
-mod repair;
-#[cfg(test)]
-mod tests;
-mod through;
-mod turns;
-mod wire_in;
-mod wire_out;
+//! - The config file's `[coach] off` switches the coach's rules off for serve's repairs
+//!   as for `ollm run`; the rest of the coach's config is `ollm_serve`'s default (the
+//!   `path` argument for `path-in-name`, as the CLI's tools take).
+//! - This file is the CLI's glue: flags, the config file's `[serve]` table
+//!   ([`ServeEntry`]) and the environment settle here into plain [`Options`], and the
+//!   server is `ollm_serve`'s router (crates/ollm-serve). A `--repair` flag wins over
+//!   `[serve] repair`, `--repair-model` over `[serve.models]`.
 
 use std::io::Write;
-use std::sync::Arc;
 use std::time::Duration;
 
 use ollm_bridge::{ProviderPool, Replica, ReplicaKind};
 use ollm_core::ToolMode;
+use ollm_serve::{ClientKey, Options, Policy, Repair, ServeEntry};
 
 use crate::args::{HealthArg, RepairArg, ServeArgs};
-use crate::config::{self, Env, ProviderKind, ProviderSettings};
+use crate::config::{self, Env, ProviderKind, ProviderSettings, Settings};
 use crate::exit::CliError;
 use crate::providers;
-
-use entry::ServeEntry;
-pub(crate) use http::{App, Options};
-use policy::{ClientKey, Policy, Repair};
 
 /// Runs the server until Ctrl-C.
 pub(crate) fn run(
     args: &ServeArgs,
-    provider: &ProviderSettings,
+    settings: &Settings,
     entry: &ServeEntry,
 ) -> Result<(), CliError> {
-    let options = options(args, entry, provider.kind, &Env::from_process())?;
+    let provider = &settings.provider;
+    let mut options = options(args, entry, provider.kind, &Env::from_process())?;
+    // `[coach] off` holds for serve's repairs as for `ollm run`.
+    options.coach.off.extend(settings.coach_off.iter().copied());
     if !args.listen.ip().is_loopback() && options.keys.is_empty() {
         return Err(CliError::Usage(format!(
             "refusing to listen on {} without --api-key: only loopback addresses are open",
@@ -66,8 +51,8 @@ pub(crate) fn run(
         .enable_all()
         .build()?;
     let pool = pool(args, provider)?;
-    let app = Arc::new(App::new(pool.clone(), options));
-    let router = http::router(app, args.max_body_bytes);
+    let router = ollm_serve::router(pool.clone(), options)
+        .map_err(|e| CliError::Usage(format!("[serve]: {e}")))?;
     rt.block_on(async {
         let checks = pool.spawn_health_checks(Duration::from_secs(args.health_interval.max(1)));
         let listener = tokio::net::TcpListener::bind(args.listen).await?;
@@ -132,16 +117,18 @@ fn options(
         }
         limit => limit.map(|n| n as usize),
     };
-    Ok(Options {
-        policy,
-        keys: keys(args, entry, env)?,
-        max_in_flight,
-        // Anthropic's Messages API takes no response schema: the ReAct prompt instead.
-        constraint: match kind {
-            ProviderKind::Anthropic => ToolMode::React,
-            ProviderKind::Ollama | ProviderKind::Openai => ToolMode::Constrained,
-        },
-    })
+    let mut options = Options::default();
+    options.policy = policy;
+    options.keys = keys(args, entry, env)?;
+    options.max_in_flight = max_in_flight;
+    options.max_body_bytes = args.max_body_bytes;
+    options.forward_headers.clone_from(&entry.forward_headers);
+    // Anthropic's Messages API takes no response schema: the ReAct prompt instead.
+    options.constraint = match kind {
+        ProviderKind::Anthropic => ToolMode::React,
+        ProviderKind::Ollama | ProviderKind::Openai => ToolMode::Constrained,
+    };
+    Ok(options)
 }
 
 /// The keys clients may use: `--api-key` (named `default`) and `[serve.keys.NAME]`.
@@ -254,6 +241,14 @@ mod settle_tests {
             Some(Some(2))
         );
         assert!(limit(&[], "max_in_flight = 0").is_err());
+        let forward = settle(
+            &[],
+            "forward_headers = [\"x-smg-routing-key\"]",
+            ProviderKind::Openai,
+        )
+        .expect("settled")
+        .forward_headers;
+        assert_eq!(forward, ["x-smg-routing-key"]);
         let messages = settle(&[], "", ProviderKind::Anthropic).expect("settled");
         assert_eq!(
             messages.constraint,

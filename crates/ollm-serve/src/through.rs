@@ -1,30 +1,29 @@
-//! The pool as the turn loop's provider ([`Through`]): the run's placeholder prompt taken
-//! out of everything that leaves, the client's session kept, model descriptions cached,
-//! token counts asked of the server only when the window decision needs them, and each
-//! upstream reply watched on its way to the loop (what it looked like before the loop
-//! read it: [`Seen`]).
+//! The pool as the turn loop's provider ([`Through`]): the client's session and
+//! forwarded headers kept, model descriptions cached, token counts asked of the server
+//! only when the window decision needs them, and each upstream reply watched on its way
+//! to the loop (what it looked like before the loop read it: [`Seen`]).
 //!
 //! # Decisions
-//! - The turn loop always adds the run's prompt as a user message; the client's
-//!   conversation can end with tool results. So the prompt is a placeholder
-//!   ([`PLACEHOLDER`]), removed from every request before the pool sees it (a run after an
-//!   undeclared call has one in the middle of its history): the upstream gets the
-//!   client's messages as sent, plus only what the loop answered itself.
+//! - The runs add no prompt (`turns.rs` resumes the conversation as it stands), so the
+//!   upstream gets the client's messages as sent, plus only what a run answered itself
+//!   (calls to undeclared tools).
 //! - **`/tokenize` only when the window decision needs it.** The loop counts every
 //!   request against the window before sending it (the server's tokenizer, else
 //!   `ceil(chars / 4)`). Issue 37 found serve asking llama-server's `/tokenize` before
-//!   every chat request, the placeholder included. A request whose estimate is at most
+//!   every chat request. A request whose estimate is at most
 //!   half the window would need two tokens per four characters of its text to overflow,
 //!   which code and prose in the tokenizers we run never reach; and a server refuses a
 //!   request over its window itself (llama-server and vLLM answer 400, which the client
 //!   gets). So below half the window the estimate stands and nothing is asked; above it
-//!   the server counts the text, without the placeholder.
+//!   the server counts the text.
 //! - What the server says about a model (`show_model`) is cached for a minute across
 //!   requests, so the loop's capability check does not cost a round trip each. A server
 //!   that refused native tools for a model (vLLM without `--enable-auto-tool-choice`,
 //!   llama-server without `--jinja`) is remembered for the server's life: later requests
 //!   for that model go straight to the ReAct fallback; so is a server that ignored a
 //!   `tool_choice` obliging a call (`contract.rs`).
+//! - Ollama's 500 for a tool call it could not parse is mended here, before the loop
+//!   reads the reply (`unparsed.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -36,17 +35,12 @@ use ollm_bridge::ProviderPool;
 use ollm_core::context::settle_window;
 use ollm_core::tokens::estimate_text;
 use ollm_core::{ContextLimits, ProviderAdapter, ProviderStream};
-use ollm_types::{
-    Message, ModelInfo, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest, Role,
-};
+use ollm_types::{ModelInfo, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::clock::Clock;
+use super::unparsed;
 use super::wire_out::Piece;
-
-/// The run's prompt, removed before anything leaves (see the module docs). The NULs keep
-/// it from ever equalling a client's message.
-pub(crate) const PLACEHOLDER: &str = "\u{0}ollm-serve: continue the conversation above\u{0}";
 
 /// How long a model's description is reused.
 const INFO_TTL: Duration = Duration::from_secs(60);
@@ -110,6 +104,8 @@ pub(crate) struct Through {
     pub(crate) raw: Option<UnboundedSender<Piece>>,
     /// The request's clock, which times each upstream request.
     pub(crate) clock: Arc<Clock>,
+    /// The client's headers forwarded with every request (`http.rs`).
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 #[async_trait]
@@ -119,10 +115,16 @@ impl ProviderAdapter for Through {
     }
 
     fn chat(&self, mut request: ProviderRequest) -> ProviderStream {
-        request.messages.retain(|m| !is_placeholder(m));
+        request.headers.clone_from(&self.headers);
         *lock(&self.seen) = Seen::default();
         let (seen, raw) = (Arc::clone(&self.seen), self.raw.clone());
-        let reply = self.pool.chat_in_session(request, self.session.as_deref());
+        let first = self
+            .pool
+            .chat_in_session(request.clone(), self.session.as_deref());
+        let (pool, session) = (self.pool.clone(), self.session.clone());
+        let reply = unparsed::mended(first, move || {
+            pool.chat_in_session(request, session.as_deref())
+        });
         self.clock
             .time(reply)
             .inspect(move |event| watch(&seen, raw.as_ref(), event))
@@ -130,13 +132,12 @@ impl ProviderAdapter for Through {
     }
 
     async fn count_tokens(&self, model: &str, text: &str) -> Result<Option<usize>, ProviderError> {
-        let text = text.replacen(PLACEHOLDER, "", 1);
         let info = self.show_model(model).await.ok();
         let window = settle_window(&self.limits, model, None, info.as_ref()).tokens;
-        if estimate_text(&text).saturating_mul(2) <= window {
+        if estimate_text(text).saturating_mul(2) <= window {
             return Ok(None);
         }
-        self.pool.count_tokens(model, &text).await
+        self.pool.count_tokens(model, text).await
     }
 
     async fn show_model(&self, model: &str) -> Result<ModelInfo, ProviderError> {
@@ -158,11 +159,6 @@ impl ProviderAdapter for Through {
         }
         info
     }
-}
-
-/// Whether `message` is a run's placeholder prompt.
-fn is_placeholder(message: &Message) -> bool {
-    message.role() == Role::User && message.text() == PLACEHOLDER
 }
 
 /// Notes `event` in `seen`, and passes it on to `raw` as the piece it is.

@@ -21,6 +21,13 @@
 //!   routing (a session's affinity may keep more than N on one replica).
 //! - A client's session header (`x-session-id`, or `x-session-affinity` as some routers
 //!   name it) is the pool's affinity key.
+//! - **The session headers and the configured routing headers go upstream** with every
+//!   chat request serve makes for the client's (its retries, the repair loop's turns,
+//!   the `tool_choice` retry, the coach's answer), as the client sent them: vLLM's
+//!   routers key on `X-Session-ID` and SGLang's gateway on `x-smg-routing-key` (issue 37),
+//!   and a router between serve and the engines would otherwise lose the client's
+//!   affinity. Only the names asked for: a client's `Authorization` is serve's, never
+//!   the upstream's.
 //! - **Every error a client receives is logged** with its cause (the upstream's status
 //!   and message, or the transport error): server errors at `error`, the rest at `warn`,
 //!   so they show at the default verbosity. Issue 37 saw one request in about 45 answered
@@ -51,7 +58,7 @@ use axum::routing::{get, post};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use ollm_bridge::ProviderPool;
-use ollm_core::{ProviderAdapter, ToolMode};
+use ollm_core::{CoachConfig, ProviderAdapter, ToolMode};
 use ollm_types::{ProviderError, ProviderErrorKind, ProviderRequest};
 use serde_json::{Value, json};
 
@@ -80,19 +87,32 @@ const RETRY_AFTER_SECS: &str = "1";
 /// What serve added to the reply's latency, in milliseconds (`clock.rs`).
 const OVERHEAD_HEADER: &str = "x-ollm-overhead-ms";
 
-/// How the server treats requests: plain data, settled by the CLI.
+/// How the gateway treats requests: plain data (the CLI settles its flags and the
+/// `[serve]` table into it).
 #[derive(Debug, Clone)]
-pub(crate) struct Options {
+#[non_exhaustive]
+pub struct Options {
     /// The repair policy, the server's and the models'.
-    pub(crate) policy: Policy,
+    pub policy: Policy,
     /// The keys clients may use; none: no key asked for.
-    pub(crate) keys: Vec<ClientKey>,
+    pub keys: Vec<ClientKey>,
     /// How a `tool_choice` that obliges a call is enforced on a retry (`contract.rs`):
     /// `Constrained` where the upstream takes a JSON schema, else `React`.
-    pub(crate) constraint: ToolMode,
+    pub constraint: ToolMode,
     /// Chat replies in flight per healthy replica before the server answers 429; none:
     /// no limit.
-    pub(crate) max_in_flight: Option<usize>,
+    pub max_in_flight: Option<usize>,
+    /// The largest request body accepted, in bytes (413 above it).
+    pub max_body_bytes: usize,
+    /// Request headers passed on to the upstream on every request made for the client's
+    /// (routing keys such as SGLang's `x-smg-routing-key`), besides the session headers,
+    /// which always are. Case does not matter.
+    pub forward_headers: Vec<String>,
+    /// The coach's switches and words, for the turn loop's runs and for the answer asked
+    /// for in place of a reply that only repeats answered calls (`repair.rs`). The
+    /// default turns every rule on and names `path` as the argument a file path goes in
+    /// (`path-in-name`), as `ollm run` does.
+    pub coach: CoachConfig,
 }
 
 impl Default for Options {
@@ -102,6 +122,12 @@ impl Default for Options {
             keys: Vec::new(),
             constraint: ToolMode::Constrained,
             max_in_flight: None,
+            max_body_bytes: crate::DEFAULT_MAX_BODY,
+            forward_headers: Vec::new(),
+            coach: CoachConfig {
+                path_argument: Some("path".to_owned()),
+                ..CoachConfig::default()
+            },
         }
     }
 }
@@ -110,6 +136,8 @@ impl Default for Options {
 pub(crate) struct App {
     pub(crate) pool: ProviderPool,
     pub(crate) options: Options,
+    /// The coach's config of `options`, shared by every request's repair.
+    coach: Arc<CoachConfig>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) cache: Arc<InfoCache>,
     pub(crate) replies: AtomicU64,
@@ -120,6 +148,7 @@ impl App {
     pub(crate) fn new(pool: ProviderPool, options: Options) -> Self {
         App {
             pool,
+            coach: Arc::new(options.coach.clone()),
             options,
             metrics: Arc::default(),
             cache: Arc::default(),
@@ -146,6 +175,7 @@ impl App {
             cache: Arc::clone(&self.cache),
             metrics: Arc::clone(&self.metrics),
             constraint: self.options.constraint,
+            coach: Arc::clone(&self.coach),
             clock,
         }
     }
@@ -300,7 +330,7 @@ async fn answer(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let clock = Clock::start();
-    let client = match client_request(body) {
+    let mut client = match client_request(body) {
         Ok(client) => client,
         Err(refused) => return *refused,
     };
@@ -308,6 +338,7 @@ async fn answer(
         .iter()
         .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()))
         .map(str::to_owned);
+    client.request.headers = forwarded(headers, &app.options.forward_headers);
     let model = client.request.model.clone();
     let policy = app
         .options
@@ -339,6 +370,28 @@ async fn answer(
     let overhead = clock.overhead();
     app.metrics.overhead(overhead);
     with_policy(with_overhead(response, overhead), policy)
+}
+
+/// The client's headers that go upstream with every request made for it: the session
+/// headers and the `forward` ones (lower case, as [`crate::router`] settled them), each
+/// as the client sent it; a value that is not text is left out.
+fn forwarded(headers: &HeaderMap, forward: &[String]) -> Vec<(String, String)> {
+    let names = SESSION_HEADERS
+        .iter()
+        .copied()
+        .chain(forward.iter().map(String::as_str));
+    let mut out: Vec<(String, String)> = Vec::new();
+    for name in names {
+        if out.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        for value in headers.get_all(name) {
+            if let Ok(value) = value.to_str() {
+                out.push((name.to_owned(), value.to_owned()));
+            }
+        }
+    }
+    out
 }
 
 /// The answer when every replica is full: 429 with `Retry-After`, as llama-swap's

@@ -1,10 +1,13 @@
 //! The config file's `[serve]` table: the repair policy for the server, per model and
-//! per API key, read by `config.rs` and settled with `ollm serve`'s flags in `mod.rs`.
+//! per API key, the concurrency limit and the headers to forward. The CLI reads it with
+//! the rest of its config file and settles it with `ollm serve`'s flags into
+//! [`Options`](crate::Options).
 //!
 //! ```toml
 //! [serve]
 //! repair = "on"                          # off | flag | on (default on)
 //! max_in_flight = 4                      # chat replies per healthy replica, then 429
+//! forward_headers = ["x-smg-routing-key"] # passed upstream with x-session-id
 //! [serve.models."qwen2.5-coder:0.5b"]
 //! repair = "flag"
 //! [serve.keys.ci-agent]                  # a key clients may use, named for the log
@@ -22,36 +25,39 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::policy::Repair;
+use crate::policy::Repair;
 
 /// The `[serve]` table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
-pub(crate) struct ServeEntry {
+pub struct ServeEntry {
     /// The server's policy (a `--repair` flag wins over it).
-    pub(crate) repair: Option<Repair>,
+    pub repair: Option<Repair>,
     /// Chat replies in flight per healthy replica before 429 (`--max-in-flight` wins).
-    pub(crate) max_in_flight: Option<u32>,
+    pub max_in_flight: Option<u32>,
+    /// Client headers passed on upstream, besides the session headers.
+    pub forward_headers: Vec<String>,
     /// Per-model policies: `[serve.models."NAME"]`.
-    pub(crate) models: BTreeMap<String, ServeModelEntry>,
+    pub models: BTreeMap<String, ServeModelEntry>,
     /// Keys clients may use, by name: `[serve.keys.NAME]`.
-    pub(crate) keys: BTreeMap<String, ServeKeyEntry>,
+    pub keys: BTreeMap<String, ServeKeyEntry>,
 }
 
 /// One `[serve.models."NAME"]` table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
-pub(crate) struct ServeModelEntry {
-    pub(crate) repair: Option<Repair>,
+pub struct ServeModelEntry {
+    /// The model's policy (`--repair-model` wins over it).
+    pub repair: Option<Repair>,
 }
 
 /// One `[serve.keys.NAME]` table.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct ServeKeyEntry {
+pub struct ServeKeyEntry {
     /// The environment variable holding the key.
-    pub(crate) api_key_env: String,
+    pub api_key_env: String,
     /// The policy for requests made with it.
     #[serde(default)]
-    pub(crate) repair: Option<Repair>,
+    pub repair: Option<Repair>,
 }

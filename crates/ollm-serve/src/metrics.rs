@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use ollm_bridge::{ProviderPool, ReplicaStatus};
 
-use super::provenance::Provenance;
+use super::provenance::{Provenance, Status};
 
 /// A per-replica series: name, type, help, and its value for one replica.
 type Series = (
@@ -166,8 +166,19 @@ impl Metrics {
             "# HELP {name} Calls found in the model's text, by what was done (recovered, \
              flagged) and format.\n# TYPE {name} counter"
         );
-        for ((status, format), n) in lock(&self.repairs).iter() {
+        let repairs = lock(&self.repairs);
+        let coached = Status::Coached.as_str();
+        for ((status, format), n) in repairs.iter().filter(|((s, _), _)| *s != coached) {
             let _ = writeln!(out, "{name}{{status=\"{status}\",format=\"{format}\"}} {n}");
+        }
+        let name = "ollm_serve_coached_calls_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Calls the coach kept from clients and answered for them, by rule.\n\
+             # TYPE {name} counter"
+        );
+        for ((_, rule), n) in repairs.iter().filter(|((s, _), _)| *s == coached) {
+            let _ = writeln!(out, "{name}{{rule=\"{rule}\"}} {n}");
         }
     }
 }

@@ -1,46 +1,51 @@
 //! One client request as runs of the runtime's turn loop ([`Turns`]): a
 //! [`ollm_core::ChatClient`] over the client's conversation whose tools are the client's
-//! schemas as stand-ins that never run, and what one run's reply came to ([`Attempt`]).
+//! schemas, declared and never run ([`ToolRegistry::declared`]), each run handing the
+//! calls back ([`CallMode::HandBack`]); and what one run's reply came to ([`Attempt`],
+//! with core's fold of it, [`ChatReply`]).
 //!
 //! # Decisions
 //! - **Repair reuses the runtime, not a copy of it.** The turn loop does what it does
 //!   for `ollm run`: calls written as text are recovered (every format of core's
 //!   `recover`), names normalised, `<think>` text moved to reasoning, and a model without
 //!   native tools gets the ReAct strategy; every call comes out as a `ToolCallStarted`
-//!   event, which is what the client receives. The stand-ins ([`Deferred`]) never run
-//!   anything: `serve` never executes a tool. Each run is one turn (`max_turns` 1), so
-//!   `serve` decides between turns (`repair.rs`).
+//!   event. A run hands the calls to declared tools back (`Finish` with `tool_calls`,
+//!   [`ChatReply::unanswered`]): those are what the client receives; `serve` never runs
+//!   a tool. Each run is one turn (`max_turns` 1) over the conversation as it stands
+//!   ([`ollm_core::ChatClient::resume`]: no prompt is added, the client's messages go
+//!   upstream as sent), so `serve` decides between turns (`repair.rs`).
 //! - The loop's own limits are set to the client's: its token cap is the client's
 //!   `max_tokens` (none: the server's), compaction is off (a proxy does not rewrite a
 //!   conversation it does not own), and the client's sampling passes as sent (`ollm
 //!   run`'s greedy tool turns are its own default, not the proxy's).
 //! - **A call to a tool the client never declared never reaches it**: the client cannot
-//!   run it. The run answered it already, as `ollm run` does (`Error: Unknown tool
-//!   "say_hello"; available: ...`, then the runtime's nudge to answer), so the next run
-//!   carries that answer to the model ([`Turns::conclude`]). Qwen2.5-Coder-1.5B called
-//!   `say_hello` and `count` through serve (issue 37).
+//!   run it. A call written as text is answered by the run itself, as `ollm run` does
+//!   (`Error: Unknown tool "say_hello"; available: ...`, then the runtime's nudge to
+//!   answer); one the server sent as a structured call is handed back with the others
+//!   and answered here the same way (the registry's own answer to an unknown tool). The
+//!   next run carries those answers to the model ([`Turns::conclude`]).
+//!   Qwen2.5-Coder-1.5B called `say_hello` and `count` through serve (issue 37).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use ollm_bridge::ProviderPool;
 use ollm_core::{
-    ChatClient, ChatConfig, ChatEvent, ChatOptions, CompactionConfig, Learned, Tool, ToolError,
-    ToolMode, ToolRegistry,
+    CallMode, ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatReply, CoachConfig,
+    CompactionConfig, Learned, ToolMode, ToolRegistry,
 };
 use ollm_types::{
-    FinishReason, ProviderError, ProviderErrorKind, ProviderRequest, ToolCall, ToolSchema, Usage,
+    FinishReason, Message, ProviderError, ProviderErrorKind, ProviderRequest, ToolCall, ToolSchema,
+    Usage,
 };
-use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::clock::Clock;
 use super::metrics::Metrics;
 use super::provenance::{Provenance, Status, format_of};
-use super::through::{InfoCache, PLACEHOLDER, Seen, Through, lock};
+use super::through::{InfoCache, Seen, Through, lock};
 use super::wire_out::Piece;
 
 /// Runs after the first whose calls were all to undeclared tools, at most.
@@ -48,13 +53,15 @@ pub(crate) const INVENTED_RETRIES: u32 = 2;
 
 /// What a repair needs of the server: the pool, what it said about models, the metrics,
 /// how a `tool_choice` that obliges a call is enforced on a retry (`Constrained` where
-/// the upstream takes a JSON schema, else `React`), and the request's clock.
+/// the upstream takes a JSON schema, else `React`), the coach's switches and words, and
+/// the request's clock.
 #[derive(Clone)]
 pub(crate) struct Upstream {
     pub(crate) pool: ProviderPool,
     pub(crate) cache: Arc<InfoCache>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) constraint: ToolMode,
+    pub(crate) coach: Arc<CoachConfig>,
     pub(crate) clock: Arc<Clock>,
 }
 
@@ -71,11 +78,14 @@ pub(crate) struct Turns {
     client: ChatClient,
     up: Upstream,
     model: String,
+    system: Option<String>,
+    /// The client's tools, declared.
+    tools: Arc<ToolRegistry>,
     declared: HashSet<String>,
     /// The last upstream reply as it came.
     seen: Arc<Mutex<Seen>>,
-    /// The strategy the loop chose last (it says so at the start and on a fallback).
-    strategy: Arc<Mutex<Option<ToolMode>>>,
+    /// The last run, folded as its events passed.
+    reply: Arc<Mutex<ChatReply>>,
 }
 
 impl Turns {
@@ -87,13 +97,9 @@ impl Turns {
         raw: Option<UnboundedSender<Piece>>,
     ) -> Result<Self, ProviderError> {
         let request = &ask.request;
-        let mut tools = ToolRegistry::new();
-        for schema in &request.tools {
-            tools
-                .register(Arc::new(Deferred(schema.clone())))
-                .map_err(|e| ProviderError::new(ProviderErrorKind::BadRequest, e.to_string()))?;
-        }
-        let config = config(request, mode);
+        let tools = Arc::new(registry(&request.tools)?);
+        let mut config = config(request, mode);
+        config.coach = CoachConfig::clone(&ask.up.coach);
         let seen = Arc::default();
         let through = Through {
             pool: ask.up.pool.clone(),
@@ -103,8 +109,9 @@ impl Turns {
             seen: Arc::clone(&seen),
             raw,
             clock: Arc::clone(&ask.up.clock),
+            headers: request.headers.clone(),
         };
-        let client = ChatClient::new(Arc::new(through), tools, config)
+        let client = ChatClient::new(Arc::new(through), ToolRegistry::new(), config)
             .with_history(request.messages.clone());
         if ask.up.cache.native_refused(&request.model) {
             let learned = Learned {
@@ -117,26 +124,33 @@ impl Turns {
             client,
             up: ask.up.clone(),
             model: request.model.clone(),
+            system: request.system.clone(),
+            tools,
             declared: request.tools.iter().map(|t| t.name.clone()).collect(),
             seen,
-            strategy: Arc::default(),
+            reply: Arc::default(),
         })
     }
 
     /// One run (one turn) over the conversation so far, as pieces; it ends after its
     /// `Finish`, or its `Error`. Dropping it cancels the run and its upstream request.
     pub(crate) fn run(&self) -> BoxStream<'static, Piece> {
-        let run = self.client.chat(PLACEHOLDER, ChatOptions::default());
+        *lock(&self.reply) = ChatReply::default();
+        let options = ChatOptions {
+            model: Some(self.model.clone()),
+            system: self.system.clone(),
+            tools: Some(Arc::clone(&self.tools)),
+            calls: CallMode::HandBack,
+            ..ChatOptions::default()
+        };
+        let run = self.client.resume(options);
         let (client, cache) = (self.client.clone(), Arc::clone(&self.up.cache));
-        let (model, strategy) = (self.model.clone(), Arc::clone(&self.strategy));
+        let (model, reply) = (self.model.clone(), Arc::clone(&self.reply));
         run.filter_map(move |event| {
-            match &event {
-                ChatEvent::StrategyChosen { strategy: s, .. } => *lock(&strategy) = *s,
-                // A refusal of native tools is remembered for the server's life.
-                ChatEvent::Finish { .. } if client.learned(&model).native_refused => {
-                    cache.refuse_native(&model);
-                }
-                _ => {}
+            lock(&reply).push(&event);
+            // A refusal of native tools is remembered for the server's life.
+            if matches!(event, ChatEvent::Finish { .. }) && client.learned(&model).native_refused {
+                cache.refuse_native(&model);
             }
             std::future::ready(from_chat(event))
         })
@@ -144,23 +158,38 @@ impl Turns {
     }
 
     /// What follows a run that ended as `attempt` says: `None` to run again (its calls
-    /// were all to tools the client never declared, and `tries` allows another), else the
-    /// reply's last pieces: where its calls came from, the declared calls, the finish.
-    pub(crate) fn conclude(&self, attempt: &mut Attempt, tries: &mut u32) -> Option<Vec<Piece>> {
-        let calls = std::mem::take(&mut attempt.calls);
-        let (kept, invented): (Vec<ToolCall>, Vec<ToolCall>) = calls
+    /// were all to tools the client never declared, and `tries` allows another; those
+    /// handed back are answered first), else the reply's last pieces: where its calls
+    /// came from, the declared calls, the finish.
+    pub(crate) async fn conclude(
+        &self,
+        attempt: &mut Attempt,
+        tries: &mut u32,
+    ) -> Option<Vec<Piece>> {
+        attempt.calls.clear();
+        let reply = lock(&self.reply).clone();
+        let handed: Vec<ToolCall> = if reply.finish_reason == Some(FinishReason::ToolCalls) {
+            reply.unanswered().cloned().collect()
+        } else {
+            Vec::new()
+        };
+        let invented: Vec<&str> = (reply.tool_calls.iter())
+            .map(|r| r.call.name.as_str())
+            .filter(|name| !self.declared.contains(*name))
+            .collect();
+        let (kept, unknown): (Vec<ToolCall>, Vec<ToolCall>) = handed
             .into_iter()
             .partition(|c| self.declared.contains(&c.name));
         if !invented.is_empty() {
-            let names: Vec<&str> = invented.iter().map(|c| c.name.as_str()).collect();
             self.up.metrics.undeclared(invented.len());
             if kept.is_empty() && *tries < INVENTED_RETRIES {
                 *tries += 1;
-                tracing::info!(model = %self.model, ?names, try_ = *tries,
+                tracing::info!(model = %self.model, names = ?invented, try_ = *tries,
                     "serve: calls to undeclared tools, answered as unknown; asking the model again");
+                self.answer_unknown(&unknown).await;
                 return None;
             }
-            tracing::warn!(model = %self.model, ?names,
+            tracing::warn!(model = %self.model, names = ?invented,
                 "serve: calls to undeclared tools left out of the reply");
         }
         let mut out = Vec::new();
@@ -171,6 +200,17 @@ impl Turns {
         out.push(Piece::Usage(attempt.usage));
         out.push(Piece::Finish(attempt.finish.unwrap_or(FinishReason::Stop)));
         Some(out)
+    }
+
+    /// Answers `calls` to undeclared tools that a run handed back, as the registry
+    /// answers a call to a tool it does not hold, so the next run carries the answers.
+    async fn answer_unknown(&self, calls: &[ToolCall]) {
+        let mut results = Vec::with_capacity(calls.len());
+        for call in calls {
+            let outcome = self.tools.execute_coached(call, &self.up.coach).await;
+            results.push(Message::tool_result(&call.id, &call.name, outcome.content));
+        }
+        self.client.extend_history(results);
     }
 
     /// The declared calls of `calls`.
@@ -188,10 +228,10 @@ impl Turns {
         if calls.is_empty() || seen.native_calls > 0 {
             return None;
         }
-        let format = match *lock(&self.strategy) {
+        let format = match lock(&self.reply).strategy {
             Some(ToolMode::React) => "react",
             Some(ToolMode::Constrained) => "json-schema",
-            _ => format_of(&seen.text),
+            _ => format_of(&seen.text, &self.tools.schemas()),
         };
         Some(Provenance {
             status,
@@ -199,6 +239,13 @@ impl Turns {
             calls: calls.to_vec(),
         })
     }
+}
+
+/// The client's tools, declared ([`ToolRegistry::declared`]), for the turn loop and the
+/// coach; a schema the registry refuses is the client's bad request.
+pub(crate) fn registry(schemas: &[ToolSchema]) -> Result<ToolRegistry, ProviderError> {
+    ToolRegistry::declared(schemas.iter().cloned())
+        .map_err(|e| ProviderError::new(ProviderErrorKind::BadRequest, e.to_string()))
 }
 
 /// The loop's settings for one run of `request` under `mode` (see the module docs).
@@ -287,20 +334,4 @@ fn from_chat(event: ChatEvent) -> Option<Piece> {
         ChatEvent::Finish { reason, .. } if reason != FinishReason::Error => Piece::Finish(reason),
         _ => return None,
     })
-}
-
-/// A client's tool as the turn loop sees it: its schema, and nothing to run.
-struct Deferred(ToolSchema);
-
-#[async_trait]
-impl Tool for Deferred {
-    fn schema(&self) -> ToolSchema {
-        self.0.clone()
-    }
-
-    async fn execute(&self, _arguments: Map<String, Value>) -> Result<Value, ToolError> {
-        Ok(Value::String(
-            "(returned to the client; ollm serve runs no tools)".into(),
-        ))
-    }
 }
