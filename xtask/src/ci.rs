@@ -20,7 +20,9 @@
 //!     `HEAD`, packaging every publishable crate offline, no commit, no tag (see [`release`])
 //! 11. `cargo xtask e2e` (skipped with `--no-e2e`): on the prebuilt server where it fits
 //! 12. `cargo xtask demo` (skipped with `--no-e2e`): the README's main job on the path
-//!     this machine takes (the prebuilt server where it fits), strict about the answer
+//!     this machine takes (the prebuilt server where it fits), strict about the answer;
+//!     then `examples/openai-tools` against a real llama-server (0.5B, temperature 0): a
+//!     downstream crate's recovery and one-shot reply (issue 36; 6-19 s a run by hand)
 //! 13. `cargo xtask eval --smoke` (skipped with `--no-e2e`): 3 tasks in the plain and
 //!     auto columns, 1 repeat at temperature 0 (see [`eval`] and `crates/ollm-eval`). It reports the scores and
 //!     never fails on them; it fails only when the harness breaks (no server, no `ollm`
@@ -190,6 +192,10 @@ fn real_server(root: &Path) -> Vec<Step<'_>> {
             }),
         ),
         ("demo".into(), Box::new(|| demo(None, "pinned"))),
+        (
+            "example openai-tools on llama-server".into(),
+            Box::new(move || examples::openai_tools_on_llama(root)),
+        ),
         ("eval --smoke".into(), Box::new(smoke)),
         (
             "demo on the baseline prebuilt server, the server's own sampling".into(),

@@ -86,6 +86,18 @@ fn openai_tools(root: &Path) -> Result<()> {
         return Ok(());
     };
     let model = std::env::var("OLLM_EXAMPLE_MODEL").unwrap_or_else(|_| "default".into());
+    run_openai_tools(root, &url, &model)
+}
+
+/// `ci`'s real-server step: `example-openai-tools` against a real llama-server with the
+/// 0.5B model at temperature 0, started for it and stopped when it ends.
+pub(crate) fn openai_tools_on_llama(root: &Path) -> Result<()> {
+    let model = crate::llama::model_or_default(None)?;
+    let server = crate::llama::start_with(model, crate::llama::Sampling::Pinned)?;
+    run_openai_tools(root, std::ffi::OsStr::new(&server.base_url()), model.alias)
+}
+
+fn run_openai_tools(root: &Path, url: &std::ffi::OsStr, model: &str) -> Result<()> {
     run_cmd(
         cargo()
             .current_dir(root)
