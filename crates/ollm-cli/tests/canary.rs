@@ -50,9 +50,12 @@ fn files(dir: &Path, skip: &Path, out: &mut Vec<(String, String)>) {
     }
 }
 
-/// The `run` of the canary conversation.
+/// The `run` of the canary conversation. Its replies are scripted request by request, so
+/// `tool-or-none`'s own request is turned off.
 const RUN: &[&str] = &[
     "run",
+    "--coach-off",
+    "tool-or-none",
     "mock-model",
     "--yes",
     "--tool-mode",
