@@ -51,6 +51,9 @@ rules! {
     /// Before a run's first request with tools, a constrained choice of a tool or none.
     ToolOrNone = "tool-or-none",
         "before a run's first request with tools, the model chooses an offered tool or none under a JSON schema; on none the run offers no tools";
+    /// The tool `tool-or-none` chose is the first reply's call, its arguments constrained.
+    RoutedCall = "routed-call",
+        "when `tool-or-none` chose a tool, the run's first reply is a call to it alone, its arguments constrained to the tool's schema";
     /// A call the run already made is answered from its earlier result, not run again.
     RepeatGuard = "repeat-guard",
         "a call the run already made (same tool, same arguments) is answered from its earlier result, not run again";
