@@ -348,7 +348,11 @@ impl Coach {
         self.routes += 1;
         self.routed_none = route == Route::None;
         self.routed_tool = match &route {
-            Route::Tools(Some(name)) if self.is_on(Rule::RoutedCall) => Some(name.clone()),
+            Route::Tools(Some(name))
+                if self.is_on(Rule::RoutedCall) && self.config.read_only.contains(name) =>
+            {
+                Some(name.clone())
+            }
             _ => None,
         };
         self.rerouting = self.routed_tool.is_some();

@@ -185,6 +185,13 @@ pub struct CoachConfig {
     /// `path-in-name` fills; `None` turns that rule off, since nothing says which
     /// argument a path goes in.
     pub path_argument: Option<String>,
+    /// The caller's tools that only read (`read_file`, `list_dir`, `search_text`, from
+    /// the CLI): the only ones `routed-call` asks for under a schema, since the call it
+    /// obliges is made whatever the question was; empty (the default) turns that rule
+    /// off. A write on a question that asked for none is a safety bug (issue 35): the
+    /// 0.5B chose `write_file` for "backup.py keep days?" and, obliged to call it,
+    /// overwrote the file.
+    pub read_only: BTreeSet<String>,
 }
 
 impl CoachConfig {

@@ -272,6 +272,7 @@ fn a_chosen_tool_is_called_under_its_schema_then_the_model_chooses_again() {
     let other = RecordingTool::new("read_file");
     let c = crate::support::client_with(provider.clone(), registry([tool.clone(), other]), |cfg| {
         cfg.coach.turn_on(Rule::ToolOrNone);
+        cfg.coach.read_only = ["list_dir".to_owned()].into();
     });
     let events = block_on(chat(&c, "what's in here?"));
     check_events(&events);
@@ -317,6 +318,7 @@ fn a_routed_reply_that_is_not_the_call_leaves_the_run_to_its_own_strategy() {
     ];
     let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
         cfg.coach.turn_on(Rule::ToolOrNone);
+        cfg.coach.read_only = ["list_dir".to_owned()].into();
     });
     let events = block_on(chat(&c, "what's in here?"));
     check_events(&events);
@@ -330,4 +332,28 @@ fn a_routed_reply_that_is_not_the_call_leaves_the_run_to_its_own_strategy() {
         !texts.iter().any(|t| t.contains("Let me look")),
         "{texts:?}"
     );
+}
+
+/// `routed-call` never obliges a call to a tool the caller did not say only reads: the
+/// 0.5B chose `write_file` for "backup.py keep days?" and, obliged, overwrote the file.
+#[test]
+fn a_chosen_tool_that_may_change_things_is_never_obliged() {
+    let provider = MockProvider::builder()
+        .turn(text(r#"{"tool": "write_file"}"#))
+        .turn(text("30 days."))
+        .build();
+    let tools = [
+        RecordingTool::new("write_file"),
+        RecordingTool::new("list_dir"),
+    ];
+    let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
+        cfg.coach.turn_on(Rule::ToolOrNone);
+        cfg.coach.read_only = ["list_dir".to_owned()].into();
+    });
+    let events = block_on(chat(&c, "backup.py keep days?"));
+    check_events(&events);
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1].tools.len(), 2);
+    assert!(requests[1].response_format.is_none());
 }
