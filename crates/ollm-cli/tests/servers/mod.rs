@@ -1091,18 +1091,15 @@ mod run_options {
     use super::*;
 
     /// `routed-call` in the CLI: the chosen tool's call is asked for under its schema
-    /// (Ollama's `format`, no `tools`), runs, and the model chooses again with the result
-    /// in view; on `none` the answer is asked with no tools.
+    /// (Ollama's `format`, no `tools`), runs, and the answer is asked for with no tools.
     #[test]
-    fn the_cli_calls_the_chosen_tool_under_its_schema_then_chooses_again() {
+    fn the_cli_calls_the_chosen_tool_under_its_schema_then_answers() {
         let c = Case::ollama();
         std::fs::write(c.o.dir.path().join("notes.txt"), "port = 7341\n").unwrap();
         c.mock()
             .script("/api/chat", answer(&[r#"{"tool": "read_file"}"#]));
         let call = r#"{"tool": "read_file", "arguments": {"path": "notes.txt"}}"#;
         c.mock().script("/api/chat", answer(&[call]));
-        c.mock()
-            .script("/api/chat", answer(&[r#"{"tool": "none"}"#]));
         c.mock().script("/api/chat", answer(&["It is 7341."]));
         let out = c.run(&[
             "run",
@@ -1114,17 +1111,14 @@ mod run_options {
         out.ok();
         assert_eq!(out.out, "It is 7341.\n");
         let chats = c.mock().requests_to("/api/chat");
-        assert_eq!(chats.len(), 4);
+        assert_eq!(chats.len(), 3);
         let constrained = &chats[1].body;
         assert!(constrained.get("tools").is_none(), "{constrained}");
         let only = &constrained["format"]["oneOf"];
         assert_eq!(only.as_array().map(Vec::len), Some(1), "{constrained}");
-        let again = chats[2].body["messages"].to_string();
-        assert!(
-            again.contains("7341"),
-            "the choice sees the result: {again}"
-        );
-        assert!(chats[3].body.get("tools").is_none(), "{}", chats[3].body);
+        let answer = &chats[2].body;
+        assert!(answer.get("tools").is_none(), "{answer}");
+        assert!(answer["messages"].to_string().contains("7341"), "{answer}");
     }
 
     #[test]

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use ollm_types::{
-    FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest, Role,
+    FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest,
     ToolCall, ToolChoice, Usage, WarningKind,
 };
 use tokio_util::sync::CancellationToken;
@@ -151,24 +151,18 @@ impl Run {
     }
 
     /// Before a turn: the coach's `tool-or-none` choice, when it is due (before the
-    /// first turn of a run that offers tools and may answer without them; before each
-    /// later one while `routed-call` reroutes). A failed or cancelled choice offers the
-    /// tools.
+    /// first turn of a run that offers tools and may answer without them). A failed or
+    /// cancelled choice offers the tools.
     async fn route(&mut self) {
         let offer = self.settings.offer(&self.coach);
         if offer.choice.requires_call() {
             return;
         }
-        let request = {
-            let history = lock(&self.shared.history);
-            let messages = history.messages();
-            let since = messages.iter().rposition(|m| m.role() == Role::User);
-            self.coach.route_request(
-                &self.settings.model,
-                &messages[since.unwrap_or(0)..],
-                offer.tools,
-            )
-        };
+        let prompt = lock(&self.shared.history).messages().last().cloned();
+        let request = prompt.and_then(|prompt| {
+            self.coach
+                .route_request(&self.settings.model, &prompt, offer.tools)
+        });
         let Some(request) = request else { return };
         let tools = offer.tools.to_vec();
         let cancel = self.cancel.clone();
@@ -178,14 +172,8 @@ impl Run {
             text = self.choose(request) => text,
         };
         let route = self.coach.routed(text.as_deref(), &tools);
-        // The chosen tool's call is asked for under the constrained strategy and recorded
-        // as a native call, which a ReAct run's history cannot carry.
-        let constrainable = matches!(
-            self.settings.strategy,
-            Strategy::Native | Strategy::Constrained
-        );
-        if !constrainable {
-            self.coach.stop_routing();
+        if !self.settings.strategy.takes_routed_calls() {
+            self.coach.routed_call_played(false);
         }
         let detail = match &route {
             Route::None => "the model chose no tool; none are offered this run".to_owned(),
@@ -241,7 +229,7 @@ impl Run {
         if self.coach.routed_call().is_none() {
             return self.play_one().await;
         }
-        let own = std::mem::replace(&mut self.settings.strategy, Strategy::Constrained);
+        let own = std::mem::replace(&mut self.settings.strategy, Strategy::routed_call());
         let calls = self.coach.call_count();
         self.routed = true;
         let played = self.play_one().await;
@@ -252,7 +240,6 @@ impl Run {
         match played {
             Err(TurnFailure::Fallback(_)) => {
                 tracing::debug!("coach: routed-call: the server refused the constrained call");
-                self.coach.stop_routing();
                 Err(TurnFailure::Again)
             }
             played => played,
@@ -479,24 +466,10 @@ impl Run {
         let raw = reply.raw.as_str();
         match outcome {
             TurnOutcome::Answer(answer) => self.answer(raw, &answer, reply.finish),
-            TurnOutcome::Retry { problem, .. } if self.routed => {
-                // Nothing is recorded: the run's own strategy takes the next turn afresh.
-                tracing::debug!(%problem, "coach: routed-call: the reply was not the call");
-                TurnEnd::Continue
-            }
             TurnOutcome::Retry {
                 correction,
                 problem,
-            } => {
-                self.sink.warn(WarningKind::MalformedOutput, problem);
-                let correction = correction.as_str();
-                let record = self
-                    .settings
-                    .strategy
-                    .record(Turn::Retry { raw, correction });
-                self.sink.record(&self.shared, record);
-                TurnEnd::Continue
-            }
+            } => self.retry(raw, &correction, problem),
             TurnOutcome::Calls(calls) => {
                 let answered = vec![None; calls.len()];
                 let structured = !reply.calls.is_empty();
@@ -515,6 +488,23 @@ impl Run {
                     .await
             }
         }
+    }
+
+    /// A reply the strategy could not read: recorded with its correction, and the run
+    /// goes on. After a turn that was to call the chosen tool (`routed-call`) nothing
+    /// is recorded: the run's own strategy takes the next turn afresh.
+    fn retry(&mut self, raw: &str, correction: &str, problem: String) -> TurnEnd {
+        if self.routed {
+            tracing::debug!(%problem, "coach: routed-call: the reply was not the call");
+            return TurnEnd::Continue;
+        }
+        self.sink.warn(WarningKind::MalformedOutput, problem);
+        let record = self
+            .settings
+            .strategy
+            .record(Turn::Retry { raw, correction });
+        self.sink.record(&self.shared, record);
+        TurnEnd::Continue
     }
 
     /// Records an answer; one the coach answers with a nudge continues the run (the

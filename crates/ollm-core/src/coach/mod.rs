@@ -208,12 +208,10 @@ pub struct Coach {
     /// The tool the model chose before the next request, until the turn that calls it
     /// has played (`routed-call`).
     routed_tool: Option<String>,
-    /// How many choices the run asked for (`tool-or-none`).
-    routes: u32,
-    /// Whether the model chooses again after each turn of calls (`routed-call`): from a
-    /// first choice of a tool until a choice that is not one, or a turn that was to call
-    /// the chosen tool and made no call.
-    rerouting: bool,
+    /// Whether the run asked for the choice (`tool-or-none`).
+    routed: bool,
+    /// Whether a result of the last turn of calls was an error.
+    calls_failed: bool,
 }
 
 /// Where each call of a turn gets its result from, as [`Coach::plan`] decided.
@@ -274,8 +272,8 @@ impl Coach {
             asked_to_answer: false,
             routed_none: false,
             routed_tool: None,
-            routes: 0,
-            rerouting: false,
+            routed: false,
+            calls_failed: false,
         }
     }
 
@@ -325,27 +323,24 @@ impl Coach {
     }
 
     /// Before the run's first request, when it offers `tools` and may answer without a
-    /// call: the request that asks the model to choose a tool or none (`tool-or-none`);
-    /// before each later one while the run is rerouting (`routed-call`), with `messages`
-    /// (those since the run's prompt) holding the results so far. `None` when the rule
-    /// is off, or no choice is due.
+    /// call: the request that asks the model to choose a tool or none (`tool-or-none`),
+    /// or `None` when the rule is off or the run already chose or made calls.
     pub(crate) fn route_request(
         &self,
         model: &str,
-        messages: &[Message],
+        prompt: &Message,
         tools: &[ToolSchema],
     ) -> Option<ProviderRequest> {
-        let first = self.routes == 0 && !self.made_calls();
-        let again = self.rerouting && !self.withholds_tools() && self.routed_tool.is_none();
-        let due = self.is_on(Rule::ToolOrNone) && !tools.is_empty() && (first || again);
-        due.then(|| route::request(&self.config, model, messages, tools))
+        let due =
+            self.is_on(Rule::ToolOrNone) && !tools.is_empty() && !self.routed && !self.made_calls();
+        due.then(|| route::request(&self.config, model, prompt, tools))
     }
 
     /// Reads the reply to [`Coach::route_request`] (`text`, or `None` when the request
     /// failed): on a clean `none` the run offers no tools.
     pub(crate) fn routed(&mut self, text: Option<&str>, tools: &[ToolSchema]) -> Route {
         let route = text.map_or(Route::Tools(None), |t| route::read(t, tools));
-        self.routes += 1;
+        self.routed = true;
         self.routed_none = route == Route::None;
         self.routed_tool = match &route {
             Route::Tools(Some(name))
@@ -355,7 +350,6 @@ impl Coach {
             }
             _ => None,
         };
-        self.rerouting = self.routed_tool.is_some();
         route
     }
 
@@ -369,17 +363,12 @@ impl Coach {
     }
 
     /// After the turn that was to call the chosen tool, however it went, given whether
-    /// it `made` a call: the model chooses again before the next turn, or, when it made
-    /// none, the run's own strategy plays the rest of the run.
+    /// it `made` a call: when the call ran without an error, the model answers next,
+    /// with no tools; otherwise (no call, or an error to recover from) the run's own
+    /// strategy plays the rest of the run.
     pub(crate) fn routed_call_played(&mut self, made: bool) {
         self.routed_tool = None;
-        self.rerouting &= made;
-    }
-
-    /// Stops choosing before each turn: the run's own strategy plays the rest of it.
-    pub(crate) fn stop_routing(&mut self) {
-        self.routed_tool = None;
-        self.rerouting = false;
+        self.routed_none |= made && !self.calls_failed;
     }
 
     /// How many calls the run has made (each once per turn that made it).
@@ -513,6 +502,7 @@ impl Coach {
         results: &[ToolOutcome],
     ) -> AfterCalls {
         let stuck = self.memory.learn(&plan.identities, results);
+        self.calls_failed = results.iter().any(|r| r.is_error);
         let stuck = stuck.filter(|_| self.is_on(Rule::RepeatLimit));
         let earlier = |i: usize| plan.sources[i] == Source::Earlier;
         let idle = (0..calls.len()).all(|i| !tools.contains(&calls[i].name) || earlier(i));

@@ -215,6 +215,18 @@ impl Strategy {
         }
     }
 
+    /// The strategy of the turn that is to call the tool the model chose (the coach's
+    /// `routed-call`): the server holds the reply to a call to it, under its schema.
+    pub(crate) fn routed_call() -> Strategy {
+        Strategy::Constrained
+    }
+
+    /// Whether a run on this strategy can take a turn of [`Strategy::routed_call`]: its
+    /// history carries native calls, as that turn records its call.
+    pub(crate) fn takes_routed_calls(self) -> bool {
+        matches!(self, Strategy::Native | Strategy::Constrained)
+    }
+
     /// A fresh display filter for one reply.
     pub(crate) fn text_filter(self) -> Box<dyn TextFilter> {
         match self {

@@ -258,18 +258,17 @@ fn tool_or_none_is_asked_only_when_on_and_the_call_is_optional() {
 }
 
 /// `routed-call`: the tool the model chose is the next reply's call, asked for alone under
-/// the constrained strategy; after its result the model chooses again, and on `none` it
-/// answers with no tools. The call is recorded as a native one.
+/// the constrained strategy and recorded as a native call; its result in hand, the model
+/// answers with no tools.
 #[test]
-fn a_chosen_tool_is_called_under_its_schema_then_the_model_chooses_again() {
+fn a_chosen_tool_is_called_under_its_schema_then_the_model_answers() {
     let tool = RecordingTool::new("list_dir").returns(json!("a.txt"));
     let provider = MockProvider::builder()
         .turn(text(r#"{"tool": "list_dir"}"#))
         .turn(text(r#"{"tool": "list_dir", "arguments": {"path": "."}}"#))
-        .turn(text(r#"{"tool": "none"}"#))
         .turn(text("It holds a.txt."))
         .build();
-    let other = RecordingTool::new("read_file");
+    let other = RecordingTool::new("write_file");
     let c = crate::support::client_with(provider.clone(), registry([tool.clone(), other]), |cfg| {
         cfg.coach.turn_on(Rule::ToolOrNone);
         cfg.coach.read_only = ["list_dir".to_owned()].into();
@@ -279,7 +278,7 @@ fn a_chosen_tool_is_called_under_its_schema_then_the_model_chooses_again() {
     assert_eq!(finish_reason(&events), FinishReason::Stop);
     assert_eq!(tool.call_count(), 1);
     let requests = provider.requests();
-    assert_eq!(requests.len(), 4);
+    assert_eq!(requests.len(), 3);
     let call = &requests[1];
     let Some(ollm_types::ResponseFormat::JsonSchema { schema, .. }) = &call.response_format else {
         panic!("the call is not constrained: {:?}", call.response_format);
@@ -291,12 +290,11 @@ fn a_chosen_tool_is_called_under_its_schema_then_the_model_chooses_again() {
         "only the chosen tool, no answer: {schema}"
     );
     assert_eq!(alternatives[0]["properties"]["tool"]["const"], "list_dir");
-    let again = &requests[2];
-    assert!(again.response_format.is_some() && again.tools.is_empty());
-    let roles: Vec<Role> = again.messages.iter().map(|m| m.role()).collect();
-    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
-    let answer = &requests[3];
+    assert!(call.tools.is_empty());
+    let answer = &requests[2];
     assert!(answer.tools.is_empty() && answer.response_format.is_none());
+    let roles: Vec<Role> = answer.messages.iter().map(|m| m.role()).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
     let history = c.history();
     assert_eq!(history.messages()[1].tool_calls().count(), 1);
     assert_eq!(history.messages().last().unwrap().text(), "It holds a.txt.");
@@ -356,4 +354,34 @@ fn a_chosen_tool_that_may_change_things_is_never_obliged() {
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[1].tools.len(), 2);
     assert!(requests[1].response_format.is_none());
+}
+
+/// `routed-call`: a result that is an error leaves the run to its own strategy, with
+/// every tool, to recover; one that is not is answered with no tools.
+#[test]
+fn after_the_chosen_call_the_model_answers_unless_its_result_was_an_error() {
+    for (result_is_error, requests, last_tools) in [(false, 3, 0), (true, 3, 2)] {
+        let mut tool = RecordingTool::new("list_dir").returns(json!("a.txt"));
+        if result_is_error {
+            tool = RecordingTool::new("list_dir").fails("no such folder");
+        }
+        let provider = MockProvider::builder()
+            .turn(text(r#"{"tool": "list_dir"}"#))
+            .turn(text(r#"{"tool": "list_dir", "arguments": {"path": "x"}}"#))
+            .turn(text("It holds a.txt."))
+            .build();
+        let tools = [tool, RecordingTool::new("read_file")];
+        let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
+            cfg.coach.turn_on(Rule::ToolOrNone);
+            cfg.coach.read_only = ["list_dir".to_owned(), "read_file".to_owned()].into();
+        });
+        let events = block_on(chat(&c, "what's in x?"));
+        check_events(&events);
+        assert_eq!(finish_reason(&events), FinishReason::Stop);
+        let sent = provider.requests();
+        assert_eq!(sent.len(), requests, "error {result_is_error}");
+        let last = sent.last().unwrap();
+        assert_eq!(last.tools.len(), last_tools, "error {result_is_error}");
+        assert!(last.response_format.is_none());
+    }
 }
