@@ -254,6 +254,13 @@ mod settle_tests {
         .expect("settled")
         .forward_headers;
         assert_eq!(forward, ["x-smg-routing-key"]);
+        let routed = |file: &str| {
+            let options = settle(&[], file, ProviderKind::Openai).expect("settled");
+            options.coach.is_on(Rule::ToolOrNone)
+        };
+        assert!(!routed(""), "serve's default");
+        assert!(routed("tool_or_none = true"));
+        assert!(!routed("tool_or_none = false"));
         let messages = settle(&[], "", ProviderKind::Anthropic).expect("settled");
         assert_eq!(
             messages.constraint,
