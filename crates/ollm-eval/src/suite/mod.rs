@@ -4,8 +4,9 @@
 //! Not a test: it measures. Each task ([`tasks`]: the tuning part of
 //! `crates/ollm-eval/data/tasks.json`, the held-out part of
 //! `crates/ollm-eval/data/held-out.json`) runs in each column, `plain` (a bare
-//! OpenAI-client loop, [`plain`]) and ollm's tool modes (`native`, `react`,
-//! `constrained`, `auto`, [`ollm`]), against the server at `--url` with the model `--model`, in a fresh copy of its workspace, `--repeats` times. [`grade`]
+//! OpenAI-client loop, [`plain`]), `served` (that loop through an `ollm serve` the
+//! eval starts, [`served`]) and ollm's tool modes (`native`, `react`, `constrained`,
+//! `auto`, [`ollm`]), against the server at `--url` with the model `--model`, in a fresh copy of its workspace, `--repeats` times. [`grade`]
 //! decides each run; [`report`] writes the result file and [`measures`] the docs' tables.
 //!
 //! # Decisions
