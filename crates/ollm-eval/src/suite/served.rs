@@ -15,7 +15,10 @@
 //!   measurement.
 //! - **Stopped when the eval ends**, on success, error or panic: [`Served`] kills and
 //!   reaps its process when dropped. Ctrl-C reaches it with the eval (same process
-//!   group), and serve stops on it.
+//!   group), and serve stops on it. Where util-linux's `setpriv` exists, serve runs under
+//!   `--pdeathsig TERM`, so it also stops when the eval is killed outright: on
+//!   2026-11-26 an eval was killed from outside (no message, its llama-server stopped by
+//!   its own death signal) and both of its serves were left running.
 //! - Serve's log (warnings and errors: every error a client receives is logged with its
 //!   cause) goes to `serve.COLUMN.log` beside the runs' traces.
 
@@ -86,7 +89,7 @@ pub(super) fn config_text(column: &Column) -> String {
 fn start(ollm: &Path, upstream: &str, config: &str, log: &Path) -> Result<Served> {
     let file = tempfile::NamedTempFile::new().context("a config file for ollm serve")?;
     std::fs::write(file.path(), config)?;
-    let mut child = Command::new(ollm)
+    let mut child = serve_command(ollm)
         .arg("--config")
         .arg(file.path())
         .args(["--provider", "openai", "serve", "--listen", "127.0.0.1:0"])
@@ -118,6 +121,24 @@ fn start(ollm: &Path, upstream: &str, config: &str, log: &Path) -> Result<Served
             )
         }
     }
+}
+
+/// The command that runs `ollm`: through `setpriv --pdeathsig TERM` where that works
+/// (it execs `ollm`, so the child's id is serve's), else `ollm` itself.
+fn serve_command(ollm: &Path) -> Command {
+    let setpriv = Command::new("setpriv")
+        .args(["--pdeathsig", "TERM", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !setpriv {
+        return Command::new(ollm);
+    }
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--pdeathsig", "TERM"]).arg(ollm);
+    cmd
 }
 
 #[cfg(test)]
