@@ -152,6 +152,10 @@ impl Default for ToolConfig {
     }
 }
 
+/// The built-in tools that only read the workspace: they need no approval, and the
+/// coach's `routed-call` may oblige a call to them (core's `CoachConfig::read_only`).
+pub const READ_ONLY_TOOLS: &[&str] = &["read_file", "list_dir", "search_text"];
+
 /// A registry holding the built-in tools, in the order `/tools` lists them.
 pub fn builtin(
     workspace: &Workspace,
@@ -230,6 +234,38 @@ mod tests {
             assert_eq!(s.parameters["type"], "object", "{}", s.name);
             assert!(!s.description.is_empty());
         }
+    }
+
+    /// What `routed-call` may oblige runs with no one to approve it; what it may not
+    /// asks first.
+    #[tokio::test]
+    async fn the_read_only_tools_need_no_approval_and_the_others_do() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "port = 1\n").unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let approver = Arc::new(Approver::new(
+            Mode::Headless,
+            &[],
+            testing::Scripted::new(&[]),
+        ));
+        let registry = builtin(&ws, &ToolConfig::default(), &approver).unwrap();
+        let args = |name: &str| match name {
+            "read_file" => serde_json::json!({"path": "a.txt"}),
+            "search_text" => serde_json::json!({"pattern": "port"}),
+            "write_file" => serde_json::json!({"path": "b.txt", "content": "x"}),
+            "run_command" => serde_json::json!({"program": "ls"}),
+            _ => serde_json::json!({}),
+        };
+        for name in registry.names() {
+            let tool = registry.get(&name).unwrap();
+            let serde_json::Value::Object(arguments) = args(&name) else {
+                unreachable!()
+            };
+            let ran = tool.execute(arguments).await;
+            let read_only = READ_ONLY_TOOLS.contains(&name.as_str());
+            assert_eq!(ran.is_ok(), read_only, "{name}: {ran:?}");
+        }
+        assert!(!dir.path().join("b.txt").exists());
     }
 
     proptest! {

@@ -37,6 +37,10 @@ pub(crate) fn tell_coach(coach: &mut CoachConfig) {
     coach.scope = Some("this folder".to_owned());
     coach.path_argument = Some("path".to_owned());
     coach.turn_on(Rule::ToolOrNone);
+    coach.read_only = ollm_tools::READ_ONLY_TOOLS
+        .iter()
+        .map(|name| (*name).to_owned())
+        .collect();
 }
 
 /// The built-in tools for the working directory.

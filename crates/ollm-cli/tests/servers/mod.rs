@@ -1090,6 +1090,43 @@ mod server_behaviour {
 mod run_options {
     use super::*;
 
+    /// `routed-call` in the CLI: the chosen tool's call is asked for under its schema
+    /// (Ollama's `format`, no `tools`), runs, and the model chooses again with the result
+    /// in view; on `none` the answer is asked with no tools.
+    #[test]
+    fn the_cli_calls_the_chosen_tool_under_its_schema_then_chooses_again() {
+        let c = Case::ollama();
+        std::fs::write(c.o.dir.path().join("notes.txt"), "port = 7341\n").unwrap();
+        c.mock()
+            .script("/api/chat", answer(&[r#"{"tool": "read_file"}"#]));
+        let call = r#"{"tool": "read_file", "arguments": {"path": "notes.txt"}}"#;
+        c.mock().script("/api/chat", answer(&[call]));
+        c.mock()
+            .script("/api/chat", answer(&[r#"{"tool": "none"}"#]));
+        c.mock().script("/api/chat", answer(&["It is 7341."]));
+        let out = c.run(&[
+            "run",
+            ROUTED,
+            "--yes",
+            "qwen3:8b",
+            "which port do my notes give?",
+        ]);
+        out.ok();
+        assert_eq!(out.out, "It is 7341.\n");
+        let chats = c.mock().requests_to("/api/chat");
+        assert_eq!(chats.len(), 4);
+        let constrained = &chats[1].body;
+        assert!(constrained.get("tools").is_none(), "{constrained}");
+        let only = &constrained["format"]["oneOf"];
+        assert_eq!(only.as_array().map(Vec::len), Some(1), "{constrained}");
+        let again = chats[2].body["messages"].to_string();
+        assert!(
+            again.contains("7341"),
+            "the choice sees the result: {again}"
+        );
+        assert!(chats[3].body.get("tools").is_none(), "{}", chats[3].body);
+    }
+
     #[test]
     fn a_prompt_argument_and_piped_stdin_are_joined() {
         let c = Case::ollama();
@@ -1103,7 +1140,8 @@ mod run_options {
 
     /// The CLI turns `tool-or-none` on: the run's first request asks for the choice under
     /// a schema (Ollama's `format`), with the typed prompt alone; on `none` the answer is
-    /// asked with no tools and no working-folder line; on a tool's name the tools stay.
+    /// asked with no tools and no working-folder line; on a tool's name the tools stay
+    /// (with `routed-call` off; see the next test for it).
     #[test]
     fn the_cli_asks_tool_or_none_first_and_none_takes_the_tools_away() {
         for (choice, tools) in [("none", false), ("read_file", true)] {
@@ -1113,7 +1151,15 @@ mod run_options {
                 answer(&[&format!("{{\"tool\": \"{choice}\"}}")]),
             );
             c.mock().script("/api/chat", answer(&["42"]));
-            let out = c.run(&["run", ROUTED, "qwen3:8b", "what's 6 times 7?"]);
+            let off = ["--coach-off", "routed-call"];
+            let out = c.run(
+                &[
+                    &["run", ROUTED],
+                    &off[..],
+                    &["qwen3:8b", "what's 6 times 7?"],
+                ]
+                .concat(),
+            );
             out.ok();
             let chats = c.mock().requests_to("/api/chat");
             assert_eq!(chats.len(), 2, "{choice}");

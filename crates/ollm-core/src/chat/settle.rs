@@ -143,12 +143,20 @@ impl RunSettings {
 
     /// What the next reply is offered: `required` and a named tool bind only until the
     /// run's first call (see the chat module's Decisions); no tools at all when the coach
-    /// withholds them (the next reply is to answer).
+    /// withholds them (the next reply is to answer); only the tool the model chose, by
+    /// name, for the turn that is to call it (`routed-call`).
     pub(super) fn offer(&self, coach: &Coach) -> Offer<'_> {
         if coach.withholds_tools() {
             return Offer {
                 choice: ToolChoice::None,
                 tools: &[],
+            };
+        }
+        let routed = coach.routed_call();
+        if let Some(at) = routed.and_then(|name| self.offered.iter().position(|t| t.name == name)) {
+            return Offer {
+                choice: ToolChoice::Tool(self.offered[at].name.clone()),
+                tools: &self.offered[at..=at],
             };
         }
         let choice = if coach.made_calls() && self.choice.requires_call() {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use ollm_types::{
-    FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest,
+    FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest, Role,
     ToolCall, ToolChoice, Usage, WarningKind,
 };
 use tokio_util::sync::CancellationToken;
@@ -40,7 +40,7 @@ use crate::coach::{
     canonical, cut_reply,
 };
 use crate::context::settle_window;
-use crate::strategy::{TextFilter, Turn, TurnOutcome};
+use crate::strategy::{Strategy, TextFilter, Turn, TurnOutcome};
 use crate::tool::ToolOutcome;
 
 /// How a turn ended.
@@ -55,6 +55,9 @@ enum TurnFailure {
     Reported,
     /// The server refused something the run can do without; retry the turn without it.
     Fallback(Fallback),
+    /// The turn is played again as it is: the server refused the constrained call of
+    /// `routed-call`, which the run does without from then on.
+    Again,
 }
 
 /// One run: waits for the client's earlier runs, records the prompt (none when the run
@@ -106,8 +109,8 @@ pub(super) async fn run_chat(
         cancel,
         turn: 1,
         total: Usage::default(),
+        routed: false,
     };
-    run.route().await;
     let reason = run.run_turns().await;
     run.finish(reason);
 }
@@ -124,12 +127,15 @@ struct Run {
     turn: u32,
     /// Usage summed over the turns so far.
     total: Usage,
+    /// Whether the turn being played is to call the tool the model chose (`routed-call`).
+    routed: bool,
 }
 
 impl Run {
     /// Runs turns until one ends the run; says why it ended.
     async fn run_turns(&mut self) -> FinishReason {
         while self.turn <= self.settings.max_turns {
+            self.route().await;
             let span = tracing::info_span!("turn", n = self.turn);
             match self.play_turn().instrument(span).await {
                 Ok(TurnEnd::Continue) => self.turn += 1,
@@ -137,24 +143,32 @@ impl Run {
                 Err(TurnFailure::Fallback(fallback)) => {
                     self.settings.fall_back(&self.shared, &self.sink, fallback);
                 }
+                Err(TurnFailure::Again) => {}
                 Err(TurnFailure::Reported) => return FinishReason::Error,
             }
         }
         FinishReason::MaxTurns
     }
 
-    /// Before the first turn: the coach's `tool-or-none` choice, when the run offers
-    /// tools and may answer without them. A failed or cancelled choice offers the tools.
+    /// Before a turn: the coach's `tool-or-none` choice, when it is due (before the
+    /// first turn of a run that offers tools and may answer without them; before each
+    /// later one while `routed-call` reroutes). A failed or cancelled choice offers the
+    /// tools.
     async fn route(&mut self) {
         let offer = self.settings.offer(&self.coach);
         if offer.choice.requires_call() {
             return;
         }
-        let prompt = lock(&self.shared.history).messages().last().cloned();
-        let request = prompt.and_then(|prompt| {
-            self.coach
-                .route_request(&self.settings.model, &prompt, offer.tools)
-        });
+        let request = {
+            let history = lock(&self.shared.history);
+            let messages = history.messages();
+            let since = messages.iter().rposition(|m| m.role() == Role::User);
+            self.coach.route_request(
+                &self.settings.model,
+                &messages[since.unwrap_or(0)..],
+                offer.tools,
+            )
+        };
         let Some(request) = request else { return };
         let tools = offer.tools.to_vec();
         let cancel = self.cancel.clone();
@@ -164,8 +178,20 @@ impl Run {
             text = self.choose(request) => text,
         };
         let route = self.coach.routed(text.as_deref(), &tools);
+        // The chosen tool's call is asked for under the constrained strategy and recorded
+        // as a native call, which a ReAct run's history cannot carry.
+        let constrainable = matches!(
+            self.settings.strategy,
+            Strategy::Native | Strategy::Constrained
+        );
+        if !constrainable {
+            self.coach.stop_routing();
+        }
         let detail = match &route {
             Route::None => "the model chose no tool; none are offered this run".to_owned(),
+            Route::Tools(Some(name)) if self.coach.routed_call().is_some() => {
+                format!("the model chose {name}; its call is constrained to it")
+            }
             Route::Tools(Some(name)) => format!("the model chose {name}"),
             Route::Tools(None) => "no clean choice; the tools are offered".to_owned(),
         };
@@ -208,8 +234,33 @@ impl Run {
         self.sink.finish(&self.shared, reason, self.total);
     }
 
-    /// One turn: build the request, check its size, stream the reply, then conclude.
+    /// One turn. The turn that is to call the tool the model chose (`routed-call`) is
+    /// played under the constrained strategy, with that tool alone; whatever it leads
+    /// to, later turns are the run's own.
     async fn play_turn(&mut self) -> Result<TurnEnd, TurnFailure> {
+        if self.coach.routed_call().is_none() {
+            return self.play_one().await;
+        }
+        let own = std::mem::replace(&mut self.settings.strategy, Strategy::Constrained);
+        let calls = self.coach.call_count();
+        self.routed = true;
+        let played = self.play_one().await;
+        self.settings.strategy = own;
+        self.routed = false;
+        let made = self.coach.call_count() > calls;
+        self.coach.routed_call_played(made);
+        match played {
+            Err(TurnFailure::Fallback(_)) => {
+                tracing::debug!("coach: routed-call: the server refused the constrained call");
+                self.coach.stop_routing();
+                Err(TurnFailure::Again)
+            }
+            played => played,
+        }
+    }
+
+    /// One turn: build the request, check its size, stream the reply, then conclude.
+    async fn play_one(&mut self) -> Result<TurnEnd, TurnFailure> {
         let offer = self.settings.offer(&self.coach);
         let (request, mut room) = match self.check_budget(&offer).await {
             Fitted::Send(request, room) => (request, room),
@@ -428,6 +479,11 @@ impl Run {
         let raw = reply.raw.as_str();
         match outcome {
             TurnOutcome::Answer(answer) => self.answer(raw, &answer, reply.finish),
+            TurnOutcome::Retry { problem, .. } if self.routed => {
+                // Nothing is recorded: the run's own strategy takes the next turn afresh.
+                tracing::debug!(%problem, "coach: routed-call: the reply was not the call");
+                TurnEnd::Continue
+            }
             TurnOutcome::Retry {
                 correction,
                 problem,

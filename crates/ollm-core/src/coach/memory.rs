@@ -76,6 +76,11 @@ impl CallMemory {
         !self.seen.is_empty()
     }
 
+    /// How many calls the run has made: each call once per turn that made it.
+    pub(crate) fn count(&self) -> u32 {
+        self.seen.values().map(|seen| seen.times).sum()
+    }
+
     /// Where each of `calls` gets its result from.
     pub(crate) fn sort(&self, calls: &[ToolCall]) -> Vec<Source> {
         let keys: Vec<String> = calls.iter().map(key).collect();

@@ -205,6 +205,15 @@ pub struct Coach {
     asked_to_answer: bool,
     /// Whether the model chose no tool before the run's first request (`tool-or-none`).
     routed_none: bool,
+    /// The tool the model chose before the next request, until the turn that calls it
+    /// has played (`routed-call`).
+    routed_tool: Option<String>,
+    /// How many choices the run asked for (`tool-or-none`).
+    routes: u32,
+    /// Whether the model chooses again after each turn of calls (`routed-call`): from a
+    /// first choice of a tool until a choice that is not one, or a turn that was to call
+    /// the chosen tool and made no call.
+    rerouting: bool,
 }
 
 /// Where each call of a turn gets its result from, as [`Coach::plan`] decided.
@@ -264,6 +273,9 @@ impl Coach {
             asked_to_act: false,
             asked_to_answer: false,
             routed_none: false,
+            routed_tool: None,
+            routes: 0,
+            rerouting: false,
         }
     }
 
@@ -313,24 +325,66 @@ impl Coach {
     }
 
     /// Before the run's first request, when it offers `tools` and may answer without a
-    /// call: the request that asks the model to choose a tool or none (`tool-or-none`),
-    /// or `None` when the rule is off or the run already made calls.
+    /// call: the request that asks the model to choose a tool or none (`tool-or-none`);
+    /// before each later one while the run is rerouting (`routed-call`), with `messages`
+    /// (those since the run's prompt) holding the results so far. `None` when the rule
+    /// is off, or no choice is due.
     pub(crate) fn route_request(
         &self,
         model: &str,
-        prompt: &Message,
+        messages: &[Message],
         tools: &[ToolSchema],
     ) -> Option<ProviderRequest> {
-        let due = self.is_on(Rule::ToolOrNone) && !tools.is_empty() && !self.made_calls();
-        due.then(|| route::request(&self.config, model, prompt, tools))
+        let first = self.routes == 0 && !self.made_calls();
+        let again = self.rerouting && !self.withholds_tools() && self.routed_tool.is_none();
+        let due = self.is_on(Rule::ToolOrNone) && !tools.is_empty() && (first || again);
+        due.then(|| route::request(&self.config, model, messages, tools))
     }
 
     /// Reads the reply to [`Coach::route_request`] (`text`, or `None` when the request
     /// failed): on a clean `none` the run offers no tools.
     pub(crate) fn routed(&mut self, text: Option<&str>, tools: &[ToolSchema]) -> Route {
         let route = text.map_or(Route::Tools(None), |t| route::read(t, tools));
+        self.routes += 1;
         self.routed_none = route == Route::None;
+        self.routed_tool = match &route {
+            Route::Tools(Some(name))
+                if self.is_on(Rule::RoutedCall) && self.config.read_only.contains(name) =>
+            {
+                Some(name.clone())
+            }
+            _ => None,
+        };
+        self.rerouting = self.routed_tool.is_some();
         route
+    }
+
+    /// Before a request: the tool its reply must call, its arguments constrained to the
+    /// tool's schema (`routed-call`): the one `tool-or-none` chose, until
+    /// [`Coach::routed_call_played`].
+    pub(crate) fn routed_call(&self) -> Option<&str> {
+        self.routed_tool
+            .as_deref()
+            .filter(|_| !self.withholds_tools())
+    }
+
+    /// After the turn that was to call the chosen tool, however it went, given whether
+    /// it `made` a call: the model chooses again before the next turn, or, when it made
+    /// none, the run's own strategy plays the rest of the run.
+    pub(crate) fn routed_call_played(&mut self, made: bool) {
+        self.routed_tool = None;
+        self.rerouting &= made;
+    }
+
+    /// Stops choosing before each turn: the run's own strategy plays the rest of it.
+    pub(crate) fn stop_routing(&mut self) {
+        self.routed_tool = None;
+        self.rerouting = false;
+    }
+
+    /// How many calls the run has made (each once per turn that made it).
+    pub(crate) fn call_count(&self) -> u32 {
+        self.memory.count()
     }
 
     /// Before a request: what it carries besides the history and the options, given

@@ -38,8 +38,9 @@ pub enum Route {
     Tools(Option<String>),
 }
 
-/// The system text of the choice: the tools, where they work, and the question.
-fn instructions(tools: &[ToolSchema], scope: Option<&str>) -> String {
+/// The system text of the choice: the tools, where they work, and the question: before
+/// any call, or `after_results` of the run's calls.
+fn instructions(tools: &[ToolSchema], scope: Option<&str>, after_results: bool) -> String {
     let list: Vec<String> = tools
         .iter()
         .map(|t| format!("- {}: {}", t.name, t.description))
@@ -55,6 +56,15 @@ fn instructions(tools: &[ToolSchema], scope: Option<&str>) -> String {
         ),
         None => ("Tools you can use:".to_owned(), String::new()),
     };
+    if after_results {
+        return format!(
+            "{head}\n{}{own} The conversation holds the results of the tools called so far. \
+             If they answer the user's message, say \"none\". If the message still needs a \
+             tool (to read something the results do not show yet, or to create or change a \
+             file the user asked for), name it. Answer as JSON {{\"tool\": ...}}.",
+            list.join("\n")
+        );
+    }
     format!(
         "{head}\n{}{own} Does the user's message ask about something that may be written \
          in their files (words like we, my, our, this, here, or a file's name), or ask to \
@@ -84,15 +94,17 @@ fn schema(tools: &[ToolSchema]) -> Value {
     })
 }
 
-/// The request that asks the model to choose, for `model` and the run's `prompt`.
+/// The request that asks the model to choose, for `model` and the run's `messages` since
+/// its prompt (the prompt alone before any call).
 pub(crate) fn request(
     config: &CoachConfig,
     model: &str,
-    prompt: &Message,
+    messages: &[Message],
     tools: &[ToolSchema],
 ) -> ProviderRequest {
-    let mut request = ProviderRequest::new(model, vec![prompt.clone()]);
-    request.system = Some(instructions(tools, config.scope.as_deref()));
+    let after_results = messages.len() > 1;
+    let mut request = ProviderRequest::new(model, messages.to_vec());
+    request.system = Some(instructions(tools, config.scope.as_deref(), after_results));
     request.options = GenerationOptions {
         temperature: Some(0.0),
         max_tokens: Some(MAX_TOKENS),
@@ -154,7 +166,7 @@ mod tests {
             ..CoachConfig::default()
         };
         let prompt = Message::user("thanks!");
-        let request = request(&config, "m", &prompt, &tools());
+        let request = request(&config, "m", std::slice::from_ref(&prompt), &tools());
         assert_eq!(request.messages, vec![prompt]);
         assert_eq!(request.options.temperature, Some(0.0));
         assert_eq!(request.options.max_tokens, Some(MAX_TOKENS));
@@ -178,7 +190,7 @@ mod tests {
 
     #[test]
     fn without_a_scope_the_text_names_no_folder() {
-        let system = instructions(&tools(), None);
+        let system = instructions(&tools(), None, false);
         assert!(system.starts_with("Tools you can use:"), "{system}");
         assert!(!system.contains("folder"), "{system}");
     }

@@ -51,6 +51,9 @@ rules! {
     /// Before a run's first request with tools, a constrained choice of a tool or none.
     ToolOrNone = "tool-or-none",
         "before a run's first request with tools, the model chooses an offered tool or none under a JSON schema; on none the run offers no tools";
+    /// The tool `tool-or-none` chose is the first reply's call, its arguments constrained.
+    RoutedCall = "routed-call",
+        "when `tool-or-none` chose a tool, the run's first reply is a call to it alone, its arguments constrained to the tool's schema";
     /// A call the run already made is answered from its earlier result, not run again.
     RepeatGuard = "repeat-guard",
         "a call the run already made (same tool, same arguments) is answered from its earlier result, not run again";
@@ -182,6 +185,13 @@ pub struct CoachConfig {
     /// `path-in-name` fills; `None` turns that rule off, since nothing says which
     /// argument a path goes in.
     pub path_argument: Option<String>,
+    /// The caller's tools that only read (`read_file`, `list_dir`, `search_text`, from
+    /// the CLI): the only ones `routed-call` asks for under a schema, since the call it
+    /// obliges is made whatever the question was; empty (the default) turns that rule
+    /// off. A write on a question that asked for none is a safety bug (issue 35): the
+    /// 0.5B chose `write_file` for "backup.py keep days?" and, obliged to call it,
+    /// overwrote the file.
+    pub read_only: BTreeSet<String>,
 }
 
 impl CoachConfig {

@@ -77,7 +77,15 @@ pub(crate) fn response_schema(tools: &[ToolSchema], must_call: bool) -> Value {
 
 /// The instructions that describe `tools` and the reply format to the model.
 pub(crate) fn system_prompt(tools: &[ToolSchema], must_call: bool) -> String {
-    let mut out = String::from(if must_call {
+    let mut out = String::from(if let ([only], true) = (tools, must_call) {
+        return format!(
+            "Reply with one JSON object only: call {name} now, taking its arguments from the \
+             user's message, replying {{\"tool\": \"{name}\", \"arguments\": {{...}}}}.\n\n\
+             Tools:\n{}",
+            common::tool_list(tools),
+            name = only.name
+        );
+    } else if must_call {
         "Reply with one JSON object only: call a tool now, replying \
          {\"tool\": \"<name>\", \"arguments\": {...}}.\n\nTools:\n"
     } else {

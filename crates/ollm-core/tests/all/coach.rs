@@ -195,6 +195,7 @@ fn tool_or_none_takes_the_tools_away_only_on_a_clean_none() {
         let tool = RecordingTool::new("list_dir");
         let c = crate::support::client_with(provider.clone(), registry([tool]), |cfg| {
             cfg.coach.turn_on(Rule::ToolOrNone);
+            cfg.coach.turn_off(Rule::RoutedCall);
             cfg.tools_context = Some("[Working folder: /w]".into());
         });
         let events = block_on(chat(&c, "what's 6 times 7?"));
@@ -238,6 +239,7 @@ fn tool_or_none_is_asked_only_when_on_and_the_call_is_optional() {
             .build();
         let tool = RecordingTool::new("list_dir");
         let c = crate::support::client_with(provider.clone(), registry([tool]), |cfg| {
+            cfg.coach.turn_off(Rule::RoutedCall);
             if on {
                 cfg.coach.turn_on(Rule::ToolOrNone);
             }
@@ -253,4 +255,105 @@ fn tool_or_none_is_asked_only_when_on_and_the_call_is_optional() {
             .count();
         assert_eq!(choices, asked, "on {on}, required {required}");
     }
+}
+
+/// `routed-call`: the tool the model chose is the next reply's call, asked for alone under
+/// the constrained strategy; after its result the model chooses again, and on `none` it
+/// answers with no tools. The call is recorded as a native one.
+#[test]
+fn a_chosen_tool_is_called_under_its_schema_then_the_model_chooses_again() {
+    let tool = RecordingTool::new("list_dir").returns(json!("a.txt"));
+    let provider = MockProvider::builder()
+        .turn(text(r#"{"tool": "list_dir"}"#))
+        .turn(text(r#"{"tool": "list_dir", "arguments": {"path": "."}}"#))
+        .turn(text(r#"{"tool": "none"}"#))
+        .turn(text("It holds a.txt."))
+        .build();
+    let other = RecordingTool::new("read_file");
+    let c = crate::support::client_with(provider.clone(), registry([tool.clone(), other]), |cfg| {
+        cfg.coach.turn_on(Rule::ToolOrNone);
+        cfg.coach.read_only = ["list_dir".to_owned()].into();
+    });
+    let events = block_on(chat(&c, "what's in here?"));
+    check_events(&events);
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    assert_eq!(tool.call_count(), 1);
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 4);
+    let call = &requests[1];
+    let Some(ollm_types::ResponseFormat::JsonSchema { schema, .. }) = &call.response_format else {
+        panic!("the call is not constrained: {:?}", call.response_format);
+    };
+    let alternatives = schema["oneOf"].as_array().expect("oneOf");
+    assert_eq!(
+        alternatives.len(),
+        1,
+        "only the chosen tool, no answer: {schema}"
+    );
+    assert_eq!(alternatives[0]["properties"]["tool"]["const"], "list_dir");
+    let again = &requests[2];
+    assert!(again.response_format.is_some() && again.tools.is_empty());
+    let roles: Vec<Role> = again.messages.iter().map(|m| m.role()).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
+    let answer = &requests[3];
+    assert!(answer.tools.is_empty() && answer.response_format.is_none());
+    let history = c.history();
+    assert_eq!(history.messages()[1].tool_calls().count(), 1);
+    assert_eq!(history.messages().last().unwrap().text(), "It holds a.txt.");
+}
+
+/// `routed-call`, when the reply is not the call (a server that does not enforce the
+/// schema): nothing of it is recorded and the run's own strategy plays on, with every
+/// tool and no more choices.
+#[test]
+fn a_routed_reply_that_is_not_the_call_leaves_the_run_to_its_own_strategy() {
+    let provider = MockProvider::builder()
+        .turn(text(r#"{"tool": "list_dir"}"#))
+        .turn(text("Sure! Let me look."))
+        .turn(text("done"))
+        .build();
+    let tools = [
+        RecordingTool::new("list_dir"),
+        RecordingTool::new("read_file"),
+    ];
+    let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
+        cfg.coach.turn_on(Rule::ToolOrNone);
+        cfg.coach.read_only = ["list_dir".to_owned()].into();
+    });
+    let events = block_on(chat(&c, "what's in here?"));
+    check_events(&events);
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2].tools.len(), 2);
+    assert!(requests[2].response_format.is_none());
+    let texts: Vec<String> = c.history().messages().iter().map(|m| m.text()).collect();
+    assert!(
+        !texts.iter().any(|t| t.contains("Let me look")),
+        "{texts:?}"
+    );
+}
+
+/// `routed-call` never obliges a call to a tool the caller did not say only reads: the
+/// 0.5B chose `write_file` for "backup.py keep days?" and, obliged, overwrote the file.
+#[test]
+fn a_chosen_tool_that_may_change_things_is_never_obliged() {
+    let provider = MockProvider::builder()
+        .turn(text(r#"{"tool": "write_file"}"#))
+        .turn(text("30 days."))
+        .build();
+    let tools = [
+        RecordingTool::new("write_file"),
+        RecordingTool::new("list_dir"),
+    ];
+    let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
+        cfg.coach.turn_on(Rule::ToolOrNone);
+        cfg.coach.read_only = ["list_dir".to_owned()].into();
+    });
+    let events = block_on(chat(&c, "backup.py keep days?"));
+    check_events(&events);
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1].tools.len(), 2);
+    assert!(requests[1].response_format.is_none());
 }
