@@ -185,6 +185,8 @@ struct Shared {
     count_requests: Mutex<Vec<Value>>,
     /// The `x-api-key` of each request (chat and count), `None` where it had none.
     keys: Mutex<Vec<Option<String>>>,
+    /// The headers of each `/v1/messages` request, as (lower-case name, value).
+    request_headers: Mutex<Vec<Vec<(String, String)>>>,
     violations: Mutex<Vec<String>>,
     models: Mutex<Vec<String>>,
     required_key: Mutex<Option<String>>,
@@ -266,6 +268,12 @@ impl MockAnthropic {
     /// The `x-api-key` of each request received (chat and count), in order.
     pub fn keys(&self) -> Vec<Option<String>> {
         lock(&self.shared.keys).clone()
+    }
+
+    /// The headers of the `/v1/messages` requests received, in order, as (lower-case
+    /// name, value).
+    pub fn request_headers(&self) -> Vec<Vec<(String, String)>> {
+        lock(&self.shared.request_headers).clone()
     }
 
     /// The rule violations found (see the module docs).
@@ -527,6 +535,11 @@ fn bad_request(text: &str) -> Response {
 }
 
 async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let seen = headers
+        .iter()
+        .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+        .collect();
+    lock(&shared.request_headers).push(seen);
     if let Some(refusal) = check_headers(&shared, &headers) {
         return refusal;
     }

@@ -23,7 +23,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use ollm_bridge::{ProviderPool, Replica, ReplicaKind};
-use ollm_core::ToolMode;
+use ollm_core::{Rule, ToolMode};
 use ollm_serve::{ClientKey, Options, Policy, Repair, ServeEntry};
 
 use crate::args::{HealthArg, RepairArg, ServeArgs};
@@ -123,6 +123,11 @@ fn options(
     options.max_in_flight = max_in_flight;
     options.max_body_bytes = args.max_body_bytes;
     options.forward_headers.clone_from(&entry.forward_headers);
+    match entry.tool_or_none {
+        Some(true) => options.coach.turn_on(Rule::ToolOrNone),
+        Some(false) => options.coach.turn_off(Rule::ToolOrNone),
+        None => {}
+    }
     // Anthropic's Messages API takes no response schema: the ReAct prompt instead.
     options.constraint = match kind {
         ProviderKind::Anthropic => ToolMode::React,
@@ -249,6 +254,13 @@ mod settle_tests {
         .expect("settled")
         .forward_headers;
         assert_eq!(forward, ["x-smg-routing-key"]);
+        let routed = |file: &str| {
+            let options = settle(&[], file, ProviderKind::Openai).expect("settled");
+            options.coach.is_on(Rule::ToolOrNone)
+        };
+        assert!(!routed(""), "serve's default");
+        assert!(routed("tool_or_none = true"));
+        assert!(!routed("tool_or_none = false"));
         let messages = settle(&[], "", ProviderKind::Anthropic).expect("settled");
         assert_eq!(
             messages.constraint,

@@ -3,8 +3,9 @@
 //!
 //! - The task eval: the tasks of `data/tasks.json` and
 //!   `data/held-out.json`, graded the same way in every column: `plain` (a bare
-//!   OpenAI-client loop with ollm's tool schemas) and ollm's tool modes (the built `ollm`
-//!   binary, one process per run); `--ablate` switches coach rules off one at a time. It
+//!   OpenAI-client loop with ollm's tool schemas), `served` (the same loop through an
+//!   `ollm serve` the eval starts in front of the server) and ollm's tool modes (the built
+//!   `ollm` binary, one process per run); `--ablate` switches coach rules off one at a time. It
 //!   writes a result file under `docs/eval/` and regenerates the tables of
 //!   `docs/tool-calling.md` from those files.
 //! - BFCL (`--bfcl`): the Berkeley Function-Calling Leaderboard's simple, multiple,
@@ -15,7 +16,8 @@
 //!
 //! # Decisions
 //!
-//! - **The server comes from outside** (`--url`, `--model`): the eval starts no server.
+//! - **The server comes from outside** (`--url`, `--model`): the eval starts no model
+//!   server, only, for the served columns, an `ollm serve` of the `ollm` it measures.
 //!   `cargo xtask eval` starts the pinned llama-server and runs this binary against it, so
 //!   xtask keeps no dependency on the runtime, and a downstream user measures their own
 //!   server the same way.

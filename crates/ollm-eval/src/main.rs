@@ -31,10 +31,15 @@ The tool-calling eval:
   [--repeats N] [--temperature T] [--budget MIN] [--ollm PATH]
                        each task (87: 29 intents x 3 wordings, 7 workspaces; a tuning
                        part and a held-out part, default all) in each column (plain,
-                       native, react, constrained, auto; default plain,native,auto), N
-                       repeats (default 3) at the server's own sampling or temperature
-                       T; the ollm columns run `--ollm PATH`, else this workspace's
-                       debug build (built first); the result file goes to docs/eval/
+                       served, native, react, constrained, auto; default
+                       plain,native,auto), N repeats (default 3) at the server's own
+                       sampling or temperature T; the ollm columns run `--ollm PATH`,
+                       else this workspace's debug build (built first); `served` is the
+                       plain loop through an `ollm serve` of that binary, started in
+                       front of --url on a free loopback port and stopped at the end
+                       (served-with-tool-or-none: with `[serve] tool_or_none = true`;
+                       served-without-RULE: with `[coach] off = [RULE]`); the result
+                       file goes to docs/eval/
                        (--smoke: 3 tasks, plain,auto, 1 repeat, temperature 0, to
                        target/eval/)
   --ablate --rules R,.. [--part P] [--repeats N] ...

@@ -8,6 +8,7 @@
 //! repair = "on"                          # off | flag | on (default on)
 //! max_in_flight = 4                      # chat replies per healthy replica, then 429
 //! forward_headers = ["x-smg-routing-key"] # passed upstream with x-session-id
+//! tool_or_none = false                   # the coach's tool-or-none choice first
 //! [serve.models."qwen2.5-coder:0.5b"]
 //! repair = "flag"
 //! [serve.keys.ci-agent]                  # a key clients may use, named for the log
@@ -37,6 +38,10 @@ pub struct ServeEntry {
     pub max_in_flight: Option<u32>,
     /// Client headers passed on upstream, besides the session headers.
     pub forward_headers: Vec<String>,
+    /// Whether a request that declares tools and leaves `tool_choice` at `auto` first
+    /// asks the model to name a tool or none (the coach's `tool-or-none` rule; on
+    /// `none` the reply is asked for without tools). `None`: the server's default.
+    pub tool_or_none: Option<bool>,
     /// Per-model policies: `[serve.models."NAME"]`.
     pub models: BTreeMap<String, ServeModelEntry>,
     /// Keys clients may use, by name: `[serve.keys.NAME]`.

@@ -538,6 +538,66 @@ async fn the_coachs_switches_decide_whether_a_repeat_is_answered() {
     check(&[Rule::ActNudge], false).await;
 }
 
+/// `[serve] tool_or_none`: a request that declares tools and leaves `tool_choice` at
+/// `auto` first asks the model to name a tool or none (one short request under a JSON
+/// schema, without the tools); on `none` the reply is asked for without tools. A
+/// `required` or named `tool_choice` outranks it: no choice is asked.
+#[tokio::test]
+async fn tool_or_none_asks_first_unless_the_client_obliges_a_call() {
+    // (rule on, tool_choice, the choice's reply if one is asked, the reply, whether the
+    // reply's request offers the tools)
+    let check = async |on: bool, choice: Value, route: Option<&str>, reply: &str, tools: bool| {
+        let mock = MockOpenAi::start().await.expect("mock");
+        if let Some(route) = route {
+            mock.push_reply(answer(route));
+        }
+        mock.push_reply(answer(reply));
+        let mut options = Options::default();
+        if on {
+            options.coach.turn_on(ollm_core::Rule::ToolOrNone);
+        }
+        let base = serve_with(&[mock.base_url()], options).await;
+        let mut request = body(false, true);
+        if !choice.is_null() {
+            request["tool_choice"] = choice.clone();
+        }
+        let (status, text) = post(&base, &request).await;
+        assert_eq!(status, 200, "{choice}: {text}");
+        let asked = mock.requests();
+        assert_eq!(
+            asked.len(),
+            1 + usize::from(route.is_some()),
+            "{choice}: {asked:?}"
+        );
+        if route.is_some() {
+            let schema = &asked[0]["response_format"]["json_schema"]["schema"];
+            assert!(
+                schema["properties"]["tool"]["enum"].is_array(),
+                "{}",
+                asked[0]
+            );
+            assert!(asked[0].get("tools").is_none(), "{}", asked[0]);
+        }
+        let last = &asked[asked.len() - 1];
+        assert_eq!(last["tools"].is_array(), tools, "{choice}: {last}");
+    };
+    let none = Some(r#"{"tool": "none"}"#);
+    let named = json!({"type": "function", "function": {"name": "read_file"}});
+    check(false, Value::Null, None, "Hello.", true).await;
+    check(true, Value::Null, none, "Hello.", false).await;
+    check(true, json!("auto"), none, "Hello.", false).await;
+    check(
+        true,
+        Value::Null,
+        Some(r#"{"tool": "read_file"}"#),
+        FENCED_CALL,
+        true,
+    )
+    .await;
+    check(true, json!("required"), None, FENCED_CALL, true).await;
+    check(true, named, None, FENCED_CALL, true).await;
+}
+
 #[tokio::test]
 async fn a_path_written_into_the_tools_name_becomes_its_path_argument() {
     let mock = MockOpenAi::start().await.expect("mock");
@@ -1494,17 +1554,10 @@ async fn past_the_concurrency_limit_a_request_gets_429_with_retry_after() {
     assert_eq!(status, 200, "room again once the first ended: {text}");
 }
 
-/// Serves one Ollama replica (the mock); the base URL.
-async fn serve_ollama(mock: &test_utils::mock_ollama::MockOllama) -> String {
-    let mut config = ollm_bridge::OllamaConfig::from_host(Some(&mock.host_port())).expect("host");
-    config.http.retry = RetryPolicy {
-        max_retries: 0,
-        ..RetryPolicy::default()
-    };
-    let adapter = ollm_bridge::OllamaProvider::new(config).expect("a valid address");
-    let replica = Replica::new(mock.url(), ReplicaKind::Ollama, Arc::new(adapter));
+/// Serves `replica` alone with `options`; the base URL.
+async fn serve_replica(replica: Replica, options: Options) -> String {
     let pool = ProviderPool::new(vec![replica]).expect("replicas");
-    let router = crate::router(pool, Options::default()).expect("usable options");
+    let router = crate::router(pool, options).expect("usable options");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -1513,6 +1566,123 @@ async fn serve_ollama(mock: &test_utils::mock_ollama::MockOllama) -> String {
         let _ = axum::serve(listener, router).await;
     });
     format!("http://{addr}")
+}
+
+/// Serves one Ollama replica (the mock) with `options`; the base URL.
+async fn serve_ollama(mock: &test_utils::mock_ollama::MockOllama, options: Options) -> String {
+    let mut config = ollm_bridge::OllamaConfig::from_host(Some(&mock.host_port())).expect("host");
+    config.http.retry = RetryPolicy {
+        max_retries: 0,
+        ..RetryPolicy::default()
+    };
+    let adapter = ollm_bridge::OllamaProvider::new(config).expect("a valid address");
+    let replica = Replica::new(mock.url(), ReplicaKind::Ollama, Arc::new(adapter));
+    serve_replica(replica, options).await
+}
+
+/// Serves one Anthropic replica (the mock) with `options`; the base URL.
+async fn serve_anthropic(
+    mock: &test_utils::mock_anthropic::MockAnthropic,
+    options: Options,
+) -> String {
+    let mut config = ollm_bridge::AnthropicConfig::new(mock.base_url());
+    config.http.retry = RetryPolicy {
+        max_retries: 0,
+        ..RetryPolicy::default()
+    };
+    let adapter = ollm_bridge::AnthropicProvider::new(config).expect("a valid address");
+    let replica = Replica::new(mock.base_url(), ReplicaKind::OpenAi, Arc::new(adapter));
+    serve_replica(replica, options).await
+}
+
+/// Two requests (with tools, so through the repair, and without) sent to `base` with a
+/// session, a routing and an unlisted header; `seen` then gives the upstream's chat
+/// requests' headers, each of which must carry the first two and not the third.
+async fn check_forwarded(
+    adapter: &str,
+    model: &str,
+    base: &str,
+    seen: impl Fn() -> Vec<Vec<(String, String)>>,
+) {
+    for with_tools in [true, false] {
+        let mut request = body(false, with_tools);
+        request["model"] = json!(model);
+        let response = reqwest::Client::new()
+            .post(format!("{base}/v1/chat/completions"))
+            .header("X-Session-ID", "s-42")
+            .header("x-smg-routing-key", "tenant-7")
+            .header("x-not-forwarded", "no")
+            .json(&request)
+            .send()
+            .await
+            .expect("sent");
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("body");
+        assert_eq!(
+            (status, text.contains("Hello.")),
+            (200, true),
+            "{adapter}: {text}"
+        );
+    }
+    let seen = seen();
+    assert_eq!(seen.len(), 2, "{adapter}: {seen:?}");
+    for (i, headers) in seen.iter().enumerate() {
+        let get = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(
+            get("x-session-id"),
+            Some("s-42"),
+            "{adapter} {i}: {headers:?}"
+        );
+        assert_eq!(get("x-smg-routing-key"), Some("tenant-7"), "{adapter} {i}");
+        assert_eq!(get("x-not-forwarded"), None, "{adapter} {i}");
+    }
+}
+
+/// The session and configured routing headers reach Ollama and Anthropic upstreams as
+/// they reach OpenAI-compatible ones (the transport is shared; this shows the adapters
+/// pass them on), on the repair path and on the pass-through.
+#[tokio::test]
+async fn session_and_routing_headers_reach_ollama_and_anthropic_upstreams_too() {
+    use test_utils::mock_anthropic::{MessagesEvents, MockAnthropic};
+    use test_utils::mock_ollama::{MockOllama, Reply as OllamaReply};
+    let options = || Options {
+        forward_headers: vec!["X-SMG-Routing-Key".into()],
+        ..Options::default()
+    };
+    let ollama = MockOllama::start().await.expect("mock");
+    for _ in 0..2 {
+        let done = json!({"model": "qwen3:8b", "created_at": "2026-01-01T00:00:00Z",
+            "done": true, "done_reason": "stop",
+            "message": {"role": "assistant", "content": "Hello."}});
+        ollama.script("/api/chat", OllamaReply::ndjson(&[done]));
+    }
+    let base = serve_ollama(&ollama, options()).await;
+    check_forwarded("ollama", "qwen3:8b", &base, || {
+        let chats = ollama.requests_to("/api/chat");
+        chats.into_iter().map(|r| r.headers).collect()
+    })
+    .await;
+    let anthropic = MockAnthropic::start().await.expect("mock");
+    for _ in 0..2 {
+        let reply = test_utils::mock_anthropic::Reply::sse()
+            .message_start(3)
+            .text_block(0, &["Hello."])
+            .message_delta("end_turn", 2)
+            .message_stop()
+            .reply();
+        anthropic.push_reply(reply);
+    }
+    let base = serve_anthropic(&anthropic, options()).await;
+    check_forwarded("anthropic", "mock-model", &base, || {
+        anthropic.request_headers()
+    })
+    .await;
+    assert_eq!(anthropic.violations(), Vec::<String>::new());
 }
 
 #[tokio::test]
@@ -1535,7 +1705,7 @@ async fn ollamas_500_for_a_call_it_could_not_parse_is_read_or_asked_once_more() 
         for reply in replies {
             mock.script("/api/chat", reply);
         }
-        let base = serve_ollama(&mock).await;
+        let base = serve_ollama(&mock, Options::default()).await;
         let mut request = body(false, true);
         request["model"] = json!("qwen3:8b");
         let (got, text) = post(&base, &request).await;

@@ -30,48 +30,89 @@ pub(super) struct RunContext {
     pub(super) traces: PathBuf,
     /// After this, no new run starts.
     pub(super) deadline: Option<Instant>,
+    /// The base URL of the `ollm serve` each served column goes through, by column name.
+    pub(super) served: BTreeMap<String, String>,
 }
 
-/// The columns `--columns` may name: the plain loop and ollm's tool modes.
-pub(super) const COLUMNS: &[&str] = &["plain", "native", "react", "constrained", "auto"];
+/// The columns `--columns` may name: the plain loop, the plain loop through `ollm
+/// serve`, and ollm's tool modes; besides these, `served-with-tool-or-none` and
+/// `served-without-RULE` ([`Column::parse`]).
+pub(super) const COLUMNS: &[&str] = &["plain", "served", "native", "react", "constrained", "auto"];
 /// The prefix of a column running auto with one coach rule off: `auto-without-RULE`.
 pub(super) const WITHOUT: &str = "auto-without-";
+/// The prefix of a served column with one coach rule off: `served-without-RULE`.
+const SERVED_WITHOUT: &str = "served-without-";
+/// The prefix of a served column with a rule turned on that serve leaves to its config
+/// (`[serve] tool_or_none`): `served-with-tool-or-none`, the only one.
+const SERVED_WITH: &str = "served-with-";
+/// The rules serve's config turns on.
+const SERVE_TURNS_ON: &[&str] = &["tool-or-none"];
 
 /// A column: who runs the tasks, and how. Its name is what result files hold, and
 /// [`Column::parse`] reads it back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Column {
-    /// `plain`, or ollm's `--tool-mode`.
+    /// `plain`, `served`, or ollm's `--tool-mode`.
     pub(super) mode: String,
-    /// A coach rule switched off (`ollm run --coach-off RULE`), for the ablation.
+    /// A coach rule switched off (`ollm run --coach-off RULE`, or serve's `[coach]
+    /// off`), for the ablation.
     pub(super) off: Option<String>,
+    /// A coach rule serve's config turns on (`[serve] tool_or_none = true`).
+    pub(super) on: Option<String>,
 }
 
 impl Column {
-    /// `plain`, a tool mode, or `auto-without-RULE`.
+    /// `plain`, `served`, a tool mode, `auto-without-RULE`, `served-without-RULE` or
+    /// `served-with-tool-or-none`.
     pub(super) fn parse(name: &str) -> Option<Column> {
-        if let Some(rule) = name.strip_prefix(WITHOUT) {
-            return (!rule.is_empty()).then(|| Column::without(rule));
+        let rule = |prefix: &str| name.strip_prefix(prefix).filter(|r| !r.is_empty());
+        if let Some(rule) = rule(WITHOUT) {
+            return Some(Column::without(rule));
         }
-        COLUMNS.contains(&name).then(|| Column {
-            mode: name.to_owned(),
+        if let Some(rule) = rule(SERVED_WITHOUT) {
+            return Some(Column {
+                off: Some(rule.to_owned()),
+                ..Column::of("served")
+            });
+        }
+        if let Some(rule) = rule(SERVED_WITH) {
+            return SERVE_TURNS_ON.contains(&rule).then(|| Column {
+                on: Some(rule.to_owned()),
+                ..Column::of("served")
+            });
+        }
+        COLUMNS.contains(&name).then(|| Column::of(name))
+    }
+
+    /// The column `mode` with the coach as it comes.
+    fn of(mode: &str) -> Column {
+        Column {
+            mode: mode.to_owned(),
             off: None,
-        })
+            on: None,
+        }
     }
 
     /// The auto column with `rule` off.
     pub(super) fn without(rule: &str) -> Column {
         Column {
-            mode: "auto".into(),
             off: Some(rule.to_owned()),
+            ..Column::of("auto")
         }
+    }
+
+    /// Whether the column is the plain loop through `ollm serve`.
+    pub(super) fn is_served(&self) -> bool {
+        self.mode == "served"
     }
 
     /// The name in result files.
     pub(super) fn name(&self) -> String {
-        match &self.off {
-            Some(rule) => format!("{WITHOUT}{rule}"),
-            None => self.mode.clone(),
+        match (&self.off, &self.on) {
+            (Some(rule), _) if self.is_served() => format!("{SERVED_WITHOUT}{rule}"),
+            (Some(rule), _) => format!("{WITHOUT}{rule}"),
+            (None, Some(rule)) => format!("{SERVED_WITH}{rule}"),
+            (None, None) => self.mode.clone(),
         }
     }
 }
@@ -88,6 +129,9 @@ mod tests {
             "native",
             "auto-without-answer-nudge",
             "auto-without-all",
+            "served",
+            "served-with-tool-or-none",
+            "served-without-tool-or-none",
         ] {
             assert_eq!(Column::parse(name).unwrap().name(), name);
         }
@@ -96,7 +140,21 @@ mod tests {
             (off.mode.as_str(), off.off.as_deref()),
             ("auto", Some("repeat-guard"))
         );
-        for bad in ["magic", "auto-without-", "native-without-x"] {
+        let served = Column::parse("served-with-tool-or-none").unwrap();
+        assert!(served.is_served());
+        assert_eq!(
+            (served.on.as_deref(), served.off.as_deref()),
+            (Some("tool-or-none"), None)
+        );
+        assert!(!Column::parse("plain").unwrap().is_served());
+        for bad in [
+            "magic",
+            "auto-without-",
+            "native-without-x",
+            "served-with-",
+            "served-with-repeat-guard",
+            "served-without-",
+        ] {
             assert_eq!(Column::parse(bad), None, "{bad}");
         }
     }

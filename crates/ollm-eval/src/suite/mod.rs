@@ -4,8 +4,9 @@
 //! Not a test: it measures. Each task ([`tasks`]: the tuning part of
 //! `crates/ollm-eval/data/tasks.json`, the held-out part of
 //! `crates/ollm-eval/data/held-out.json`) runs in each column, `plain` (a bare
-//! OpenAI-client loop, [`plain`]) and ollm's tool modes (`native`, `react`,
-//! `constrained`, `auto`, [`ollm`]), against the server at `--url` with the model `--model`, in a fresh copy of its workspace, `--repeats` times. [`grade`]
+//! OpenAI-client loop, [`plain`]), `served` (that loop through an `ollm serve` the
+//! eval starts, [`served`]) and ollm's tool modes (`native`, `react`, `constrained`,
+//! `auto`, [`ollm`]), against the server at `--url` with the model `--model`, in a fresh copy of its workspace, `--repeats` times. [`grade`]
 //! decides each run; [`report`] writes the result file and [`measures`] the docs' tables.
 //!
 //! # Decisions
@@ -51,6 +52,7 @@ mod ollm;
 pub(crate) mod plain;
 pub(crate) mod report;
 mod results;
+mod served;
 mod tasks;
 
 use std::fs;
@@ -147,8 +149,12 @@ impl Options {
                 other => bail!("the eval does not take `{other}`"),
             }
         }
-        if let Some(bad) = o.columns.iter().find(|s| !COLUMNS.contains(&s.as_str())) {
-            bail!("unknown column `{bad}`; known: {}", COLUMNS.join(", "));
+        if let Some(bad) = o.columns.iter().find(|s| Column::parse(s).is_none()) {
+            bail!(
+                "unknown column `{bad}`; known: {}, served-with-tool-or-none, \
+                 served-without-RULE, auto-without-RULE",
+                COLUMNS.join(", ")
+            );
         }
         if o.repeats == Some(0) {
             bail!("--repeats must be at least 1");
@@ -259,9 +265,12 @@ fn eval(root: &Path, options: &Options, suite: &Suite, tasks: &[Task]) -> Result
         result.repeats,
         jobs.len()
     ));
+    let traces = traces_dir(root, model, &result.started)?;
+    // Stopped when `_servers` drops: at the end of this function, also on an error.
+    let (_servers, served) = served::start_all(&ollm, server.url, &columns(options), &traces)?;
     let started = Instant::now();
     let ctx = RunContext {
-        traces: traces_dir(root, model, &result.started)?,
+        traces,
         deadline: options.budget.map(|b| started + b),
         ollm,
         base_url: server.url.to_owned(),
@@ -270,6 +279,7 @@ fn eval(root: &Path, options: &Options, suite: &Suite, tasks: &[Task]) -> Result
         temperature,
         max_turns: MAX_TURNS,
         tools: tool_schemas(root)?,
+        served,
     };
     let (records, harness) = run_all(&ctx, jobs);
     result.runs = records;
@@ -552,7 +562,15 @@ fn run_one(ctx: &RunContext, job: &Job) -> Result<RunRecord> {
     }
     let started = Instant::now();
     let mut run = match job.column.mode.as_str() {
-        "plain" => plain::run(ctx, &job.task.prompt, &project)?,
+        "plain" => plain::run(ctx, &ctx.base_url, &job.task.prompt, &project)?,
+        "served" => {
+            let name = job.column.name();
+            let url = ctx
+                .served
+                .get(&name)
+                .with_context(|| format!("no serve for {name}"))?;
+            plain::run(ctx, url, &job.task.prompt, &project)?
+        }
         _ => ollm::run(ctx, &job.column, &job.task.prompt, &project)?,
     };
     let seconds = started.elapsed().as_secs_f64();
@@ -706,6 +724,34 @@ mod tests {
         assert_eq!(smoke.part(), PartChoice::Only(Part::Tuning));
         let (t, name, _) = sampling(&smoke, "http://unused").unwrap();
         assert_eq!((t, name.as_str()), (Some(0.0), "temperature 0"));
+    }
+
+    #[test]
+    fn served_columns_are_selected_by_name_and_go_through_serve() {
+        let names = column_names(&[
+            "--columns",
+            "served,auto,served-with-tool-or-none,served-without-tool-or-none",
+        ]);
+        assert_eq!(
+            names,
+            [
+                "served",
+                "auto",
+                "served-with-tool-or-none",
+                "served-without-tool-or-none"
+            ]
+        );
+        let chosen = columns(&Options::parse(&args(&["--columns", "plain,served"])).unwrap());
+        let served: Vec<bool> = chosen.iter().map(Column::is_served).collect();
+        assert_eq!(served, [false, true]);
+        for bad in [
+            "serve",
+            "served-with-repeat-guard",
+            "served-with-",
+            "plain,servd",
+        ] {
+            assert!(Options::parse(&args(&["--columns", bad])).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -147,6 +147,7 @@ mod tests {
             tools: Value::Null,
             traces: PathBuf::new(),
             deadline: None,
+            served: BTreeMap::new(),
         }
     }
 

@@ -46,8 +46,9 @@ const PROGRAMS: &[&str] = &[
 /// The most bytes a tool result keeps.
 const RESULT_LIMIT: usize = 16 * 1024;
 
-/// Runs `prompt` through the bare loop in `project`.
-pub(super) fn run(ctx: &RunContext, prompt: &str, project: &Path) -> Result<Run> {
+/// Runs `prompt` through the bare loop in `project`, against the OpenAI base URL `url`
+/// (the server's, or an `ollm serve` in front of it).
+pub(super) fn run(ctx: &RunContext, url: &str, prompt: &str, project: &Path) -> Result<Run> {
     let deadline = Instant::now() + RUN_TIMEOUT;
     let mut messages = vec![json!({"role": "user", "content": prompt})];
     let mut seen = Run {
@@ -64,7 +65,7 @@ pub(super) fn run(ctx: &RunContext, prompt: &str, project: &Path) -> Result<Run>
             seen.finish = Some("timeout".into());
             return Ok(seen);
         };
-        let reply = match post(&ctx.base_url, "/chat/completions", &body.to_string(), left) {
+        let reply = match post(url, "/chat/completions", &body.to_string(), left) {
             Ok(reply) => reply,
             Err(_) if Instant::now() >= deadline => {
                 seen.finish = Some("timeout".into());
