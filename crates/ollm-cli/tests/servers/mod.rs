@@ -1090,37 +1090,6 @@ mod server_behaviour {
 mod run_options {
     use super::*;
 
-    /// `routed-call` in the CLI: the chosen tool's call is asked for under its schema
-    /// (Ollama's `format`, no `tools`), runs, and the answer is asked for with no tools.
-    #[test]
-    fn the_cli_calls_the_chosen_tool_under_its_schema_then_answers() {
-        let c = Case::ollama();
-        std::fs::write(c.o.dir.path().join("notes.txt"), "port = 7341\n").unwrap();
-        c.mock()
-            .script("/api/chat", answer(&[r#"{"tool": "read_file"}"#]));
-        let call = r#"{"tool": "read_file", "arguments": {"path": "notes.txt"}}"#;
-        c.mock().script("/api/chat", answer(&[call]));
-        c.mock().script("/api/chat", answer(&["It is 7341."]));
-        let out = c.run(&[
-            "run",
-            ROUTED,
-            "--yes",
-            "qwen3:8b",
-            "which port do my notes give?",
-        ]);
-        out.ok();
-        assert_eq!(out.out, "It is 7341.\n");
-        let chats = c.mock().requests_to("/api/chat");
-        assert_eq!(chats.len(), 3);
-        let constrained = &chats[1].body;
-        assert!(constrained.get("tools").is_none(), "{constrained}");
-        let only = &constrained["format"]["oneOf"];
-        assert_eq!(only.as_array().map(Vec::len), Some(1), "{constrained}");
-        let answer = &chats[2].body;
-        assert!(answer.get("tools").is_none(), "{answer}");
-        assert!(answer["messages"].to_string().contains("7341"), "{answer}");
-    }
-
     #[test]
     fn a_prompt_argument_and_piped_stdin_are_joined() {
         let c = Case::ollama();
@@ -1135,7 +1104,7 @@ mod run_options {
     /// The CLI turns `tool-or-none` on: the run's first request asks for the choice under
     /// a schema (Ollama's `format`), with the typed prompt alone; on `none` the answer is
     /// asked with no tools and no working-folder line; on a tool's name the tools stay
-    /// (with `routed-call` off; see the next test for it).
+    /// (`routed-call` is off in the CLI).
     #[test]
     fn the_cli_asks_tool_or_none_first_and_none_takes_the_tools_away() {
         for (choice, tools) in [("none", false), ("read_file", true)] {

@@ -124,8 +124,11 @@ rules! {
 
 impl Rule {
     /// The rules that are off unless the caller turns them on ([`CoachConfig::on`]):
-    /// `tool-or-none`, which costs a request of its own before a run's first turn.
-    pub const ON_REQUEST: &'static [Rule] = &[Rule::ToolOrNone];
+    /// `tool-or-none`, which costs a request of its own before a run's first turn, and
+    /// `routed-call`, which showed no lift on the eval (issue 35: 0.5B 15/54 against
+    /// 16/54 without it, 1.5B 21/54 both ways, one repeat each) and is kept for callers
+    /// to measure on their own models.
+    pub const ON_REQUEST: &'static [Rule] = &[Rule::ToolOrNone, Rule::RoutedCall];
 }
 
 impl fmt::Display for Rule {

@@ -195,7 +195,6 @@ fn tool_or_none_takes_the_tools_away_only_on_a_clean_none() {
         let tool = RecordingTool::new("list_dir");
         let c = crate::support::client_with(provider.clone(), registry([tool]), |cfg| {
             cfg.coach.turn_on(Rule::ToolOrNone);
-            cfg.coach.turn_off(Rule::RoutedCall);
             cfg.tools_context = Some("[Working folder: /w]".into());
         });
         let events = block_on(chat(&c, "what's 6 times 7?"));
@@ -239,7 +238,6 @@ fn tool_or_none_is_asked_only_when_on_and_the_call_is_optional() {
             .build();
         let tool = RecordingTool::new("list_dir");
         let c = crate::support::client_with(provider.clone(), registry([tool]), |cfg| {
-            cfg.coach.turn_off(Rule::RoutedCall);
             if on {
                 cfg.coach.turn_on(Rule::ToolOrNone);
             }
@@ -271,6 +269,7 @@ fn a_chosen_tool_is_called_under_its_schema_then_the_model_answers() {
     let other = RecordingTool::new("write_file");
     let c = crate::support::client_with(provider.clone(), registry([tool.clone(), other]), |cfg| {
         cfg.coach.turn_on(Rule::ToolOrNone);
+        cfg.coach.turn_on(Rule::RoutedCall);
         cfg.coach.read_only = ["list_dir".to_owned()].into();
     });
     let events = block_on(chat(&c, "what's in here?"));
@@ -316,6 +315,7 @@ fn a_routed_reply_that_is_not_the_call_leaves_the_run_to_its_own_strategy() {
     ];
     let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
         cfg.coach.turn_on(Rule::ToolOrNone);
+        cfg.coach.turn_on(Rule::RoutedCall);
         cfg.coach.read_only = ["list_dir".to_owned()].into();
     });
     let events = block_on(chat(&c, "what's in here?"));
@@ -346,6 +346,7 @@ fn a_chosen_tool_that_may_change_things_is_never_obliged() {
     ];
     let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
         cfg.coach.turn_on(Rule::ToolOrNone);
+        cfg.coach.turn_on(Rule::RoutedCall);
         cfg.coach.read_only = ["list_dir".to_owned()].into();
     });
     let events = block_on(chat(&c, "backup.py keep days?"));
@@ -373,6 +374,7 @@ fn after_the_chosen_call_the_model_answers_unless_its_result_was_an_error() {
         let tools = [tool, RecordingTool::new("read_file")];
         let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
             cfg.coach.turn_on(Rule::ToolOrNone);
+            cfg.coach.turn_on(Rule::RoutedCall);
             cfg.coach.read_only = ["list_dir".to_owned(), "read_file".to_owned()].into();
         });
         let events = block_on(chat(&c, "what's in x?"));
