@@ -312,10 +312,22 @@ pub(crate) async fn generate(
     sink: &mut dyn Sink,
     model: &str,
 ) -> Result<Outcome, CliError> {
-    let interrupts = futures::stream::unfold((), |()| async {
+    // The first listener is polled once before the run starts. Tokio's handler is
+    // process-wide once installed (the MCP start installs it), and a listener hears only
+    // the signals after its first poll, so one made lazily by `drive`'s select! missed a
+    // Ctrl-C that came between the first text and that poll: the run went on, stalled
+    // (seen once as `sigint_mid_answer_exits_130_and_closes_the_stream` hanging 20 s).
+    let mut first = Box::pin(futures::future::maybe_done(tokio::signal::ctrl_c()));
+    let _ = futures::poll!(first.as_mut());
+    let first = futures::stream::once(async move {
+        first.as_mut().await;
+        first.as_mut().take_output().and_then(Result::ok)
+    })
+    .filter_map(std::future::ready);
+    let later = futures::stream::unfold((), |()| async {
         tokio::signal::ctrl_c().await.ok().map(|()| ((), ()))
     });
-    generate_with(client, prompt, options, interrupts, sink, model).await
+    generate_with(client, prompt, options, first.chain(later), sink, model).await
 }
 
 /// [`generate`] with the interrupts given.
