@@ -37,8 +37,10 @@ pub(crate) fn tell_coach(coach: &mut CoachConfig) {
     coach.scope = Some("this folder".to_owned());
     coach.path_argument = Some("path".to_owned());
     coach.turn_on(Rule::ToolOrNone);
-    // `routed-call` stays off (no lift measured, issue 35); the read-only tools are named
-    // so that turning it on can never oblige a write or a command.
+    // The read-only tools are named: `routed-call` (off: no lift measured, issue 35) may
+    // oblige only those, and `changes-on-request` offers every other tool (writes,
+    // commands, MCP tools, whose effects the CLI does not know) only when
+    // `tool-or-none` chose it.
     coach.read_only = ollm_tools::READ_ONLY_TOOLS
         .iter()
         .map(|name| (*name).to_owned())

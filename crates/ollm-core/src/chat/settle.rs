@@ -26,6 +26,7 @@
 //! - Images for a model whose known capabilities lack `vision` are refused here, before
 //!   anything is sent (kind `VisionUnsupported`; the rule is [`crate::image::accepts_images`]).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -149,14 +150,14 @@ impl RunSettings {
         if coach.withholds_tools() {
             return Offer {
                 choice: ToolChoice::None,
-                tools: &[],
+                tools: Cow::Borrowed(&[]),
             };
         }
         let routed = coach.routed_call();
         if let Some(at) = routed.and_then(|name| self.offered.iter().position(|t| t.name == name)) {
             return Offer {
                 choice: ToolChoice::Tool(self.offered[at].name.clone()),
-                tools: &self.offered[at..=at],
+                tools: Cow::Borrowed(&self.offered[at..=at]),
             };
         }
         let choice = if coach.made_calls() && self.choice.requires_call() {
@@ -166,7 +167,7 @@ impl RunSettings {
         };
         Offer {
             choice,
-            tools: &self.offered,
+            tools: without(&self.offered, coach.withheld()),
         }
     }
 }
@@ -248,7 +249,18 @@ fn refusal(
 /// What one reply is offered: the tool choice and the tools.
 pub(super) struct Offer<'a> {
     pub(super) choice: ToolChoice,
-    pub(super) tools: &'a [ToolSchema],
+    pub(super) tools: Cow<'a, [ToolSchema]>,
+}
+
+/// `tools` but those `withheld` names (`changes-on-request`).
+fn without<'a>(tools: &'a [ToolSchema], withheld: &[String]) -> Cow<'a, [ToolSchema]> {
+    if withheld.is_empty() {
+        return Cow::Borrowed(tools);
+    }
+    (tools.iter())
+        .filter(|t| !withheld.contains(&t.name))
+        .cloned()
+        .collect()
 }
 
 /// The strategy for `mode` and why, going by what the client learned about the model.

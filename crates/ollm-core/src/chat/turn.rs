@@ -161,7 +161,7 @@ impl Run {
         let prompt = lock(&self.shared.history).messages().last().cloned();
         let request = prompt.and_then(|prompt| {
             self.coach
-                .route_request(&self.settings.model, &prompt, offer.tools)
+                .route_request(&self.settings.model, &prompt, &offer.tools)
         });
         let Some(request) = request else { return };
         let tools = offer.tools.to_vec();
@@ -324,7 +324,7 @@ impl Run {
             .before_request(&mut request, !offer.tools.is_empty());
         settings
             .strategy
-            .prepare(&mut request, offer.tools, &offer.choice);
+            .prepare(&mut request, &offer.tools, &offer.choice);
         request
     }
 
@@ -553,6 +553,13 @@ impl Run {
         let dropped = self.coach.bound(&mut calls);
         drop_calls(made, &dropped, &reply.calls, &self.sink);
         answered.truncate(calls.len());
+        for (call, answer) in calls.iter().zip(answered.iter_mut()) {
+            if answer.is_none() {
+                *answer = self
+                    .coach
+                    .withheld_answer(&call.name, &self.settings.offered);
+            }
+        }
         let planned = Planned {
             text,
             calls: &calls,

@@ -35,6 +35,16 @@
 //!   part with the 0.5B (one repeat each, default sampling): restraint 6/15 without the
 //!   rule, 13/15 with it; success 11/54 and 16/54. Off in core because it costs a
 //!   request and needs a server that constrains output; the CLI turns it on.
+//! - **`changes-on-request`**: once `tool-or-none` has chosen, a tool that changes things
+//!   (one the caller does not name in [`CoachConfig::read_only`]) is offered only when it
+//!   was the tool chosen; the others are withheld for the run, and a call to one, native
+//!   or written as text, is answered "not offered" and never runs. No clean choice
+//!   withholds nothing, and nothing is withheld when the caller names no tool read-only
+//!   (`ollm serve`). Issue 35: "never a write or a command the user did not ask for".
+//!   In the eval's traces the 0.5B chose `write_file` for "make me a shopping.txt" and
+//!   then ran `ls` as well; a choice of the wrong tool itself (`write_file` for "wc -l
+//!   sales.csv", the 1.5B's `run_command` for "python venv how?") is beyond this rule.
+//!   Measured in docs/tool-calling.md.
 //! - **`repeat-guard`**: a call the run already made (same tool, arguments equal as
 //!   canonical JSON, keys sorted at every depth) is not run again; it is answered, not
 //!   dropped (calls and results stay 1:1), by an error result that says the model already
@@ -210,6 +220,9 @@ pub struct Coach {
     routed_tool: Option<String>,
     /// Whether the run asked for the choice (`tool-or-none`).
     routed: bool,
+    /// The tools that change things the choice did not name, neither offered nor run
+    /// this run (`changes-on-request`).
+    withheld: Vec<String>,
     /// Whether a result of the last turn of calls was an error.
     calls_failed: bool,
 }
@@ -273,6 +286,7 @@ impl Coach {
             routed_none: false,
             routed_tool: None,
             routed: false,
+            withheld: Vec::new(),
             calls_failed: false,
         }
     }
@@ -342,6 +356,7 @@ impl Coach {
         let route = text.map_or(Route::Tools(None), |t| route::read(t, tools));
         self.routed = true;
         self.routed_none = route == Route::None;
+        self.withheld = self.changes_withheld(&route, tools);
         self.routed_tool = match &route {
             Route::Tools(Some(name))
                 if self.is_on(Rule::RoutedCall) && self.config.read_only.contains(name) =>
@@ -351,6 +366,51 @@ impl Coach {
             _ => None,
         };
         route
+    }
+
+    /// The tools that change things, of `tools`, other than the one the choice named
+    /// (`changes-on-request`): none when the rule is off, the caller named no tool
+    /// read-only, or the choice was not clean.
+    fn changes_withheld(&self, route: &Route, tools: &[ToolSchema]) -> Vec<String> {
+        let chosen = match route {
+            Route::None => None,
+            Route::Tools(Some(name)) => Some(name.as_str()),
+            Route::Tools(None) => return Vec::new(),
+        };
+        if !self.is_on(Rule::ChangesOnRequest) || self.config.read_only.is_empty() {
+            return Vec::new();
+        }
+        (tools.iter().map(|t| &t.name))
+            .filter(|name| !self.config.read_only.contains(*name) && Some(name.as_str()) != chosen)
+            .cloned()
+            .collect()
+    }
+
+    /// The tools this run neither offers nor runs, whatever the model writes
+    /// (`changes-on-request`): a call to one is answered as a call to a tool not offered.
+    pub(crate) fn withheld(&self) -> &[String] {
+        &self.withheld
+    }
+
+    /// The answer to a call to `name` when the run withholds that tool
+    /// (`changes-on-request`), naming the tools of `offered` it does offer; `None` when
+    /// it does not withhold it (the call runs as any other).
+    pub(crate) fn withheld_answer(
+        &self,
+        name: &str,
+        offered: &[ToolSchema],
+    ) -> Option<ToolOutcome> {
+        if !self.withheld.iter().any(|w| w == name) {
+            return None;
+        }
+        let available: Vec<&str> = (offered.iter().map(|t| t.name.as_str()))
+            .filter(|n| !self.withheld.iter().any(|w| w == n))
+            .collect();
+        Some(ToolOutcome::error(format!(
+            "Tool \"{name}\" is not offered for this message: it changes things, and the user \
+             did not ask for that; available: {}",
+            available.join(", ")
+        )))
     }
 
     /// Before a request: the tool its reply must call, its arguments constrained to the

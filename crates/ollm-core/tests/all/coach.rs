@@ -316,7 +316,7 @@ fn a_routed_reply_that_is_not_the_call_leaves_the_run_to_its_own_strategy() {
     let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
         cfg.coach.turn_on(Rule::ToolOrNone);
         cfg.coach.turn_on(Rule::RoutedCall);
-        cfg.coach.read_only = ["list_dir".to_owned()].into();
+        cfg.coach.read_only = ["list_dir".to_owned(), "read_file".to_owned()].into();
     });
     let events = block_on(chat(&c, "what's in here?"));
     check_events(&events);
@@ -385,5 +385,81 @@ fn after_the_chosen_call_the_model_answers_unless_its_result_was_an_error() {
         let last = sent.last().unwrap();
         assert_eq!(last.tools.len(), last_tools, "error {result_is_error}");
         assert!(last.response_format.is_none());
+    }
+}
+
+/// `changes-on-request` (issue 35: "never a write or a command the user did not ask
+/// for"): once `tool-or-none` has chosen, a tool that changes things is offered and run
+/// only when it was the one chosen. The model calls `write_file` anyway, natively or as
+/// text: the call is answered, never run. Rows: the choice, the rule on, how the model
+/// calls, the tools the next request offers, whether `write_file` ran.
+#[test]
+fn a_tool_that_changes_things_runs_only_when_the_choice_named_it() {
+    let native = || {
+        vec![
+            ev::call("w1", "write_file", json!({"path": "a.txt"})),
+            ev::finish(),
+        ]
+    };
+    let fenced =
+        || text("```json\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"a.txt\"}}\n```");
+    type Turn = fn() -> Vec<ProviderEvent>;
+    let rows: [(&str, bool, Turn, &[&str], bool); 6] = [
+        ("read_file", true, native, &["read_file", "list_dir"], false),
+        ("read_file", true, fenced, &["read_file", "list_dir"], false),
+        ("none", true, fenced, &[], false),
+        (
+            "write_file",
+            true,
+            native,
+            &["read_file", "list_dir", "write_file"],
+            true,
+        ),
+        (
+            "read_file",
+            false,
+            native,
+            &["read_file", "list_dir", "write_file", "run_command"],
+            true,
+        ),
+        (
+            "bogus",
+            true,
+            native,
+            &["read_file", "list_dir", "write_file", "run_command"],
+            true,
+        ),
+    ];
+    for (chosen, on, turn, offered, ran) in rows {
+        let row = format!("chose {chosen}, rule on {on}");
+        let write = RecordingTool::new("write_file");
+        let tools = [
+            RecordingTool::new("read_file"),
+            RecordingTool::new("list_dir"),
+            write.clone(),
+            RecordingTool::new("run_command"),
+        ];
+        let provider = MockProvider::builder()
+            .turn(text(&format!(r#"{{"tool": "{chosen}"}}"#)))
+            .turn(turn())
+            .turn(text("Done."))
+            .build();
+        let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
+            cfg.coach.turn_on(Rule::ToolOrNone);
+            cfg.coach.read_only = ["read_file".to_owned(), "list_dir".to_owned()].into();
+            if !on {
+                cfg.coach.off.insert(Rule::ChangesOnRequest);
+            }
+        });
+        let events = block_on(chat(&c, "what port does config.toml set?"));
+        check_events(&events);
+        let requests = provider.requests();
+        let names: Vec<&str> = requests[1].tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, offered, "{row}");
+        assert_eq!(write.call_count() == 1, ran, "{row}");
+        if !ran {
+            let answer = c.history().messages()[2].text();
+            assert!(answer.contains("not offered"), "{row}: {answer}");
+        }
     }
 }
