@@ -6,7 +6,9 @@
 //!   the statuses the server returns, so the map stays small.
 //! - The pool's state is read at scrape time from [`ProviderPool::status`].
 //! - Calls found in text are counted by what was done with them (`recovered` or
-//!   `flagged`) and by format, a small fixed set of labels (`provenance.rs`).
+//!   `flagged`) and by format, a small fixed set of labels (`provenance.rs`). The coach's
+//!   repairs are counted by rule twice: the calls it kept back, and the replies it
+//!   replaced (`answer-after-nothing` replaces a reply that had no call to keep back).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -35,6 +37,9 @@ pub(crate) struct Metrics {
     pub(crate) in_flight: AtomicU64,
     /// Calls found in text, by status and format.
     repairs: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    /// Replies the coach replaced, by rule (one may keep back no call:
+    /// `answer-after-nothing` replaces an empty reply).
+    coached: Mutex<BTreeMap<&'static str, u64>>,
     /// Calls to tools the client never declared, kept from it.
     undeclared: AtomicU64,
     /// Replies retried under a constraint because `tool_choice` obliged a call.
@@ -69,6 +74,9 @@ impl Metrics {
     pub(crate) fn repair(&self, provenance: &Provenance) {
         let key = (provenance.status.as_str(), provenance.format);
         *lock(&self.repairs).entry(key).or_default() += provenance.calls.len() as u64;
+        if provenance.status == Status::Coached {
+            *lock(&self.coached).entry(provenance.format).or_default() += 1;
+        }
     }
 
     /// Observes what serve added to one reply.
@@ -178,6 +186,15 @@ impl Metrics {
              # TYPE {name} counter"
         );
         for ((_, rule), n) in repairs.iter().filter(|((s, _), _)| *s == coached) {
+            let _ = writeln!(out, "{name}{{rule=\"{rule}\"}} {n}");
+        }
+        let name = "ollm_serve_coached_replies_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Replies the coach replaced with the answer it asked for, by rule.\n\
+             # TYPE {name} counter"
+        );
+        for (rule, n) in lock(&self.coached).iter() {
             let _ = writeln!(out, "{name}{{rule=\"{rule}\"}} {n}");
         }
     }

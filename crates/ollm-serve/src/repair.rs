@@ -10,6 +10,17 @@
 //!   answered inside the request and the model asked again, at most
 //!   [`INVENTED_RETRIES`](super::turns::INVENTED_RETRIES) times; a reply that still invents them reaches the client as
 //!   its text alone. Text streams as it comes; a later run's text starts a new paragraph.
+//! - **A reply that would reach the client with nothing in it** (no text, no declared
+//!   call: the undeclared calls left out after the retries, or an empty answer) is asked
+//!   for once more over the conversation so far (the undeclared calls with their
+//!   answers), with the coach's answer nudge and no tools, straight through the pool as
+//!   the coach's answer below is; the client gets that answer, marked `coached;
+//!   rule=answer-after-nothing` with the calls left out, and the usage of every try. A
+//!   run is one turn, so the nudge the run's own coach says after an empty answer
+//!   (`answer-after-empty`, `answer-after-idle`) has no turn to be answered in. On the
+//!   0.5B's served eval (tuning part, 2026-11-26) 6 of 46 failures were such an empty
+//!   reply, 5 after calls answered inside the request. The coach's switch
+//!   (`answer-after-nothing`); not under a `tool_choice` that obliges a call.
 //! - **`flag`** sends the upstream's reply exactly as it came (text, calls, finish) and
 //!   runs the loop beside it only to learn which calls it would have recovered, which it
 //!   reports (`provenance.rs`). The loop runs with native tools named, so no fallback
@@ -123,7 +134,11 @@ pub(crate) fn repaired(ask: Ask, mode: ToolMode) -> BoxStream<'static, Piece> {
                 return;
             }
             if let Some(last) = turns.conclude(&mut attempt, &mut tries).await {
-                for piece in last {
+                let mut rest = match turns.nothing(&attempt, &last, &ask.request) {
+                    Some((mark, nudged)) => asked_again(&ask, mark, last, nudged),
+                    None => futures::stream::iter(last).boxed(),
+                };
+                while let Some(piece) = rest.next().await {
                     yield piece;
                 }
                 return;
@@ -131,6 +146,23 @@ pub(crate) fn repaired(ask: Ask, mode: ToolMode) -> BoxStream<'static, Piece> {
             attempt = attempt.again();
         }
     })
+}
+
+/// In place of a reply that would reach the client with nothing in it (`last`, its last
+/// pieces): its mark, the usage it cost, then the answer to `nudged` (see the module
+/// docs).
+fn asked_again(
+    ask: &Ask,
+    mark: Provenance,
+    last: Vec<Piece>,
+    nudged: ProviderRequest,
+) -> BoxStream<'static, Piece> {
+    tracing::info!(model = %ask.request.model, left_out = mark.calls.len(),
+        "serve: the reply has no text and no declared call; asking for the answer without tools");
+    let paid = last.into_iter().filter(|p| matches!(p, Piece::Usage(_)));
+    let head: Vec<Piece> = std::iter::once(Piece::Repair(mark)).chain(paid).collect();
+    let answer = passthrough(&ask.up, nudged, ask.session.as_deref());
+    futures::stream::iter(head).chain(answer).boxed()
 }
 
 fn ended_early() -> ollm_types::ProviderError {

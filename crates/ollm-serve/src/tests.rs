@@ -1751,3 +1751,156 @@ async fn ollamas_500_for_a_call_it_could_not_parse_is_read_or_asked_once_more() 
         "{reply}"
     );
 }
+
+/// A streamed reply that is only the server's own call to `name` with no arguments.
+fn only_a_call(name: &str) -> Reply {
+    let call = json!({"index": 0, "id": "c", "type": "function",
+        "function": {"name": name, "arguments": "{}"}});
+    let delta =
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]});
+    Reply::sse().data(delta).finish("tool_calls").done().reply()
+}
+
+/// Issue 37 (`answer-after-nothing`): the 0.5B through serve kept calling a tool the
+/// client never declared; once the retries were spent those calls were left out and the
+/// client got an empty reply, no text and no calls. Serve asks once more, without tools
+/// and with the coach's answer nudge, and the client gets that answer, marked.
+#[tokio::test]
+async fn a_reply_left_with_nothing_after_undeclared_calls_is_asked_for_its_answer() {
+    for stream in [false, true] {
+        let mock = MockOpenAi::start().await.expect("mock");
+        for _ in 0..3 {
+            mock.push_reply(only_a_call("count"));
+        }
+        mock.push_reply(answer("It says hello."));
+        let base = serve(&[mock.base_url()], true, None).await;
+        let (status, headers, text) = post_full(&base, &body(stream, true), None).await;
+        assert_eq!(status, 200, "{text}");
+        let (content, calls, finish) = read_reply(stream, &text);
+        assert_eq!(
+            (content.as_str(), calls.len(), finish.as_str()),
+            ("It says hello.", 0, "stop"),
+            "stream {stream}: {text}"
+        );
+        assert_eq!(
+            header(&headers, "x-ollm-repair"),
+            Some("coached; rule=answer-after-nothing; calls=1"),
+            "stream {stream}"
+        );
+        let marked = extension(stream, &text);
+        assert_eq!(marked["repair"]["rule"], "answer-after-nothing", "{text}");
+        assert_eq!(marked["repair"]["calls"][0]["function"]["name"], "count");
+        let asked = mock.requests();
+        assert_eq!(asked.len(), 4, "three tries, then the answer");
+        let last = &asked[3];
+        assert!(last.get("tools").is_none(), "{last}");
+        assert!(last.get("tool_choice").is_none(), "{last}");
+        let said = roles(last);
+        let nudge = ollm_core::Nudge::Answer.text(&ollm_core::CoachConfig::default());
+        assert_eq!(said.last(), Some(&("user".to_owned(), nudge)), "{said:?}");
+        // Every call in it has its answer, the third try's too.
+        let unknown = said
+            .iter()
+            .filter(|(role, text)| role == "tool" && text.contains("Unknown tool \"count\""));
+        assert_eq!(unknown.count(), 3, "{said:?}");
+        assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+        let metrics = reqwest::get(format!("{base}/metrics")).await.expect("sent");
+        let metrics = metrics.text().await.expect("text");
+        let counted = "ollm_serve_coached_replies_total{rule=\"answer-after-nothing\"} 1";
+        assert!(metrics.contains(counted), "{metrics}");
+    }
+}
+
+/// `answer-after-nothing` is the coach's switch: off, the empty reply goes to the client
+/// as it was, after the three tries and nothing more.
+#[tokio::test]
+async fn with_answer_after_nothing_off_an_empty_reply_reaches_the_client() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    for _ in 0..3 {
+        mock.push_reply(only_a_call("count"));
+    }
+    mock.push_reply(answer("It says hello."));
+    let mut options = Options::default();
+    options.coach.turn_off(ollm_core::Rule::AnswerAfterNothing);
+    let base = serve_with(&[mock.base_url()], options).await;
+    let (status, headers, text) = post_full(&base, &body(false, true), None).await;
+    assert_eq!(status, 200, "{text}");
+    let (content, calls, finish) = read_reply(false, &text);
+    assert_eq!(
+        (content.as_str(), calls.len(), finish.as_str()),
+        ("", 0, "stop")
+    );
+    assert_eq!(header(&headers, "x-ollm-repair"), None);
+    assert_eq!(mock.requests().len(), 3);
+}
+
+/// A reply with text, or with a declared call, is never asked again; nor one under a
+/// `tool_choice` that obliges a call (the contract retries that, once).
+#[tokio::test]
+async fn a_reply_with_text_or_a_call_or_an_obliged_one_is_never_asked_again() {
+    // (the upstream's replies, the request's tool_choice, requests made, content, calls)
+    let check =
+        async |replies: Vec<Reply>, choice: Option<&str>, asked: usize, want: (&str, usize)| {
+            let mock = MockOpenAi::start().await.expect("mock");
+            for reply in replies {
+                mock.push_reply(reply);
+            }
+            mock.push_reply(answer("Never asked for."));
+            let base = serve(&[mock.base_url()], true, None).await;
+            let mut request = body(false, true);
+            if let Some(choice) = choice {
+                request["tool_choice"] = json!(choice);
+            }
+            let (status, text) = post(&base, &request).await;
+            assert_eq!(status, 200, "{text}");
+            let (content, calls, _) = read_reply(false, &text);
+            assert_eq!((content.as_str(), calls.len()), want, "{choice:?}: {text}");
+            assert_eq!(mock.requests().len(), asked, "{choice:?}: {text}");
+        };
+    check(vec![answer("Hello.")], None, 1, ("Hello.", 0)).await;
+    check(vec![answer(FENCED_CALL)], None, 1, ("", 1)).await;
+    // Text beside calls to an undeclared tool, three times: the text stands, nothing is
+    // asked after the tries (also `a_model_that_keeps_inventing_tools_...`, rule on).
+    let told = |word: &str| {
+        let call = json!({"index": 0, "id": "c", "type": "function",
+            "function": {"name": "count", "arguments": "{}"}});
+        let delta = json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]});
+        Reply::sse()
+            .content(word)
+            .data(delta)
+            .finish("tool_calls")
+            .done()
+            .reply()
+    };
+    let with_text = vec![told("One."), told("Two."), told("Three.")];
+    check(with_text, None, 3, ("One.\n\nTwo.\n\nThree.", 0)).await;
+    // An empty reply under `required`: the contract's one retry, no answer asked.
+    check(vec![answer(""), answer("")], Some("required"), 2, ("", 0)).await;
+}
+
+/// Any reply with nothing in it is asked again (`answer-after-nothing`), once: an empty
+/// first answer gets the answer to the nudge; an empty answer to that goes out as it is.
+#[tokio::test]
+async fn an_empty_answer_is_asked_for_once_more_and_only_once() {
+    for (second, want) in [("It says hello.", "It says hello."), ("", "")] {
+        let mock = MockOpenAi::start().await.expect("mock");
+        mock.push_reply(answer(""));
+        mock.push_reply(answer(second));
+        mock.push_reply(answer("Never asked for."));
+        let base = serve(&[mock.base_url()], true, None).await;
+        let (status, text) = post(&base, &body(false, true)).await;
+        assert_eq!(status, 200, "{text}");
+        let (content, calls, finish) = read_reply(false, &text);
+        assert_eq!(
+            (content.as_str(), calls.len(), finish.as_str()),
+            (want, 0, "stop")
+        );
+        let asked = mock.requests();
+        assert_eq!(asked.len(), 2, "{text}");
+        // The empty answer is not part of what the model is asked to answer after.
+        let said = roles(&asked[1]);
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert_eq!(said[0], ("user".into(), "What is in notes.txt?".into()));
+        assert!(asked[1].get("tools").is_none(), "{}", asked[1]);
+    }
+}

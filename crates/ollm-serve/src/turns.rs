@@ -24,7 +24,10 @@
 //!   answer); one the server sent as a structured call is handed back with the others
 //!   and answered here the same way (the registry's own answer to an unknown tool). The
 //!   next run carries those answers to the model ([`Turns::conclude`]).
-//!   Qwen2.5-Coder-1.5B called `say_hello` and `count` through serve (issue 37).
+//!   Qwen2.5-Coder-1.5B called `say_hello` and `count` through serve (issue 37). When
+//!   the retries are spent the last calls are answered too, though no run follows, so
+//!   the request that asks for the answer instead ([`Turns::nothing`],
+//!   `answer-after-nothing`) pairs every call with its result.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -32,13 +35,14 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use ollm_bridge::ProviderPool;
+use ollm_core::coach::Coach;
 use ollm_core::{
     CallMode, ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatReply, CoachConfig,
-    CompactionConfig, Learned, ToolMode, ToolRegistry,
+    CompactionConfig, Learned, Rule, ToolMode, ToolRegistry,
 };
 use ollm_types::{
-    FinishReason, Message, ProviderError, ProviderErrorKind, ProviderRequest, ToolCall, ToolSchema,
-    Usage,
+    FinishReason, Message, ProviderError, ProviderErrorKind, ProviderRequest, Role, ToolCall,
+    ToolChoice, ToolSchema, Usage,
 };
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -82,6 +86,8 @@ pub(crate) struct Turns {
     /// The client's tools, declared.
     tools: Arc<ToolRegistry>,
     declared: HashSet<String>,
+    /// Whether the client's `tool_choice` obliges a call (`contract.rs` keeps that).
+    obliged: bool,
     /// The last upstream reply as it came.
     seen: Arc<Mutex<Seen>>,
     /// The last run, folded as its events passed.
@@ -127,6 +133,7 @@ impl Turns {
             system: request.system.clone(),
             tools,
             declared: request.tools.iter().map(|t| t.name.clone()).collect(),
+            obliged: request.tool_choice.requires_call(),
             seen,
             reply: Arc::default(),
         })
@@ -191,6 +198,13 @@ impl Turns {
             }
             tracing::warn!(model = %self.model, names = ?invented,
                 "serve: calls to undeclared tools left out of the reply");
+            // Answered all the same, so a request made from the conversation after it
+            // (`answer-after-nothing`) pairs every call with a result.
+            self.answer_unknown(&unknown).await;
+            attempt.left_out = (reply.tool_calls.iter())
+                .map(|r| r.call.clone())
+                .filter(|c| !self.declared.contains(&c.name))
+                .collect();
         }
         let mut out = Vec::new();
         if let Some(p) = self.provenance(Status::Recovered, &kept) {
@@ -200,6 +214,45 @@ impl Turns {
         out.push(Piece::Usage(attempt.usage));
         out.push(Piece::Finish(attempt.finish.unwrap_or(FinishReason::Stop)));
         Some(out)
+    }
+
+    /// When the reply that `attempt` and its `last` pieces make would reach the client
+    /// with no text and no declared call: the mark and the request that asks for the
+    /// answer instead, `template` (the client's request) over the conversation so far
+    /// with the coach's answer nudge and no tools (`answer-after-nothing`). Never under a
+    /// `tool_choice` that obliges a call (that is `contract.rs`'s).
+    pub(crate) fn nothing(
+        &self,
+        attempt: &Attempt,
+        last: &[Piece],
+        template: &ProviderRequest,
+    ) -> Option<(Provenance, ProviderRequest)> {
+        if self.obliged {
+            return None;
+        }
+        let calls = last.iter().filter(|p| matches!(p, Piece::Call(_))).count();
+        let coach = Coach::new(CoachConfig::clone(&self.up.coach));
+        let nudge = coach.after_nothing(attempt.showed_text(), calls)?;
+        let mut messages = self.client.history().messages().to_vec();
+        // An empty answer the run recorded says nothing either.
+        while messages.last().is_some_and(|m| {
+            m.role() == Role::Assistant
+                && m.text().trim().is_empty()
+                && m.tool_calls().next().is_none()
+        }) {
+            messages.pop();
+        }
+        messages.push(nudge.message(coach.config()));
+        let mut request = template.clone();
+        request.messages = messages;
+        request.tools.clear();
+        request.tool_choice = ToolChoice::Auto;
+        let mark = Provenance {
+            status: Status::Coached,
+            format: Rule::AnswerAfterNothing.name(),
+            calls: attempt.left_out.clone(),
+        };
+        Some((mark, request))
     }
 
     /// Answers `calls` to undeclared tools that a run handed back, as the registry
@@ -278,6 +331,8 @@ pub(crate) struct Attempt {
     usage: Usage,
     pub(crate) finish: Option<FinishReason>,
     pub(crate) failed: bool,
+    /// The calls to undeclared tools left out of the reply (its last run's).
+    left_out: Vec<ToolCall>,
     /// An earlier run showed text: this one's starts a new paragraph.
     after_text: bool,
     shown: bool,
@@ -316,6 +371,11 @@ impl Attempt {
             other => return Some(other),
         }
         None
+    }
+
+    /// Whether this run or an earlier one of the reply showed the client text.
+    pub(crate) fn showed_text(&self) -> bool {
+        self.after_text || self.shown
     }
 
     /// Whether the run has ended (finished or failed).

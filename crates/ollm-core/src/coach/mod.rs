@@ -84,6 +84,16 @@
 //! - **`answer-after-empty`**: an empty answer after the run's calls is not recorded; the
 //!   answer nudge follows, with no tools offered, once per run. The 1.5B read the file,
 //!   then ended its next reply at once, twice in 21 runs: the user got nothing.
+//! - **`answer-after-nothing`** (applied by `ollm serve`, whose runs are one turn each,
+//!   so a nudge the run says has no turn to be answered in): a reply that would reach
+//!   serve's client with no text and no call the client declared (the calls to
+//!   undeclared tools left out once their retries are spent, or an empty answer) is asked
+//!   for once more, with the answer nudge and no tools offered; the client gets that
+//!   answer, never the nudge. The 0.5B through serve (eval tuning part, `served`,
+//!   2026-11-26): 6 of its 46 failures were such an empty reply, 5 of them after calls
+//!   answered inside the request (their token counts are two or three requests'); in the
+//!   earlier pass's log 7 of 44. `ollm run` needs no such rule: its own nudges
+//!   (`answer-after-idle`, `answer-after-empty`) get their turn.
 //! - **`act-nudge`**: an answer that shows the user how to call an offered tool instead
 //!   of calling it ("Here's how you can call it: ```json {...}```", the native strategy's
 //!   `shows_call`) is recorded and followed by the act nudge, once per run and only
@@ -513,6 +523,16 @@ impl Coach {
         };
         self.asked_to_act = true;
         Some(said)
+    }
+
+    /// After a reply a proxy would send its client (`ollm serve`'s run of one turn), with
+    /// `has_text` when it showed the client any text and `calls` the calls the client
+    /// declared: the answer nudge when it has neither (`answer-after-nothing`). The proxy
+    /// asks once more, with the nudge and no tools, and sends that answer instead; the
+    /// nudge never reaches the client.
+    pub fn after_nothing(&self, has_text: bool, calls: usize) -> Option<Nudge> {
+        let nothing = !has_text && calls == 0;
+        (nothing && self.is_on(Rule::AnswerAfterNothing)).then_some(Nudge::Answer)
     }
 
     /// On calls: how many of a reply's calls run (`calls-per-reply`); the rest, returned,

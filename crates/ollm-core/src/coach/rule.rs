@@ -78,6 +78,9 @@ rules! {
     /// An empty answer after the run's calls is asked again, once.
     AnswerAfterEmpty = "answer-after-empty",
         "an empty answer after the run's calls is dropped and the model asked to answer, once";
+    /// A reply a proxy would send its client with nothing in it is asked for again, once.
+    AnswerAfterNothing = "answer-after-nothing",
+        "a reply `ollm serve` would send its client with no text and no call the client declared is asked for once more, with the answer nudge and no tools offered";
     /// An answer that shows how to call a tool is asked to act.
     ActNudge = "act-nudge",
         "an answer that shows how to call an offered tool instead of calling it is asked to act, once, before any call";

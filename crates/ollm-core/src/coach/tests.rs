@@ -65,6 +65,8 @@ enum Step {
     Execute(ToolCall),
     /// A reply read by the native strategy: the results it decided without running.
     Interpret(&'static str),
+    /// A reply a proxy would send its client: whether it has text, how many declared calls.
+    Delivered(bool, usize),
 }
 
 /// What the coach decided at one step.
@@ -143,6 +145,10 @@ fn hear(coach: &mut Coach, tools: &ToolRegistry, step: Step) -> Heard {
             Heard::Result(result.content)
         }
         Step::Interpret(text) => hear_interpretation(coach, tools, text),
+        Step::Delivered(has_text, calls) => {
+            let nudge = coach.after_nothing(has_text, calls);
+            Heard::Said(nudge.map(|n| (n, Rule::AnswerAfterNothing, true)))
+        }
     }
 }
 
@@ -438,6 +444,36 @@ fn answer_after_empty() {
         &[],
         vec![Step::Answer("", false, true)],
         vec![Heard::Said(None)],
+    );
+}
+
+#[test]
+fn answer_after_nothing() {
+    let said = Some((Nudge::Answer, Rule::AnswerAfterNothing, true));
+    let steps = || {
+        vec![
+            Step::Delivered(false, 0),
+            Step::Delivered(true, 0),
+            Step::Delivered(false, 1),
+            Step::Delivered(true, 2),
+        ]
+    };
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![
+            Heard::Said(said),
+            Heard::Said(None),
+            Heard::Said(None),
+            Heard::Said(None),
+        ],
+    );
+    check(
+        &[Rule::AnswerAfterNothing],
+        &[],
+        steps(),
+        (0..4).map(|_| Heard::Said(None)).collect(),
     );
 }
 
