@@ -38,9 +38,9 @@ pub(crate) fn tell_coach(coach: &mut CoachConfig) {
     coach.path_argument = Some("path".to_owned());
     coach.turn_on(Rule::ToolOrNone);
     // The read-only tools are named: `routed-call` (off: no lift measured, issue 35) may
-    // oblige only those, and `changes-on-request` offers every other tool (writes,
-    // commands, MCP tools, whose effects the CLI does not know) only when
-    // `tool-or-none` chose it.
+    // oblige only those, and `changes-on-request` withholds every other tool (writes,
+    // commands, MCP tools, whose effects the CLI does not know) that `tool-or-none` did
+    // not choose, when it chose `none` or one of them.
     coach.read_only = ollm_tools::READ_ONLY_TOOLS
         .iter()
         .map(|name| (*name).to_owned())

@@ -35,11 +35,14 @@
 //!   part with the 0.5B (one repeat each, default sampling): restraint 6/15 without the
 //!   rule, 13/15 with it; success 11/54 and 16/54. Off in core because it costs a
 //!   request and needs a server that constrains output; the CLI turns it on.
-//! - **`changes-on-request`**: once `tool-or-none` has chosen, a tool that changes things
-//!   (one the caller does not name in [`CoachConfig::read_only`]) is offered only when it
-//!   was the tool chosen; the others are withheld for the run, and a call to one, native
-//!   or written as text, is answered "not offered" and never runs. No clean choice
-//!   withholds nothing, and nothing is withheld when the caller names no tool read-only
+//! - **`changes-on-request`**: when `tool-or-none` chose `none`, or chose a tool that
+//!   changes things (one the caller does not name in [`CoachConfig::read_only`]), the
+//!   other tools that change things are withheld for the run: not offered, and a call to
+//!   one, native or written as text, is answered "not offered" and never runs. Before
+//!   the rule a text call after a `none` ran, since text calls are read against every
+//!   tool. A choice of a tool that only reads withholds nothing: the 1.5B chose
+//!   `read_file` for "save the port into port.txt", which needs the write next. No clean
+//!   choice withholds nothing either, nor does a caller that names no tool read-only
 //!   (`ollm serve`). Issue 35: "never a write or a command the user did not ask for".
 //!   In the eval's traces the 0.5B chose `write_file` for "make me a shopping.txt" and
 //!   then ran `ls` as well; a choice of the wrong tool itself (`write_file` for "wc -l
@@ -378,16 +381,19 @@ impl Coach {
         route
     }
 
-    /// The tools that change things, of `tools`, other than the one the choice named
-    /// (`changes-on-request`): none when the rule is off, the caller named no tool
-    /// read-only, or the choice was not clean.
+    /// The tools that change things, of `tools`, that the run withholds
+    /// (`changes-on-request`): all of them when the choice was `none`, the others when it
+    /// named one; none when it named a tool that only reads (a question may need a read
+    /// and then a write: "save the port into port.txt"), the choice was not clean, the
+    /// rule is off or the caller named no tool read-only.
     fn changes_withheld(&self, route: &Route, tools: &[ToolSchema]) -> Vec<String> {
+        let read_only = &self.config.read_only;
         let chosen = match route {
             Route::None => None,
-            Route::Tools(Some(name)) => Some(name.as_str()),
-            Route::Tools(None) => return Vec::new(),
+            Route::Tools(Some(name)) if !read_only.contains(name) => Some(name.as_str()),
+            Route::Tools(_) => return Vec::new(),
         };
-        if !self.is_on(Rule::ChangesOnRequest) || self.config.read_only.is_empty() {
+        if !self.is_on(Rule::ChangesOnRequest) || read_only.is_empty() {
             return Vec::new();
         }
         (tools.iter().map(|t| &t.name))

@@ -54,9 +54,9 @@ rules! {
     /// The tool `tool-or-none` chose is the first reply's call, its arguments constrained.
     RoutedCall = "routed-call",
         "when `tool-or-none` chose a tool, the run's first reply is a call to it alone, its arguments constrained to the tool's schema";
-    /// Tools that change things are offered only when `tool-or-none` chose one of them.
+    /// After a choice of `none` or of a tool that changes things, the other such tools.
     ChangesOnRequest = "changes-on-request",
-        "when `tool-or-none` chose, a tool that changes things (one not named read-only) is offered, and run, only if it was the one chosen";
+        "when `tool-or-none` chose none, or a tool that changes things (one not named read-only), the other tools that change things are neither offered nor run";
     /// A call the run already made is answered from its earlier result, not run again.
     RepeatGuard = "repeat-guard",
         "a call the run already made (same tool, same arguments) is answered from its earlier result, not run again";
@@ -200,7 +200,7 @@ pub struct CoachConfig {
     /// off. A write on a question that asked for none is a safety bug (issue 35): the
     /// 0.5B chose `write_file` for "backup.py keep days?" and, obliged to call it,
     /// overwrote the file. Every other tool changes things, and `changes-on-request`
-    /// offers one only when `tool-or-none` chose it; empty turns that rule off too.
+    /// withholds those `tool-or-none` did not choose; empty turns that rule off too.
     pub read_only: BTreeSet<String>,
 }
 

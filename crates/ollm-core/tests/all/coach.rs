@@ -404,31 +404,18 @@ fn a_tool_that_changes_things_runs_only_when_the_choice_named_it() {
     let fenced =
         || text("```json\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"a.txt\"}}\n```");
     type Turn = fn() -> Vec<ProviderEvent>;
-    let rows: [(&str, bool, Turn, &[&str], bool); 6] = [
-        ("read_file", true, native, &["read_file", "list_dir"], false),
-        ("read_file", true, fenced, &["read_file", "list_dir"], false),
+    const WRITE: &[&str] = &["read_file", "list_dir", "write_file"];
+    const COMMAND: &[&str] = &["read_file", "list_dir", "run_command"];
+    const ALL: &[&str] = &["read_file", "list_dir", "write_file", "run_command"];
+    let rows: [(&str, bool, Turn, &[&str], bool); 8] = [
         ("none", true, fenced, &[], false),
-        (
-            "write_file",
-            true,
-            native,
-            &["read_file", "list_dir", "write_file"],
-            true,
-        ),
-        (
-            "read_file",
-            false,
-            native,
-            &["read_file", "list_dir", "write_file", "run_command"],
-            true,
-        ),
-        (
-            "bogus",
-            true,
-            native,
-            &["read_file", "list_dir", "write_file", "run_command"],
-            true,
-        ),
+        ("none", true, native, &[], false),
+        ("run_command", true, native, COMMAND, false),
+        ("run_command", true, fenced, COMMAND, false),
+        ("write_file", true, native, WRITE, true),
+        ("read_file", true, native, ALL, true),
+        ("bogus", true, native, ALL, true),
+        ("run_command", false, native, ALL, true),
     ];
     for (chosen, on, turn, offered, ran) in rows {
         let row = format!("chose {chosen}, rule on {on}");
