@@ -1,6 +1,6 @@
 //! The table of the eval's first format (issues 9 and 24: 14 tasks, one workspace, a
 //! `plain words` flag), kept so the result files committed before issue 35 still give
-//! their figures in `docs/tool-calling.md`. New result files go to [`super::measures`].
+//! their figures in `docs/eval/history.md`. New result files go to [`super::measures`].
 //!
 //! # Decisions
 //!

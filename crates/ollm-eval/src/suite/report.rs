@@ -1,5 +1,5 @@
-//! Results as data: the result file each eval run writes, and the tables in
-//! `docs/tool-calling.md` generated from the committed files.
+//! Results as data: the result file each eval run writes, and the tables in the docs
+//! generated from the committed files.
 //!
 //! # Decisions
 //!
@@ -8,11 +8,15 @@
 //!   the part, and per task, column and repeat the pass, the failures, the unasked
 //!   actions, the finish, the calls made and run, the files changed, the seconds and the
 //!   answer. The docs cite these files; a figure that is not in one is not a figure.
-//! - **Three tables, each generated** from the files in `docs/eval/` by `cargo xtask eval
-//!   --table`, between its own markers in `docs/tool-calling.md`: the first format's
-//!   ([`super::legacy`], files without `format`), the columns with both parts side by
-//!   side, and the ablations ([`super::measures`]). A test fails when a committed table
-//!   differs from what the committed files give.
+//! - **Each table is generated** from the files in `docs/eval/` by `cargo xtask eval
+//!   --table`, between its own markers in the document it belongs to: the first format's
+//!   ([`super::legacy`], files without `format`) in the history page
+//!   `docs/eval/history.md`; the columns with both parts side by side and the ablations
+//!   ([`super::measures`]) in `docs/tool-calling.md`. A test fails when a committed
+//!   table differs from what the committed files give.
+//! - **A table names its document**, so lab notes can move out of the user reference
+//!   without the generator losing their tables; each document is read and written once
+//!   per regeneration, with every table it holds.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -25,11 +29,10 @@ use super::{legacy, measures};
 
 /// Where committed result files live, relative to the workspace root.
 pub(super) const RESULTS_DIR: &str = "docs/eval";
-/// The document whose table is generated.
-const DOC: &str = "docs/tool-calling.md";
-
-/// One of the generated tables: its markers, and its header and rows for a file.
+/// One of the generated tables: the document it lives in (relative to the workspace
+/// root), its markers, and its header and rows for a file.
 struct Table {
+    doc: &'static str,
     start: &'static str,
     end: &'static str,
     header: fn() -> String,
@@ -37,9 +40,15 @@ struct Table {
     holds: fn(&ResultFile) -> bool,
 }
 
-/// The three tables of `docs/tool-calling.md`, in the module docs' order.
+/// The user reference, where the current eval's tables live.
+const REFERENCE: &str = "docs/tool-calling.md";
+/// The history page, where the first eval's table lives.
+const HISTORY: &str = "docs/eval/history.md";
+
+/// The generated tables, in the module docs' order.
 const TABLES: [Table; 3] = [
     Table {
+        doc: HISTORY,
         start: "<!-- eval-table:start (cargo xtask eval --table) -->",
         end: "<!-- eval-table:end -->",
         header: legacy::header,
@@ -47,6 +56,7 @@ const TABLES: [Table; 3] = [
         holds: |f| f.format < FORMAT,
     },
     Table {
+        doc: REFERENCE,
         start: "<!-- eval-columns:start (cargo xtask eval --table) -->",
         end: "<!-- eval-columns:end -->",
         header: measures::header,
@@ -54,6 +64,7 @@ const TABLES: [Table; 3] = [
         holds: |f| f.format >= FORMAT && f.ablation.is_empty(),
     },
     Table {
+        doc: REFERENCE,
         start: "<!-- eval-ablation:start (cargo xtask eval --table) -->",
         end: "<!-- eval-ablation:end -->",
         header: measures::ablation_header,
@@ -125,17 +136,28 @@ fn committed(root: &Path) -> Result<Vec<(ResultFile, String)>> {
     Ok(out)
 }
 
-/// `doc` with each table regenerated from `files`.
-fn regenerated(doc: &str, files: &[(ResultFile, String)]) -> Result<String> {
-    let mut doc = doc.to_owned();
+/// Every document that holds a table, once each, in the order of [`TABLES`].
+fn docs() -> Vec<&'static str> {
+    let mut docs: Vec<&'static str> = Vec::new();
     for t in &TABLES {
+        if !docs.contains(&t.doc) {
+            docs.push(t.doc);
+        }
+    }
+    docs
+}
+
+/// `text`, the document `doc`, with each of its tables regenerated from `files`.
+fn regenerated(doc: &str, text: &str, files: &[(ResultFile, String)]) -> Result<String> {
+    let mut text = text.to_owned();
+    for t in TABLES.iter().filter(|t| t.doc == doc) {
         let mut table = (t.header)();
         for (file, name) in files.iter().filter(|(f, _)| (t.holds)(f)) {
             table.push_str(&(t.rows)(file, name));
         }
-        doc = splice(&doc, t.start, t.end, &table)?;
+        text = splice(&text, t.start, t.end, &table).with_context(|| format!("in {doc}"))?;
     }
-    Ok(doc)
+    Ok(text)
 }
 
 /// `doc` with the text between `start` and `end` replaced by `table`.
@@ -149,26 +171,32 @@ fn splice(doc: &str, start: &str, end: &str, table: &str) -> Result<String> {
     Ok(format!("{head}{start}\n{table}{end}{tail}"))
 }
 
-/// `cargo xtask eval --table`: regenerates the tables in `docs/tool-calling.md`.
+/// `cargo xtask eval --table`: regenerates every table, each in its own document.
 pub(super) fn regenerate(root: &Path) -> Result<()> {
-    let path = root.join(DOC);
-    let doc = fs::read_to_string(&path)?;
-    let new = regenerated(&doc, &committed(root)?)?;
-    if new == doc {
-        println!("{DOC}: the tables are up to date");
-    } else {
-        fs::write(&path, new)?;
-        println!("{DOC}: tables regenerated from {RESULTS_DIR}/");
+    let files = committed(root)?;
+    for doc in docs() {
+        let path = root.join(doc);
+        let text = fs::read_to_string(&path).with_context(|| format!("reading {doc}"))?;
+        let new = regenerated(doc, &text, &files)?;
+        if new == text {
+            println!("{doc}: the tables are up to date");
+        } else {
+            fs::write(&path, new).with_context(|| format!("writing {doc}"))?;
+            println!("{doc}: tables regenerated from {RESULTS_DIR}/");
+        }
     }
     Ok(())
 }
 
-/// Fails when the doc's tables are not what the committed files give.
+/// Fails when a document's tables are not what the committed files give.
 #[cfg(test)]
 pub(super) fn check_doc(root: &Path) -> Result<()> {
-    let doc = fs::read_to_string(root.join(DOC))?;
-    if regenerated(&doc, &committed(root)?)? != doc {
-        anyhow::bail!("{DOC}'s eval tables are stale: run `cargo xtask eval --table`");
+    let files = committed(root)?;
+    for doc in docs() {
+        let text = fs::read_to_string(root.join(doc))?;
+        if regenerated(doc, &text, &files)? != text {
+            anyhow::bail!("{doc}'s eval tables are stale: run `cargo xtask eval --table`");
+        }
     }
     Ok(())
 }
@@ -209,6 +237,66 @@ mod tests {
             format!("before\n{start}\nnew\n{end}\nafter\n")
         );
         assert!(splice("no markers", start, end, "x").is_err());
+    }
+
+    /// `--table` in a workspace whose documents hold stale tables and whose
+    /// `docs/eval/` holds one first-format file: every document is rewritten, each
+    /// table between its own markers in its own document, and the text around them kept.
+    #[test]
+    fn every_table_is_regenerated_in_its_own_document() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        fs::create_dir_all(root.join(RESULTS_DIR)).unwrap();
+        let legacy = ResultFile {
+            model: "m".into(),
+            sampling: "default".into(),
+            columns: vec!["auto".into()],
+            runs: vec![super::super::results::RunRecord {
+                column: "auto".into(),
+                kind: "tool".into(),
+                pass: true,
+                ..Default::default()
+            }],
+            ..ResultFile::default()
+        };
+        rewrite(&root.join(RESULTS_DIR).join("m-old.json"), &legacy).unwrap();
+        for doc in docs() {
+            let mut text = format!("# {doc}\n");
+            for t in TABLES.iter().filter(|t| t.doc == doc) {
+                text.push_str(&format!("{}\nstale\n{}\nafter\n", t.start, t.end));
+            }
+            fs::write(root.join(doc), text).unwrap();
+        }
+        regenerate(root).unwrap();
+        for t in &TABLES {
+            let text = fs::read_to_string(root.join(t.doc)).unwrap();
+            let (_, rest) = text.split_once(t.start).unwrap();
+            let (table, _) = rest.split_once(t.end).unwrap();
+            assert!(
+                table.starts_with(&format!("\n{}", (t.header)())),
+                "{}",
+                t.start
+            );
+            assert!(!table.contains("stale"), "{}", t.start);
+            assert!(text.starts_with(&format!("# {}\n", t.doc)) && text.contains("after"));
+        }
+        let history = fs::read_to_string(root.join(HISTORY)).unwrap();
+        assert!(history.contains("`docs/eval/m-old.json`"));
+        check_doc(root).unwrap();
+    }
+
+    /// Each marker pair is in the document its table names and in no other, so a table
+    /// cannot be generated twice or in the wrong page.
+    #[test]
+    fn each_committed_marker_pair_lives_in_one_document() {
+        let root = crate::util::workspace_root();
+        for t in &TABLES {
+            for doc in docs() {
+                let text = fs::read_to_string(root.join(doc)).unwrap();
+                let holds = text.contains(t.start) && text.contains(t.end);
+                assert_eq!(holds, doc == t.doc, "{} in {doc}", t.start);
+            }
+        }
     }
 
     #[test]
