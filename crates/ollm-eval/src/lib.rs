@@ -7,7 +7,8 @@
 //!   `ollm serve` the eval starts in front of the server) and ollm's tool modes (the built
 //!   `ollm` binary, one process per run); `--ablate` switches coach rules off one at a time. It
 //!   writes a result file under `docs/eval/` and regenerates the tables of
-//!   `docs/tool-calling.md` from those files.
+//!   `docs/tool-calling.md`, `docs/small-models.md` (the newest figures) and
+//!   `docs/eval/history.md` from those files.
 //! - BFCL (`--bfcl`): the Berkeley Function-Calling Leaderboard's simple, multiple,
 //!   parallel and irrelevance questions, AST-checked, in the plain column and through the
 //!   library itself (`ollm-core` with `ollm-bridge`'s OpenAI adapter).

@@ -47,7 +47,8 @@ The tool-calling eval:
                        --coach-off R; `all`: every rule) beside a baseline, on the
                        tuning part: the change per rule
   --list               task counts per part, kind and workspace (no server)
-  --table              regenerate docs/tool-calling.md's tables from docs/eval/
+  --table              regenerate the tables of docs/tool-calling.md,
+                       docs/small-models.md and docs/eval/history.md from docs/eval/
   --regrade            grade the runs in docs/eval/ again with today's grader
 
 BFCL:

@@ -106,7 +106,7 @@ pub(super) fn measure(runs: &[RunRecord], column: &str, part: Option<&str>) -> O
 }
 
 /// A number with one decimal unless whole.
-fn number(value: f64) -> String {
+pub(super) fn number(value: f64) -> String {
     if value.fract() == 0.0 {
         format!("{value:.0}")
     } else {
@@ -190,7 +190,7 @@ pub(super) fn rows(file: &ResultFile, name: &str) -> String {
 }
 
 /// Seconds to whole numbers: their spread is wide and tenths are noise.
-fn round(s: Stat) -> Stat {
+pub(super) fn round(s: Stat) -> Stat {
     Stat {
         mean: s.mean.round(),
         min: s.min.round(),

@@ -7,7 +7,8 @@
 //! OpenAI-client loop, [`plain`]), `served` (that loop through an `ollm serve` the
 //! eval starts, [`served`]) and ollm's tool modes (`native`, `react`, `constrained`,
 //! `auto`, [`ollm`]), against the server at `--url` with the model `--model`, in a fresh copy of its workspace, `--repeats` times. [`grade`]
-//! decides each run; [`report`] writes the result file and [`measures`] the docs' tables.
+//! decides each run; [`report`] writes the result file and the docs' tables, from
+//! [`measures`] and [`newest`].
 //!
 //! # Decisions
 //!
@@ -48,6 +49,7 @@ mod context;
 mod grade;
 mod legacy;
 mod measures;
+mod newest;
 mod ollm;
 pub(crate) mod plain;
 pub(crate) mod report;

@@ -12,8 +12,9 @@
 //!   --table`, between its own markers in the document it belongs to: the first format's
 //!   ([`super::legacy`], files without `format`) in the history page
 //!   `docs/eval/history.md`; the columns with both parts side by side and the ablations
-//!   ([`super::measures`]) in `docs/tool-calling.md`. A test fails when a committed
-//!   table differs from what the committed files give.
+//!   ([`super::measures`]) in `docs/tool-calling.md`; the newest figures per model,
+//!   column and part ([`super::newest`]) in the user page `docs/small-models.md`. A test
+//!   fails when a committed table differs from what the committed files give.
 //! - **A table names its document**, so lab notes can move out of the user reference
 //!   without the generator losing their tables; each document is read and written once
 //!   per regeneration, with every table it holds.
@@ -25,51 +26,95 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 
 use super::results::{FORMAT, ResultFile};
-use super::{legacy, measures};
+use super::{legacy, measures, newest};
 
 /// Where committed result files live, relative to the workspace root.
 pub(super) const RESULTS_DIR: &str = "docs/eval";
 /// One of the generated tables: the document it lives in (relative to the workspace
-/// root), its markers, and its header and rows for a file.
+/// root), its markers, and what goes between them.
 struct Table {
     doc: &'static str,
     start: &'static str,
     end: &'static str,
-    header: fn() -> String,
-    rows: fn(&ResultFile, &str) -> String,
-    holds: fn(&ResultFile) -> bool,
+    body: Body,
+}
+
+/// What a table holds.
+enum Body {
+    /// A header, then the rows of each file it `holds`, in name order.
+    EachFile {
+        header: fn() -> String,
+        rows: fn(&ResultFile, &str) -> String,
+        holds: fn(&ResultFile) -> bool,
+    },
+    /// A table made from every file at once.
+    AllFiles(fn(&[(ResultFile, String)]) -> String),
+}
+
+impl Body {
+    /// The table from the committed `files`.
+    fn render(&self, files: &[(ResultFile, String)]) -> String {
+        match self {
+            Body::EachFile {
+                header,
+                rows,
+                holds,
+            } => {
+                let mut table = header();
+                for (file, name) in files.iter().filter(|(f, _)| holds(f)) {
+                    table.push_str(&rows(file, name));
+                }
+                table
+            }
+            Body::AllFiles(all) => all(files),
+        }
+    }
 }
 
 /// The user reference, where the current eval's tables live.
 const REFERENCE: &str = "docs/tool-calling.md";
 /// The history page, where the first eval's table lives.
 const HISTORY: &str = "docs/eval/history.md";
+/// The user page, where the newest figures live.
+const USER_PAGE: &str = "docs/small-models.md";
 
 /// The generated tables, in the module docs' order.
-const TABLES: [Table; 3] = [
+const TABLES: [Table; 4] = [
     Table {
         doc: HISTORY,
         start: "<!-- eval-table:start (cargo xtask eval --table) -->",
         end: "<!-- eval-table:end -->",
-        header: legacy::header,
-        rows: legacy::rows,
-        holds: |f| f.format < FORMAT,
+        body: Body::EachFile {
+            header: legacy::header,
+            rows: legacy::rows,
+            holds: |f| f.format < FORMAT,
+        },
     },
     Table {
         doc: REFERENCE,
         start: "<!-- eval-columns:start (cargo xtask eval --table) -->",
         end: "<!-- eval-columns:end -->",
-        header: measures::header,
-        rows: measures::rows,
-        holds: |f| f.format >= FORMAT && f.ablation.is_empty(),
+        body: Body::EachFile {
+            header: measures::header,
+            rows: measures::rows,
+            holds: newest::counts,
+        },
     },
     Table {
         doc: REFERENCE,
         start: "<!-- eval-ablation:start (cargo xtask eval --table) -->",
         end: "<!-- eval-ablation:end -->",
-        header: measures::ablation_header,
-        rows: measures::ablation_rows,
-        holds: |f| f.format >= FORMAT && !f.ablation.is_empty(),
+        body: Body::EachFile {
+            header: measures::ablation_header,
+            rows: measures::ablation_rows,
+            holds: |f| f.format >= FORMAT && !f.ablation.is_empty(),
+        },
+    },
+    Table {
+        doc: USER_PAGE,
+        start: "<!-- eval-newest:start (cargo xtask eval --table) -->",
+        end: "<!-- eval-newest:end -->",
+        body: Body::AllFiles(newest::table),
     },
 ];
 
@@ -77,8 +122,15 @@ const TABLES: [Table; 3] = [
 pub(super) fn table(file: &ResultFile, name: &str) -> String {
     TABLES
         .iter()
-        .find(|t| (t.holds)(file))
-        .map_or_else(String::new, |t| (t.header)() + &(t.rows)(file, name))
+        .find_map(|t| match t.body {
+            Body::EachFile {
+                header,
+                rows,
+                holds,
+            } if holds(file) => Some(header() + &rows(file, name)),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// Writes `file` as `<dir>/<model>-<sampling>-<part>[-ablation]-<stamp>.json`; returns
@@ -151,10 +203,7 @@ fn docs() -> Vec<&'static str> {
 fn regenerated(doc: &str, text: &str, files: &[(ResultFile, String)]) -> Result<String> {
     let mut text = text.to_owned();
     for t in TABLES.iter().filter(|t| t.doc == doc) {
-        let mut table = (t.header)();
-        for (file, name) in files.iter().filter(|(f, _)| (t.holds)(f)) {
-            table.push_str(&(t.rows)(file, name));
-        }
+        let table = t.body.render(files);
         text = splice(&text, t.start, t.end, &table).with_context(|| format!("in {doc}"))?;
     }
     Ok(text)
@@ -225,6 +274,7 @@ pub(crate) fn utc_stamp(now: SystemTime) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::results::RunRecord;
     use super::*;
     use std::time::Duration;
 
@@ -240,26 +290,34 @@ mod tests {
     }
 
     /// `--table` in a workspace whose documents hold stale tables and whose
-    /// `docs/eval/` holds one first-format file: every document is rewritten, each
-    /// table between its own markers in its own document, and the text around them kept.
+    /// `docs/eval/` holds a first-format file and a current one: every document is
+    /// rewritten, each table between its own markers in its own document, and the text
+    /// around them kept.
     #[test]
     fn every_table_is_regenerated_in_its_own_document() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         fs::create_dir_all(root.join(RESULTS_DIR)).unwrap();
+        let run = RunRecord {
+            column: "auto".into(),
+            kind: "tool".into(),
+            part: "tuning".into(),
+            pass: true,
+            ..RunRecord::default()
+        };
         let legacy = ResultFile {
             model: "m".into(),
             sampling: "default".into(),
             columns: vec!["auto".into()],
-            runs: vec![super::super::results::RunRecord {
-                column: "auto".into(),
-                kind: "tool".into(),
-                pass: true,
-                ..Default::default()
-            }],
+            runs: vec![run.clone()],
             ..ResultFile::default()
         };
+        let current = ResultFile {
+            format: FORMAT,
+            ..legacy.clone()
+        };
         rewrite(&root.join(RESULTS_DIR).join("m-old.json"), &legacy).unwrap();
+        rewrite(&root.join(RESULTS_DIR).join("m-new.json"), &current).unwrap();
         for doc in docs() {
             let mut text = format!("# {doc}\n");
             for t in TABLES.iter().filter(|t| t.doc == doc) {
@@ -272,16 +330,19 @@ mod tests {
             let text = fs::read_to_string(root.join(t.doc)).unwrap();
             let (_, rest) = text.split_once(t.start).unwrap();
             let (table, _) = rest.split_once(t.end).unwrap();
-            assert!(
-                table.starts_with(&format!("\n{}", (t.header)())),
-                "{}",
-                t.start
+            assert_eq!(
+                table,
+                format!("\n{}", t.body.render(&committed(root).unwrap()))
             );
             assert!(!table.contains("stale"), "{}", t.start);
             assert!(text.starts_with(&format!("# {}\n", t.doc)) && text.contains("after"));
         }
-        let history = fs::read_to_string(root.join(HISTORY)).unwrap();
-        assert!(history.contains("`docs/eval/m-old.json`"));
+        let read = |doc| fs::read_to_string(root.join(doc)).unwrap();
+        assert!(read(HISTORY).contains("`docs/eval/m-old.json`"));
+        assert!(!read(HISTORY).contains("m-new.json"));
+        assert!(read(REFERENCE).contains("`docs/eval/m-new.json`"));
+        assert!(read(USER_PAGE).contains("| m | default | auto | tuning | 1/1 |"));
+        assert!(!read(USER_PAGE).contains("m-old.json"));
         check_doc(root).unwrap();
     }
 
