@@ -101,7 +101,7 @@
 //!   of calling it ("Here's how you can call it: ```json {...}```", the native strategy's
 //!   `shows_call`) is recorded and followed by the act nudge, once per run and only
 //!   before the run's first call; the example itself never runs (a fenced example amid
-//!   prose is not a call). Measured on Qwen2.5-Coder-1.5B (docs/tool-calling.md).
+//!   prose is not a call). Measured on Qwen2.5-Coder-1.5B (docs/eval/history.md).
 //! - **`can-nudge`**: an answer that says it cannot reach the files or run anything ("I'm
 //!   sorry, but I cannot execute external processes or interact with the operating
 //!   system"), in a run that offers tools, gets the can nudge, under the same
@@ -136,7 +136,7 @@
 //!   line, `ChatConfig::tools_context`) opens the conversation's first user message in
 //!   the requests of a run that offers tools, never in the history; the same message in
 //!   every turn, so the server's prompt cache keeps the prefix. Measured on the 1.5B
-//!   (docs/tool-calling.md), first replies to the 7 plain-words tool questions, 6 samples
+//!   (docs/eval/history.md), first replies to the 7 plain-words tool questions, 6 samples
 //!   each: in the system prompt the same text lowered how often the model called a tool
 //!   (22 of 42 against 32 of 42 without it), before the first prompt it raised it (38 of
 //!   42). Issue 35 measured its cost on questions that need no tool (the 0.5B searched
@@ -148,7 +148,7 @@
 //!   no temperature is sent `ChatConfig::tool_temperature` (0), except in a run asked to
 //!   think (greedy decoding sends reasoning models into loops). On the 0.5B the eval
 //!   finished 4 of 7 plain-words tasks at temperature 0 and about 1.3 of 7 at llama.cpp's
-//!   default 0.8 (docs/tool-calling.md, issue 24).
+//!   default 0.8 (docs/eval/history.md, issue 24).
 //! - **`name-repair`** (`recover/types.rs`): a call written as text names an offered
 //!   tool exactly, else ignoring case, a `functions.` prefix and a `:N` suffix
 //!   (`functions.read_file:0`, seen from servers' own formats).
