@@ -51,12 +51,14 @@ use super::provenance::{Provenance, Status};
 use super::turns::{self, Ask, Attempt, Turns, Upstream};
 use super::wire_out::Piece;
 
-/// The pieces of the reply to `request` under `repair`.
+/// The pieces of the reply to `request` under `repair`, for a client that takes it
+/// `whole` or streamed.
 pub(crate) fn reply(
     up: &Upstream,
     request: ProviderRequest,
     session: Option<String>,
     repair: Repair,
+    whole: bool,
 ) -> BoxStream<'static, Piece> {
     if repair == Repair::Off || request.tools.is_empty() {
         return passthrough(up, request, session.as_deref());
@@ -65,6 +67,7 @@ pub(crate) fn reply(
         up: up.clone(),
         request,
         session,
+        whole,
     };
     if repair == Repair::Flag {
         return flagged(ask);
@@ -115,7 +118,7 @@ pub(crate) fn repaired(ask: Ask, mode: ToolMode) -> BoxStream<'static, Piece> {
                 return;
             }
         };
-        let (mut tries, mut attempt) = (0, Attempt::default());
+        let (mut turns, mut tries, mut attempt) = (turns, 0, Attempt::new(ask.whole));
         loop {
             let mut run = turns.run();
             while let Some(piece) = run.next().await {
@@ -133,36 +136,24 @@ pub(crate) fn repaired(ask: Ask, mode: ToolMode) -> BoxStream<'static, Piece> {
                 yield Piece::Error(ended_early());
                 return;
             }
-            if let Some(last) = turns.conclude(&mut attempt, &mut tries).await {
-                let mut rest = match turns.nothing(&attempt, &last, &ask.request) {
-                    Some((mark, nudged)) => asked_again(&ask, mark, last, nudged),
-                    None => futures::stream::iter(last).boxed(),
-                };
-                while let Some(piece) = rest.next().await {
-                    yield piece;
-                }
-                return;
+            let Some(last) = turns.conclude(&mut attempt, &mut tries).await else {
+                attempt = attempt.again();
+                continue;
+            };
+            if let Some(mark) = turns.nudge(&attempt, &last) {
+                tracing::info!(model = %ask.request.model, rule = mark.format,
+                    left_out = mark.calls.len(),
+                    "serve: the coach's nudge gets its turn; nothing of the reply it answers reached the client");
+                yield Piece::Repair(mark);
+                attempt = attempt.nudged();
+                continue;
             }
-            attempt = attempt.again();
+            for piece in attempt.release().into_iter().chain(last) {
+                yield piece;
+            }
+            return;
         }
     })
-}
-
-/// In place of a reply that would reach the client with nothing in it (`last`, its last
-/// pieces): its mark, the usage it cost, then the answer to `nudged` (see the module
-/// docs).
-fn asked_again(
-    ask: &Ask,
-    mark: Provenance,
-    last: Vec<Piece>,
-    nudged: ProviderRequest,
-) -> BoxStream<'static, Piece> {
-    tracing::info!(model = %ask.request.model, left_out = mark.calls.len(),
-        "serve: the reply has no text and no declared call; asking for the answer without tools");
-    let paid = last.into_iter().filter(|p| matches!(p, Piece::Usage(_)));
-    let head: Vec<Piece> = std::iter::once(Piece::Repair(mark)).chain(paid).collect();
-    let answer = passthrough(&ask.up, nudged, ask.session.as_deref());
-    futures::stream::iter(head).chain(answer).boxed()
 }
 
 fn ended_early() -> ollm_types::ProviderError {
@@ -294,5 +285,6 @@ fn idle(ask: &Ask, calls: &[ToolCall]) -> Option<Provenance> {
         status: Status::Coached,
         format: Rule::AnswerAfterIdle.name(),
         calls: calls.to_vec(),
+        nudged: None,
     })
 }
