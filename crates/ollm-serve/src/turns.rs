@@ -25,9 +25,13 @@
 //!   and answered here the same way (the registry's own answer to an unknown tool). The
 //!   next run carries those answers to the model ([`Turns::conclude`]).
 //!   Qwen2.5-Coder-1.5B called `say_hello` and `count` through serve (issue 37). When
-//!   the retries are spent the last calls are answered too, though no run follows, so
-//!   the request that asks for the answer instead ([`Turns::nothing`],
-//!   `answer-after-nothing`) pairs every call with its result.
+//!   the retries are spent the last calls are answered too, so a nudge turn after them
+//!   ([`Turns::nudge`]) pairs every call with its result.
+//! - **A nudge turn is another run** over the same client's conversation, with the nudge
+//!   appended, as the loop appends it in `ollm run` (for the rest of the request, never
+//!   sent to the client). The run's own nudge is read from its `Coached` event
+//!   ([`Nudge::said_by`]); the run after the answer nudge offers no tools
+//!   ([`ChatOptions::no_tools`]), as the loop's coach withholds them.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

@@ -96,7 +96,11 @@
 //!   2026-11-26): 6 of its 46 failures were such an empty reply, 5 of them after calls
 //!   answered inside the request (their token counts are two or three requests'); in the
 //!   earlier pass's log 7 of 44. `ollm run` needs no such rule: its own nudges
-//!   (`answer-after-idle`, `answer-after-empty`) get their turn.
+//!   (`answer-after-idle`, `answer-after-empty`) get their turn. Serve plays the nudges
+//!   its one-turn runs say as well, when nothing of the nudged reply reached its client
+//!   (a reply taken whole, or a stream that showed no text); this rule covers what the
+//!   run's coach says nothing about ([`Nudge::said_by`] is the one table of which rule
+//!   says which nudge).
 //! - **`act-nudge`**: an answer that shows the user how to call an offered tool instead
 //!   of calling it ("Here's how you can call it: ```json {...}```", the native strategy's
 //!   `shows_call`) is recorded and followed by the act nudge, once per run and only
