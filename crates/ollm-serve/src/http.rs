@@ -253,10 +253,11 @@ async fn begin(
     request: ProviderRequest,
     session: Option<String>,
     policy: Repair,
+    whole: bool,
 ) -> Result<(Piece, BoxStream<'static, Piece>), ProviderError> {
     let mut retried = false;
     loop {
-        let mut pieces = repair::reply(up, request.clone(), session.clone(), policy);
+        let mut pieces = repair::reply(up, request.clone(), session.clone(), policy, whole);
         match pieces.next().await {
             Some(Piece::Error(e)) if e.kind == ProviderErrorKind::Connection && !retried => {
                 tracing::warn!(id = %meta.id, model = %meta.model, kind = ?e.kind,
@@ -350,7 +351,8 @@ async fn answer(
         return with_policy(full(&meta), policy);
     };
     let up = app.upstream(Arc::clone(&clock));
-    let (first, pieces) = match begin(&up, &meta, client.request, session, policy).await {
+    let held = !client.stream;
+    let (first, pieces) = match begin(&up, &meta, client.request, session, policy, held).await {
         Ok(begun) => begun,
         Err(e) => return with_policy(provider_error(&meta, &e), policy),
     };
@@ -426,7 +428,9 @@ async fn whole(
 ) -> Response {
     let all: Vec<Piece> = pieces.collect().await;
     all.iter().for_each(|p| guard.observe(p));
-    let repaired = all.iter().find_map(|p| match p {
+    // The last mark is the reply's, as in the body (a nudge turn's calls can follow the
+    // mark of the nudge).
+    let repaired = all.iter().rev().find_map(|p| match p {
         Piece::Repair(p) => Some(p.header()),
         _ => None,
     });

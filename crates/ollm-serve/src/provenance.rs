@@ -20,6 +20,10 @@
 //!   place of the format (`coached; rule=answer-after-idle; calls=1`, `{"repair":
 //!   {"status": "coached", "rule": ..., "calls": [the calls kept back]}}`), and counted in
 //!   its own series, `ollm_serve_coached_calls_total{rule}`.
+//! - **Calls recovered from a reply the coach asked for** (a nudge turn, `repair.rs`)
+//!   carry both: the format, and the rule that nudged (`recovered; format=fenced-json;
+//!   calls=1; rule=can-nudge`, `"rule"` beside `"format"` in the body). A reply has one
+//!   mark, so the rule must not be lost to the format.
 
 use ollm_core::{CallFormat, Rejected, recover_calls};
 use ollm_types::{ToolCall, ToolSchema};
@@ -61,18 +65,26 @@ pub(crate) struct Provenance {
     /// The markup they were written in ([`format_of`]); for `coached`, the coach's rule.
     pub(crate) format: &'static str,
     pub(crate) calls: Vec<ToolCall>,
+    /// The coach's rule that asked for the reply these calls came from, when the status
+    /// is not `coached` itself (which names its rule in `format`).
+    pub(crate) nudged: Option<&'static str>,
 }
 
 impl Provenance {
     /// The `x-ollm-repair` header's value.
     pub(crate) fn header(&self) -> String {
-        format!(
+        let mut header = format!(
             "{}; {}={}; calls={}",
             self.status.as_str(),
             self.status.label(),
             self.format,
             self.calls.len()
-        )
+        );
+        if let Some(rule) = self.nudged {
+            header.push_str("; rule=");
+            header.push_str(rule);
+        }
+        header
     }
 
     /// The body's `ollm` extension object.
@@ -80,6 +92,9 @@ impl Provenance {
         let calls: Vec<Value> = self.calls.iter().map(call_json).collect();
         let mut repair = json!({"status": self.status.as_str(), "calls": calls});
         repair[self.status.label()] = Value::from(self.format);
+        if let Some(rule) = self.nudged {
+            repair["rule"] = Value::from(rule);
+        }
         json!({ "repair": repair })
     }
 }
@@ -142,6 +157,7 @@ mod tests {
             status: Status::Flagged,
             format: "fenced-json",
             calls: vec![call],
+            nudged: None,
         };
         assert_eq!(p.header(), "flagged; format=fenced-json; calls=1");
         let body = p.extension();
@@ -160,5 +176,18 @@ mod tests {
         let body = coached.extension();
         assert_eq!(body["repair"]["rule"], "answer-after-idle");
         assert!(body["repair"].get("format").is_none(), "{body}");
+        let nudged = Provenance {
+            status: Status::Recovered,
+            format: "fenced-json",
+            nudged: Some("can-nudge"),
+            ..coached
+        };
+        assert_eq!(
+            nudged.header(),
+            "recovered; format=fenced-json; calls=1; rule=can-nudge"
+        );
+        let body = nudged.extension();
+        assert_eq!(body["repair"]["format"], "fenced-json", "{body}");
+        assert_eq!(body["repair"]["rule"], "can-nudge", "{body}");
     }
 }

@@ -10,17 +10,29 @@
 //!   answered inside the request and the model asked again, at most
 //!   [`INVENTED_RETRIES`](super::turns::INVENTED_RETRIES) times; a reply that still invents them reaches the client as
 //!   its text alone. Text streams as it comes; a later run's text starts a new paragraph.
-//! - **A reply that would reach the client with nothing in it** (no text, no declared
-//!   call: the undeclared calls left out after the retries, or an empty answer) is asked
-//!   for once more over the conversation so far (the undeclared calls with their
-//!   answers), with the coach's answer nudge and no tools, straight through the pool as
-//!   the coach's answer below is; the client gets that answer, marked `coached;
-//!   rule=answer-after-nothing` with the calls left out, and the usage of every try. A
-//!   run is one turn, so the nudge the run's own coach says after an empty answer
-//!   (`answer-after-empty`, `answer-after-idle`) has no turn to be answered in. On the
-//!   0.5B's served eval (tuning part, 2026-11-26) 6 of 46 failures were such an empty
-//!   reply, 5 after calls answered inside the request. The coach's switch
-//!   (`answer-after-nothing`); not under a `tool_choice` that obliges a call.
+//! - **The coach's nudge gets its turn when nothing of the nudged reply reached the
+//!   client.** A run is one turn, so a nudge the run's coach says after its reply
+//!   (`can-nudge`, `act-nudge`, `answer-after-empty`, `answer-after-idle`,
+//!   `answer-after-runaway`) ends the run with no turn to answer it in; `ollm run` plays
+//!   it. Serve plays it as the next run, over the conversation so far with the nudge
+//!   (tools withheld after the answer nudge), when the client has seen nothing of the
+//!   reply: always for a client that takes the reply whole (its runs' text is held until
+//!   the reply ends, [`Attempt::new`], which a whole reply waits for anyway), and on a
+//!   stream only when no text went out. A reply that would reach the client with no text
+//!   and no declared call, about which the run's coach said nothing (an empty answer
+//!   before any call, the server's own undeclared calls left out after the retries), gets
+//!   the answer nudge the same way (`answer-after-nothing`): one decision,
+//!   [`Turns::nudge`](super::turns::Turns::nudge). Each nudge once per request (act and
+//!   can as one, the coach's once per run), so at most two nudge turns besides the
+//!   retries; never under a `tool_choice` that obliges a call (that is `contract.rs`'s);
+//!   each rule's switch turns its turn off. The client gets the reply after the nudge,
+//!   marked `coached; rule=RULE` with the calls left out (a recovered call after it
+//!   carries the rule beside its format), with the usage of every run; never the nudge.
+//!   Why: on the eval's tuning part (2026-11-26) the 0.5B scored 8-10/54 through serve
+//!   against 15-16/54 under `ollm run`; 12-16 of its ~45 served failures were a tool task
+//!   answered in words with no call ("I'm sorry, but I can't assist with that."), which
+//!   `can-nudge` answers in `ollm run`, and 6 of 46 an empty reply (5 after calls answered
+//!   inside the request). The eval's plain client takes replies whole.
 //! - **`flag`** sends the upstream's reply exactly as it came (text, calls, finish) and
 //!   runs the loop beside it only to learn which calls it would have recovered, which it
 //!   reports (`provenance.rs`). The loop runs with native tools named, so no fallback
@@ -51,12 +63,14 @@ use super::provenance::{Provenance, Status};
 use super::turns::{self, Ask, Attempt, Turns, Upstream};
 use super::wire_out::Piece;
 
-/// The pieces of the reply to `request` under `repair`.
+/// The pieces of the reply to `request` under `repair`, for a client that takes it
+/// `whole` or streamed.
 pub(crate) fn reply(
     up: &Upstream,
     request: ProviderRequest,
     session: Option<String>,
     repair: Repair,
+    whole: bool,
 ) -> BoxStream<'static, Piece> {
     if repair == Repair::Off || request.tools.is_empty() {
         return passthrough(up, request, session.as_deref());
@@ -65,6 +79,7 @@ pub(crate) fn reply(
         up: up.clone(),
         request,
         session,
+        whole,
     };
     if repair == Repair::Flag {
         return flagged(ask);
@@ -115,7 +130,7 @@ pub(crate) fn repaired(ask: Ask, mode: ToolMode) -> BoxStream<'static, Piece> {
                 return;
             }
         };
-        let (mut tries, mut attempt) = (0, Attempt::default());
+        let (mut turns, mut tries, mut attempt) = (turns, 0, Attempt::new(ask.whole));
         loop {
             let mut run = turns.run();
             while let Some(piece) = run.next().await {
@@ -133,36 +148,24 @@ pub(crate) fn repaired(ask: Ask, mode: ToolMode) -> BoxStream<'static, Piece> {
                 yield Piece::Error(ended_early());
                 return;
             }
-            if let Some(last) = turns.conclude(&mut attempt, &mut tries).await {
-                let mut rest = match turns.nothing(&attempt, &last, &ask.request) {
-                    Some((mark, nudged)) => asked_again(&ask, mark, last, nudged),
-                    None => futures::stream::iter(last).boxed(),
-                };
-                while let Some(piece) = rest.next().await {
-                    yield piece;
-                }
-                return;
+            let Some(last) = turns.conclude(&mut attempt, &mut tries).await else {
+                attempt = attempt.again();
+                continue;
+            };
+            if let Some(mark) = turns.nudge(&attempt, &last) {
+                tracing::info!(model = %ask.request.model, rule = mark.format,
+                    left_out = mark.calls.len(),
+                    "serve: the coach's nudge gets its turn; nothing of the reply it answers reached the client");
+                yield Piece::Repair(mark);
+                attempt = attempt.nudged();
+                continue;
             }
-            attempt = attempt.again();
+            for piece in attempt.release().into_iter().chain(last) {
+                yield piece;
+            }
+            return;
         }
     })
-}
-
-/// In place of a reply that would reach the client with nothing in it (`last`, its last
-/// pieces): its mark, the usage it cost, then the answer to `nudged` (see the module
-/// docs).
-fn asked_again(
-    ask: &Ask,
-    mark: Provenance,
-    last: Vec<Piece>,
-    nudged: ProviderRequest,
-) -> BoxStream<'static, Piece> {
-    tracing::info!(model = %ask.request.model, left_out = mark.calls.len(),
-        "serve: the reply has no text and no declared call; asking for the answer without tools");
-    let paid = last.into_iter().filter(|p| matches!(p, Piece::Usage(_)));
-    let head: Vec<Piece> = std::iter::once(Piece::Repair(mark)).chain(paid).collect();
-    let answer = passthrough(&ask.up, nudged, ask.session.as_deref());
-    futures::stream::iter(head).chain(answer).boxed()
 }
 
 fn ended_early() -> ollm_types::ProviderError {
@@ -294,5 +297,6 @@ fn idle(ask: &Ask, calls: &[ToolCall]) -> Option<Provenance> {
         status: Status::Coached,
         format: Rule::AnswerAfterIdle.name(),
         calls: calls.to_vec(),
+        nudged: None,
     })
 }

@@ -1904,3 +1904,121 @@ async fn an_empty_answer_is_asked_for_once_more_and_only_once() {
         assert!(asked[1].get("tools").is_none(), "{}", asked[1]);
     }
 }
+
+/// What the 0.5B answered through serve to tool tasks (issue 37): no call, in words.
+const CANNOT: &str = "I'm sorry, but I can't access files on your computer.";
+
+/// Issue 37: through serve the 0.5B answered a tool task in words ("I'm sorry, but I
+/// can't ...") where `ollm run`'s coach tells it that it can (`can-nudge`) and it calls
+/// the tool. A reply the client takes whole has reached it in nothing before it ends, so
+/// serve plays the nudge's turn: the client gets the call, marked with the rule, and
+/// never the first answer or the nudge.
+#[tokio::test]
+async fn a_whole_reply_that_says_it_cannot_gets_the_can_nudges_turn() {
+    let native = json!({"index": 0, "id": "n1", "type": "function",
+        "function": {"name": "read_file", "arguments": "{\"path\":\"notes.txt\"}"}});
+    let native = json!({"choices": [{"index": 0, "delta": {"tool_calls": [native]}, "finish_reason": null}]});
+    let native = Reply::sse().data(native).finish("tool_calls").done();
+    // (the reply after the nudge, the mark)
+    let cases = [
+        (
+            answer(FENCED_CALL),
+            "recovered; format=fenced-json; calls=1; rule=can-nudge",
+        ),
+        (native.reply(), "coached; rule=can-nudge; calls=0"),
+    ];
+    for (after, mark) in cases {
+        let mock = MockOpenAi::start().await.expect("mock");
+        mock.push_reply(answer(CANNOT));
+        mock.push_reply(after);
+        mock.push_reply(answer("Never asked for."));
+        let base = serve(&[mock.base_url()], true, None).await;
+        let (status, headers, text) = post_full(&base, &body(false, true), None).await;
+        assert_eq!(status, 200, "{text}");
+        let (content, calls, finish) = read_reply(false, &text);
+        let want = vec![(
+            "read_file".to_owned(),
+            "{\"path\":\"notes.txt\"}".to_owned(),
+        )];
+        assert_eq!(calls, want, "{text}");
+        assert_eq!((content.as_str(), finish.as_str()), ("", "tool_calls"));
+        assert_eq!(header(&headers, "x-ollm-repair"), Some(mark), "{text}");
+        assert_eq!(extension(false, &text)["repair"]["rule"], "can-nudge");
+        let nudge = ollm_core::Nudge::Can.text(&Options::default().coach);
+        assert!(!text.contains("can't") && !text.contains(&nudge), "{text}");
+        let asked = mock.requests();
+        assert_eq!(asked.len(), 2, "{text}");
+        // The nudge's turn offers the tools, after the answer and the nudge.
+        assert!(asked[1].get("tools").is_some(), "{}", asked[1]);
+        let said = roles(&asked[1]);
+        let tail = [
+            ("assistant".to_owned(), CANNOT.to_owned()),
+            ("user".to_owned(), nudge),
+        ];
+        assert!(said.ends_with(&tail), "{said:?}");
+        assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+        let metrics = reqwest::get(format!("{base}/metrics")).await.expect("sent");
+        let metrics = metrics.text().await.expect("text");
+        let counted = "ollm_serve_coached_replies_total{rule=\"can-nudge\"} 1";
+        assert!(metrics.contains(counted), "{metrics}");
+    }
+}
+
+/// A streamed answer's text is the client's as it comes: it is never asked again, and
+/// with `can-nudge` off (`[coach] off`) a whole one is not either; each reply is the
+/// first answer, unmarked, after one request.
+#[tokio::test]
+async fn a_streamed_answer_or_one_whose_rule_is_off_is_never_asked_again() {
+    for (stream, off) in [(true, false), (false, true)] {
+        let mock = MockOpenAi::start().await.expect("mock");
+        mock.push_reply(answer(CANNOT));
+        mock.push_reply(answer(FENCED_CALL));
+        let mut options = Options::default();
+        if off {
+            options.coach.turn_off(ollm_core::Rule::CanNudge);
+        }
+        let base = serve_with(&[mock.base_url()], options).await;
+        let (status, headers, text) = post_full(&base, &body(stream, true), None).await;
+        assert_eq!(status, 200, "{text}");
+        let (content, calls, finish) = read_reply(stream, &text);
+        assert_eq!(
+            (content.as_str(), calls.len(), finish.as_str()),
+            (CANNOT, 0, "stop"),
+            "stream {stream}: {text}"
+        );
+        assert_eq!(header(&headers, "x-ollm-repair"), None);
+        assert!(extension(stream, &text).is_null(), "{text}");
+        assert_eq!(mock.requests().len(), 1, "stream {stream}");
+    }
+}
+
+/// An empty answer after a result streamed nothing to the client: the nudge the run's
+/// coach says (`answer-after-empty`) gets its turn, without tools, on a stream too, and
+/// the stream carries only the answer to it.
+#[tokio::test]
+async fn an_empty_answer_after_a_result_gets_the_answer_nudges_turn_on_a_stream() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(""));
+    mock.push_reply(answer("It says hello."));
+    mock.push_reply(answer("Never asked for."));
+    let base = serve(&[mock.base_url()], true, None).await;
+    let (status, headers, text) = post_full(&base, &after_a_result(true), None).await;
+    assert_eq!(status, 200, "{text}");
+    let (content, calls, finish) = read_reply(true, &text);
+    assert_eq!(
+        (content.as_str(), calls.len(), finish.as_str()),
+        ("It says hello.", 0, "stop")
+    );
+    assert_eq!(
+        header(&headers, "x-ollm-repair"),
+        Some("coached; rule=answer-after-empty; calls=0")
+    );
+    let nudge = ollm_core::Nudge::Answer.text(&ollm_core::CoachConfig::default());
+    assert!(!text.contains(&nudge), "{text}");
+    let asked = mock.requests();
+    assert_eq!(asked.len(), 2, "{text}");
+    assert!(asked[1].get("tools").is_none(), "{}", asked[1]);
+    let said = roles(&asked[1]);
+    assert_eq!(said.last(), Some(&("user".to_owned(), nudge)), "{said:?}");
+    assert_eq!(said.len(), 4, "the empty answer is not in it: {said:?}");
+}

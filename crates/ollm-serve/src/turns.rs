@@ -25,9 +25,13 @@
 //!   and answered here the same way (the registry's own answer to an unknown tool). The
 //!   next run carries those answers to the model ([`Turns::conclude`]).
 //!   Qwen2.5-Coder-1.5B called `say_hello` and `count` through serve (issue 37). When
-//!   the retries are spent the last calls are answered too, though no run follows, so
-//!   the request that asks for the answer instead ([`Turns::nothing`],
-//!   `answer-after-nothing`) pairs every call with its result.
+//!   the retries are spent the last calls are answered too, so a nudge turn after them
+//!   ([`Turns::nudge`]) pairs every call with its result.
+//! - **A nudge turn is another run** over the same client's conversation, with the nudge
+//!   appended, as the loop appends it in `ollm run` (for the rest of the request, never
+//!   sent to the client). The run's own nudge is read from its `Coached` event
+//!   ([`Nudge::said_by`]); the run after the answer nudge offers no tools
+//!   ([`ChatOptions::no_tools`]), as the loop's coach withholds them.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -38,11 +42,11 @@ use ollm_bridge::ProviderPool;
 use ollm_core::coach::Coach;
 use ollm_core::{
     CallMode, ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatReply, CoachConfig,
-    CompactionConfig, Learned, Rule, ToolMode, ToolRegistry,
+    CompactionConfig, Learned, Nudge, Rule, ToolMode, ToolRegistry,
 };
 use ollm_types::{
     FinishReason, Message, ProviderError, ProviderErrorKind, ProviderRequest, Role, ToolCall,
-    ToolChoice, ToolSchema, Usage,
+    ToolSchema, Usage,
 };
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -75,6 +79,9 @@ pub(crate) struct Ask {
     pub(crate) up: Upstream,
     pub(crate) request: ProviderRequest,
     pub(crate) session: Option<String>,
+    /// The client takes the reply whole (not streamed): nothing reaches it before the
+    /// reply ends.
+    pub(crate) whole: bool,
 }
 
 /// A client request as runs of the turn loop (see the module docs).
@@ -92,6 +99,14 @@ pub(crate) struct Turns {
     seen: Arc<Mutex<Seen>>,
     /// The last run, folded as its events passed.
     reply: Arc<Mutex<ChatReply>>,
+    /// The rule whose nudge the last run's coach said, with no turn left to play it.
+    said: Arc<Mutex<Option<Rule>>>,
+    /// Whether the runs offer the client's tools (not after the answer nudge).
+    offers_tools: bool,
+    /// The nudges this request has played ([`Turns::nudge`]).
+    played: Vec<Nudge>,
+    /// The rule whose nudge asked for the runs since, for their calls' mark.
+    nudged: Option<&'static str>,
 }
 
 impl Turns {
@@ -136,6 +151,10 @@ impl Turns {
             obliged: request.tool_choice.requires_call(),
             seen,
             reply: Arc::default(),
+            said: Arc::default(),
+            offers_tools: true,
+            played: Vec::new(),
+            nudged: None,
         })
     }
 
@@ -143,18 +162,26 @@ impl Turns {
     /// `Finish`, or its `Error`. Dropping it cancels the run and its upstream request.
     pub(crate) fn run(&self) -> BoxStream<'static, Piece> {
         *lock(&self.reply) = ChatReply::default();
+        *lock(&self.said) = None;
         let options = ChatOptions {
             model: Some(self.model.clone()),
             system: self.system.clone(),
             tools: Some(Arc::clone(&self.tools)),
             calls: CallMode::HandBack,
+            no_tools: !self.offers_tools,
             ..ChatOptions::default()
         };
         let run = self.client.resume(options);
         let (client, cache) = (self.client.clone(), Arc::clone(&self.up.cache));
         let (model, reply) = (self.model.clone(), Arc::clone(&self.reply));
+        let said = Arc::clone(&self.said);
         run.filter_map(move |event| {
             lock(&reply).push(&event);
+            if let ChatEvent::Coached { rule, .. } = &event
+                && Nudge::said_by(*rule).is_some()
+            {
+                *lock(&said) = Some(*rule);
+            }
             // A refusal of native tools is remembered for the server's life.
             if matches!(event, ChatEvent::Finish { .. }) && client.learned(&model).native_refused {
                 cache.refuse_native(&model);
@@ -216,43 +243,58 @@ impl Turns {
         Some(out)
     }
 
-    /// When the reply that `attempt` and its `last` pieces make would reach the client
-    /// with no text and no declared call: the mark and the request that asks for the
-    /// answer instead, `template` (the client's request) over the conversation so far
-    /// with the coach's answer nudge and no tools (`answer-after-nothing`). Never under a
-    /// `tool_choice` that obliges a call (that is `contract.rs`'s).
-    pub(crate) fn nothing(
-        &self,
-        attempt: &Attempt,
-        last: &[Piece],
-        template: &ProviderRequest,
-    ) -> Option<(Provenance, ProviderRequest)> {
-        if self.obliged {
-            return None;
-        }
-        let calls = last.iter().filter(|p| matches!(p, Piece::Call(_))).count();
-        let coach = Coach::new(CoachConfig::clone(&self.up.coach));
-        let nudge = coach.after_nothing(attempt.showed_text(), calls)?;
-        let mut messages = self.client.history().messages().to_vec();
+    /// Whether the reply that `attempt` and its `last` pieces make gets a nudge turn
+    /// (see `repair.rs`): the one decision. When it does, the conversation is made ready
+    /// for the next run (trailing empty answers off, the nudge on, the tools withheld
+    /// after the answer nudge) and the mark the client's reply carries is returned.
+    pub(crate) fn nudge(&mut self, attempt: &Attempt, last: &[Piece]) -> Option<Provenance> {
+        let (rule, nudge) = self.due(attempt, last)?;
+        self.played.push(nudge);
+        self.nudged = Some(rule.name());
+        self.offers_tools &= !nudge.withholds_tools();
+        let mut history = self.client.history();
         // An empty answer the run recorded says nothing either.
-        while messages.last().is_some_and(|m| {
+        let said_nothing = |m: &Message| {
             m.role() == Role::Assistant
                 && m.text().trim().is_empty()
                 && m.tool_calls().next().is_none()
-        }) {
-            messages.pop();
-        }
-        messages.push(nudge.message(coach.config()));
-        let mut request = template.clone();
-        request.messages = messages;
-        request.tools.clear();
-        request.tool_choice = ToolChoice::Auto;
-        let mark = Provenance {
-            status: Status::Coached,
-            format: Rule::AnswerAfterNothing.name(),
-            calls: attempt.left_out.clone(),
         };
-        Some((mark, request))
+        while history.last().is_some_and(said_nothing) {
+            history.truncate(history.len() - 1);
+        }
+        history.push(nudge.message(&self.up.coach));
+        self.client.set_history(history);
+        Some(Provenance {
+            status: Status::Coached,
+            format: rule.name(),
+            calls: attempt.left_out.clone(),
+            nudged: None,
+        })
+    }
+
+    /// The rule and nudge due after the reply, if any: none under a `tool_choice` that
+    /// obliges a call (`contract.rs`'s) or when the client gets a declared call; else
+    /// the nudge the last run's coach said, when none of the reply reached the client,
+    /// else the answer nudge when the reply has nothing in it (`answer-after-nothing`);
+    /// each nudge once per request, the act and can nudges counting as one (the coach
+    /// asks to act once per run).
+    fn due(&self, attempt: &Attempt, last: &[Piece]) -> Option<(Rule, Nudge)> {
+        let calls = last.iter().filter(|p| matches!(p, Piece::Call(_))).count();
+        if self.obliged || calls > 0 {
+            return None;
+        }
+        let said = (*lock(&self.said))
+            .filter(|_| !attempt.reached())
+            .and_then(|r| Nudge::said_by(r).map(|n| (r, n)));
+        let coach = Coach::new(CoachConfig::clone(&self.up.coach));
+        let nothing =
+            (coach.after_nothing(attempt.has_text(), calls)).map(|n| (Rule::AnswerAfterNothing, n));
+        let answers = |n: Nudge| n == Nudge::Answer;
+        let fresh = |n: Nudge| !self.played.iter().any(|p| answers(*p) == answers(n));
+        [said, nothing]
+            .into_iter()
+            .flatten()
+            .find(|(_, n)| fresh(*n))
     }
 
     /// Answers `calls` to undeclared tools that a run handed back, as the registry
@@ -290,6 +332,7 @@ impl Turns {
             status,
             format,
             calls: calls.to_vec(),
+            nudged: self.nudged.filter(|_| status != Status::Coached),
         })
     }
 }
@@ -336,21 +379,62 @@ pub(crate) struct Attempt {
     /// An earlier run showed text: this one's starts a new paragraph.
     after_text: bool,
     shown: bool,
+    /// The client takes the reply whole: what the runs show is held until it ends, so a
+    /// nudge turn can take its place.
+    hold: bool,
+    held: Vec<Piece>,
 }
 
 impl Attempt {
-    /// The next run's attempt.
-    pub(crate) fn again(&self) -> Attempt {
+    /// The first run's attempt; with `hold`, what it shows is held until
+    /// [`Attempt::release`].
+    pub(crate) fn new(hold: bool) -> Attempt {
         Attempt {
-            after_text: self.after_text || self.shown,
-            usage: self.usage,
+            hold,
             ..Attempt::default()
         }
     }
 
-    /// Takes in one piece of the run: calls, usage and the finish are held, the rest is
-    /// shown (returned).
+    /// The next run's attempt.
+    pub(crate) fn again(self) -> Attempt {
+        Attempt {
+            after_text: self.after_text || self.shown,
+            usage: self.usage,
+            hold: self.hold,
+            held: self.held,
+            ..Attempt::default()
+        }
+    }
+
+    /// The attempt of the run that answers a nudge: what the reply held so far is
+    /// dropped (the client sees only what follows the nudge); its usage counts.
+    pub(crate) fn nudged(self) -> Attempt {
+        Attempt {
+            usage: self.usage,
+            hold: self.hold,
+            ..Attempt::default()
+        }
+    }
+
+    /// What the runs showed and the attempt held.
+    pub(crate) fn release(&mut self) -> Vec<Piece> {
+        std::mem::take(&mut self.held)
+    }
+
+    /// Takes in one piece of the run: calls, usage and the finish are kept, an error is
+    /// returned, the rest is shown: returned, or held when the attempt holds.
     pub(crate) fn take(&mut self, piece: Piece) -> Option<Piece> {
+        match self.shown(piece)? {
+            error @ Piece::Error(_) => Some(error),
+            shown if self.hold => {
+                self.held.push(shown);
+                None
+            }
+            shown => Some(shown),
+        }
+    }
+
+    fn shown(&mut self, piece: Piece) -> Option<Piece> {
         match piece {
             Piece::Call(call) => self.calls.push(call),
             Piece::Usage(usage) => self.usage.accumulate(&usage),
@@ -373,9 +457,15 @@ impl Attempt {
         None
     }
 
-    /// Whether this run or an earlier one of the reply showed the client text.
-    pub(crate) fn showed_text(&self) -> bool {
+    /// Whether this run or an earlier one of the reply had text.
+    pub(crate) fn has_text(&self) -> bool {
         self.after_text || self.shown
+    }
+
+    /// Whether any text of the reply reached the client (a stream's text goes out as
+    /// it comes).
+    pub(crate) fn reached(&self) -> bool {
+        self.has_text() && !self.hold
     }
 
     /// Whether the run has ended (finished or failed).

@@ -96,7 +96,11 @@
 //!   2026-11-26): 6 of its 46 failures were such an empty reply, 5 of them after calls
 //!   answered inside the request (their token counts are two or three requests'); in the
 //!   earlier pass's log 7 of 44. `ollm run` needs no such rule: its own nudges
-//!   (`answer-after-idle`, `answer-after-empty`) get their turn.
+//!   (`answer-after-idle`, `answer-after-empty`) get their turn. Serve plays the nudges
+//!   its one-turn runs say as well, when nothing of the nudged reply reached its client
+//!   (a reply taken whole, or a stream that showed no text); this rule covers what the
+//!   run's coach says nothing about ([`Nudge::said_by`] is the one table of which rule
+//!   says which nudge).
 //! - **`act-nudge`**: an answer that shows the user how to call an offered tool instead
 //!   of calling it ("Here's how you can call it: ```json {...}```", the native strategy's
 //!   `shows_call`) is recorded and followed by the act nudge, once per run and only
@@ -265,9 +269,11 @@ pub(crate) struct Said {
 }
 
 impl Said {
-    fn new(nudge: Nudge, rule: Rule, drops_reply: bool) -> Self {
+    /// What `rule` says ([`Nudge::said_by`]; every rule a `Said` is made for says one,
+    /// which `nudge.rs`'s tests check, so the fallback never speaks).
+    fn new(rule: Rule, drops_reply: bool) -> Self {
         Said {
-            nudge,
+            nudge: Nudge::said_by(rule).unwrap_or(Nudge::Answer),
             rule,
             drops_reply,
         }
@@ -496,7 +502,7 @@ impl Coach {
             && !self.answer_due
             && !has_calls;
         self.answer_due |= ask;
-        ask.then(|| Said::new(Nudge::Answer, Rule::AnswerAfterRunaway, true))
+        ask.then(|| Said::new(Rule::AnswerAfterRunaway, true))
     }
 
     /// After an answer: the nudge that follows it, if any. An empty answer after the
@@ -515,15 +521,15 @@ impl Coach {
                 self.is_on(Rule::AnswerAfterEmpty) && !self.asked_to_answer && self.memory.any();
             self.asked_to_answer |= ask;
             self.answer_due |= ask;
-            return ask.then(|| Said::new(Nudge::Answer, Rule::AnswerAfterEmpty, true));
+            return ask.then(|| Said::new(Rule::AnswerAfterEmpty, true));
         }
         if self.asked_to_act || self.memory.any() {
             return None;
         }
         let said = if self.is_on(Rule::ActNudge) && shows_call {
-            Said::new(Nudge::Act, Rule::ActNudge, false)
+            Said::new(Rule::ActNudge, false)
         } else if self.is_on(Rule::CanNudge) && offers_tools && text::says_it_cannot(answer) {
-            Said::new(Nudge::Can, Rule::CanNudge, false)
+            Said::new(Rule::CanNudge, false)
         } else {
             return None;
         };
@@ -538,7 +544,10 @@ impl Coach {
     /// nudge never reaches the client.
     pub fn after_nothing(&self, has_text: bool, calls: usize) -> Option<Nudge> {
         let nothing = !has_text && calls == 0;
-        (nothing && self.is_on(Rule::AnswerAfterNothing)).then_some(Nudge::Answer)
+        nothing
+            .then_some(Rule::AnswerAfterNothing)
+            .filter(|r| self.is_on(*r))
+            .and_then(Nudge::said_by)
     }
 
     /// On calls: how many of a reply's calls run (`calls-per-reply`); the rest, returned,
@@ -598,7 +607,7 @@ impl Coach {
             record: !(repeats && self.is_on(Rule::SkipRepeatTurn)),
             nudge: self
                 .answer_due
-                .then(|| Said::new(Nudge::Answer, Rule::AnswerAfterIdle, false)),
+                .then(|| Said::new(Rule::AnswerAfterIdle, false)),
             stuck,
         }
     }

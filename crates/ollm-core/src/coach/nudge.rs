@@ -7,7 +7,7 @@
 use ollm_types::Message;
 use serde::{Deserialize, Serialize};
 
-use super::rule::CoachConfig;
+use super::rule::{CoachConfig, Rule};
 
 /// Asks for the answer: after a turn none of whose calls ran, after a runaway reply that
 /// followed a result, after an empty answer.
@@ -54,6 +54,27 @@ impl Nudge {
     pub fn message(self, config: &CoachConfig) -> Message {
         Message::user(self.text(config))
     }
+
+    /// The nudge `rule` says, when it says one: the one table of which rule says what
+    /// (the coach's `Said`s are made from it; `ollm serve` reads it to play a nudge a run
+    /// of one turn said).
+    pub fn said_by(rule: Rule) -> Option<Nudge> {
+        Some(match rule {
+            Rule::AnswerAfterIdle
+            | Rule::AnswerAfterRunaway
+            | Rule::AnswerAfterEmpty
+            | Rule::AnswerAfterNothing => Nudge::Answer,
+            Rule::ActNudge => Nudge::Act,
+            Rule::CanNudge => Nudge::Can,
+            _ => return None,
+        })
+    }
+
+    /// Whether the reply to this nudge is asked for with no tools offered: the answer
+    /// nudge asks for words; the act and can nudges ask for a call.
+    pub fn withholds_tools(self) -> bool {
+        self == Nudge::Answer
+    }
 }
 
 #[cfg(test)]
@@ -76,5 +97,25 @@ mod tests {
         for nudge in [Nudge::Answer, Nudge::Act, Nudge::Can] {
             assert_eq!(nudge.message(&folder).text(), nudge.text(&folder));
         }
+    }
+
+    #[test]
+    fn the_rules_that_nudge_say_their_nudge_and_only_the_answer_withholds_tools() {
+        let said: Vec<(Rule, Nudge)> = (Rule::ALL.iter())
+            .filter_map(|&r| Nudge::said_by(r).map(|n| (r, n)))
+            .collect();
+        let want = vec![
+            (Rule::AnswerAfterIdle, Nudge::Answer),
+            (Rule::AnswerAfterRunaway, Nudge::Answer),
+            (Rule::AnswerAfterEmpty, Nudge::Answer),
+            (Rule::AnswerAfterNothing, Nudge::Answer),
+            (Rule::ActNudge, Nudge::Act),
+            (Rule::CanNudge, Nudge::Can),
+        ];
+        assert_eq!(said, want);
+        let withholding: Vec<bool> = [Nudge::Answer, Nudge::Act, Nudge::Can]
+            .map(Nudge::withholds_tools)
+            .to_vec();
+        assert_eq!(withholding, [true, false, false]);
     }
 }
