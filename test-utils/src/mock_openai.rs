@@ -79,6 +79,7 @@ pub struct SseScript {
     stall: bool,
     forever: Option<Duration>,
     pending_delay: Duration,
+    gate: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl SseScript {
@@ -140,6 +141,13 @@ impl SseScript {
     /// Sends every part in pieces of at most `n` bytes (cut anywhere, even mid-character).
     pub fn split_every(mut self, n: usize) -> Self {
         self.split = Some(n.max(1));
+        self
+    }
+
+    /// Sends nothing until `gate` is notified (`notify_one`, which a later wait also
+    /// sees): a reply held open for exactly as long as a test needs, with no timing.
+    pub fn hold(mut self, gate: Arc<tokio::sync::Notify>) -> Self {
+        self.gate = Some(gate);
         self
     }
 
@@ -575,18 +583,22 @@ fn async_stream_body<G: Send + 'static>(
         (None, true) => End::Stall,
         (None, false) => End::Close,
     };
+    let gate = script.gate.clone();
     let pieces = script.pieces();
     futures::stream::unfold(
-        (pieces, guard, end),
-        |(mut pieces, guard, end)| async move {
+        (pieces, guard, end, gate),
+        |(mut pieces, guard, end, gate)| async move {
+            if let Some(gate) = gate {
+                gate.notified().await;
+            }
             if let Some((delay, bytes)) = pieces.pop_front() {
                 if !delay.is_zero() {
                     tokio::time::sleep(delay).await;
                 }
-                return Some((Ok(bytes), (pieces, guard, end)));
+                return Some((Ok(bytes), (pieces, guard, end, None)));
             }
             let (bytes, end) = end.next(guard).await?;
-            Some((Ok(bytes), (pieces, end.1, end.0)))
+            Some((Ok(bytes), (pieces, end.1, end.0, None)))
         },
     )
 }

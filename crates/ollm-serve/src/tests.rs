@@ -1521,9 +1521,10 @@ async fn what_serve_adds_is_told_per_reply_without_the_upstreams_time() {
 #[tokio::test]
 async fn past_the_concurrency_limit_a_request_gets_429_with_retry_after() {
     let mock = MockOpenAi::start().await.expect("mock");
-    let slow = Reply::sse()
-        .content("first")
-        .delay(Duration::from_millis(300));
+    // Held open until the refused request has been answered: with a fixed delay the
+    // first reply could end first on a loaded machine, and the second then got a 200.
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let slow = Reply::sse().hold(Arc::clone(&gate)).content("first");
     mock.push_reply(slow.finish("stop").done().reply());
     mock.push_reply(answer("third"));
     let options = Options {
@@ -1548,6 +1549,7 @@ async fn past_the_concurrency_limit_a_request_gets_429_with_retry_after() {
         1,
         "nothing went up for the refused one"
     );
+    gate.notify_one();
     let (status, first) = held.await.expect("joined");
     assert_eq!(status, 200, "{first}");
     let (status, text) = post(&base, &body(false, false)).await;
