@@ -248,7 +248,13 @@ mod tests {
             &[],
             testing::Scripted::new(&[]),
         ));
-        let registry = builtin(&ws, &ToolConfig::default(), &approver).unwrap();
+        // The audit log goes to the test's own folder: the default, `audit.log`, is
+        // relative to the working directory, and the test's was the crate's source tree.
+        let config = ToolConfig {
+            audit_log: dir.path().join("audit/audit.log"),
+            ..ToolConfig::default()
+        };
+        let registry = builtin(&ws, &config, &approver).unwrap();
         let args = |name: &str| match name {
             "read_file" => serde_json::json!({"path": "a.txt"}),
             "search_text" => serde_json::json!({"pattern": "port"}),
