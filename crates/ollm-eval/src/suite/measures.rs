@@ -16,11 +16,16 @@
 //!   there is no pairing; the change in a measure runs from the lowest value switched off
 //!   minus the highest baseline to the highest minus the lowest. A change whose spread
 //!   holds 0 is not resolved by the run.
+//! - **A rule off run alone is still an ablation.** `--ablate` runs its own baseline, which
+//!   costs a pass; a column `auto-without-RULE` run by itself is measured against the
+//!   `auto` runs of the other files of the same model, part, sampling and ollm build (a
+//!   different build is a different baseline), each file's repeats counted apart, and the
+//!   row names those files.
 
 use std::collections::BTreeMap;
 
 use super::context::WITHOUT;
-use super::results::{ResultFile, RunRecord};
+use super::results::{FORMAT, ResultFile, RunRecord};
 
 /// A figure over repeats.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -208,13 +213,98 @@ pub(super) fn ablation_header() -> String {
         .to_owned()
 }
 
+/// The ablation table from every committed file of the current format: an ablation
+/// file's rules against its own baseline; a column with a rule off run alone, in a file
+/// without a baseline, against [`pooled_baseline`].
+pub(super) fn ablation_table(files: &[(ResultFile, String)]) -> String {
+    let mut out = ablation_header();
+    for (file, name) in files.iter().filter(|(f, _)| f.format >= FORMAT) {
+        if !file.ablation.is_empty() {
+            out.push_str(&ablation_rows(file, name));
+        } else if file.columns.iter().any(|c| c.starts_with(WITHOUT)) {
+            let (base, base_names) = pooled_baseline(file, files);
+            let rules: Vec<String> = file
+                .columns
+                .iter()
+                .filter_map(|c| c.strip_prefix(WITHOUT).map(str::to_owned))
+                .collect();
+            let names = Names {
+                base: &base_names.join("`, `"),
+                off: name,
+            };
+            out.push_str(&rows_against(file, &rules, base.as_ref(), names));
+        }
+    }
+    out
+}
+
+/// The baseline of a rule switched off alone in `file`: the `auto` runs of every other
+/// file with the same model, part, sampling and ollm build (a different build is a
+/// different baseline), each file's repeats counted apart; with the names of those files.
+fn pooled_baseline(
+    file: &ResultFile,
+    files: &[(ResultFile, String)],
+) -> (Option<Measures>, Vec<String>) {
+    let same = |f: &ResultFile| {
+        f.format >= FORMAT
+            && f.ablation.is_empty()
+            && (&f.model, &f.part, &f.sampling, &f.ollm)
+                == (&file.model, &file.part, &file.sampling, &file.ollm)
+    };
+    let mut runs: Vec<RunRecord> = Vec::new();
+    let mut names = Vec::new();
+    for (f, name) in files.iter().filter(|(f, _)| same(f)) {
+        let offset = runs.iter().map(|r| r.repeat + 1).max().unwrap_or(0);
+        let before = runs.len();
+        runs.extend(
+            f.runs
+                .iter()
+                .filter(|r| r.column == BASELINE)
+                .map(|r| RunRecord {
+                    repeat: r.repeat + offset,
+                    ..r.clone()
+                }),
+        );
+        if runs.len() > before {
+            names.push(name.clone());
+        }
+    }
+    (measure(&runs, BASELINE, None), names)
+}
+
 /// The ablation rows of one result file: the baseline, then each rule switched off with
 /// its change against the baseline.
 pub(super) fn ablation_rows(file: &ResultFile, name: &str) -> String {
     let Some(base) = measure(&file.runs, BASELINE, None) else {
         return String::new();
     };
-    let row = |rule: &str, m: &Measures, base: Option<&Measures>| {
+    rows_against(
+        file,
+        &file.ablation,
+        Some(&base),
+        Names {
+            base: name,
+            off: name,
+        },
+    )
+}
+
+/// The result files an ablation row cites: the baseline's, and the one with the rules off.
+#[derive(Clone, Copy)]
+struct Names<'a> {
+    base: &'a str,
+    off: &'a str,
+}
+
+/// The baseline row (when there is one), then a row per rule of `rules` that `file`
+/// ran switched off, with its change against `base`.
+fn rows_against(
+    file: &ResultFile,
+    rules: &[String],
+    base: Option<&Measures>,
+    names: Names,
+) -> String {
+    let row = |rule: &str, m: &Measures, base: Option<&Measures>, name: &str| {
         let delta = |f: fn(&Measures) -> Stat| {
             base.map_or_else(|| "—".to_owned(), |b| change(&f(b).change_to(&f(m))))
         };
@@ -232,10 +322,10 @@ pub(super) fn ablation_rows(file: &ResultFile, name: &str) -> String {
             m.repeats,
         )
     };
-    let mut out = row("none (baseline)", &base, None);
-    for rule in &file.ablation {
+    let mut out = base.map_or_else(String::new, |b| row("none (baseline)", b, None, names.base));
+    for rule in rules {
         if let Some(m) = measure(&file.runs, &format!("{WITHOUT}{rule}"), None) {
-            out.push_str(&row(rule, &m, Some(&base)));
+            out.push_str(&row(rule, &m, base, names.off));
         }
     }
     out
@@ -378,6 +468,58 @@ mod tests {
                 "| m | none (baseline) | tuning | 2.5/3 (2-3) | — | 1.5/2 (1-2) | — | 0.5 (0-1) | — | 0.8 (0.7-1) | 2 | `f.json` |",
                 "| m | answer-nudge | tuning | 3/3 | +0.5 (0..+1) | 1.5/2 (1-2) | 0 (-1..+1) | 0.5 (0-1) | 0 (-1..+1) | 0.8 (0.7-1) | 2 | `f.json` |",
                 "| m | all | tuning | 3/3 | +0.5 (0..+1) | 2/2 | +0.5 (0..+1) | 0 | -0.5 (-1..0) | 0.7 | 1 | `f.json` |",
+            ]
+        );
+    }
+
+    /// A file of the current format with `runs` of `columns`, made by the ollm `build`.
+    fn alone(build: &str, columns: &[&str], runs: Vec<RunRecord>) -> ResultFile {
+        ResultFile {
+            format: FORMAT,
+            model: "m".into(),
+            part: "tuning".into(),
+            ollm: build.into(),
+            columns: columns.iter().map(|c| (*c).to_owned()).collect(),
+            runs,
+            ..ResultFile::default()
+        }
+    }
+
+    #[test]
+    fn a_rule_off_alone_is_measured_against_the_same_builds_auto_runs() {
+        let base =
+            |repeat: usize, pass: bool| vec![record(BASELINE, "tuning", "tool", repeat, pass)];
+        let off = vec![record("auto-without-x", "tuning", "tool", 0, false)];
+        let files = [
+            (alone("b1", &[BASELINE], base(0, true)), "a.json".to_owned()),
+            (
+                alone("b1", &[BASELINE], base(0, false)),
+                "b.json".to_owned(),
+            ),
+            (
+                alone("b2", &[BASELINE], base(0, true)),
+                "other-build.json".to_owned(),
+            ),
+            (
+                alone("b1", &["auto-without-x"], off.clone()),
+                "off.json".to_owned(),
+            ),
+            (
+                alone("b3", &["auto-without-x"], off),
+                "no-base.json".to_owned(),
+            ),
+        ];
+        let lines: Vec<String> = ablation_table(&files)
+            .lines()
+            .skip(2)
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "| m | none (baseline) | tuning | 0.5/1 (0-1) | — | — | — | 0 | — | 0 | 2 | `a.json`, `b.json` |",
+                "| m | x | tuning | 0/1 | -0.5 (-1..0) | — | 0 (0..0) | 0 | 0 (0..0) | 0 | 1 | `off.json` |",
+                "| m | x | tuning | 0/1 | — | — | — | 0 | — | 0 | 1 | `no-base.json` |",
             ]
         );
     }

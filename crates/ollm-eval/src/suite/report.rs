@@ -104,11 +104,7 @@ const TABLES: [Table; 4] = [
         doc: REFERENCE,
         start: "<!-- eval-ablation:start (cargo xtask eval --table) -->",
         end: "<!-- eval-ablation:end -->",
-        body: Body::EachFile {
-            header: measures::ablation_header,
-            rows: measures::ablation_rows,
-            holds: |f| f.format >= FORMAT && !f.ablation.is_empty(),
-        },
+        body: Body::AllFiles(measures::ablation_table),
     },
     Table {
         doc: USER_PAGE,
@@ -120,6 +116,9 @@ const TABLES: [Table; 4] = [
 
 /// The table of one result file, for the console.
 pub(super) fn table(file: &ResultFile, name: &str) -> String {
+    if !file.ablation.is_empty() {
+        return measures::ablation_header() + &measures::ablation_rows(file, name);
+    }
     TABLES
         .iter()
         .find_map(|t| match t.body {
