@@ -23,7 +23,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use ollm_bridge::{ProviderPool, Replica, ReplicaKind};
-use ollm_core::{Rule, ToolMode};
+use ollm_core::{CoachConfig, Rule, ToolMode};
 use ollm_serve::{ClientKey, Options, Policy, Repair, ServeEntry};
 
 use crate::args::{HealthArg, RepairArg, ServeArgs};
@@ -123,10 +123,13 @@ fn options(
     options.max_in_flight = max_in_flight;
     options.max_body_bytes = args.max_body_bytes;
     options.forward_headers.clone_from(&entry.forward_headers);
-    match entry.tool_or_none {
-        Some(true) => options.coach.turn_on(Rule::ToolOrNone),
-        Some(false) => options.coach.turn_off(Rule::ToolOrNone),
-        None => {}
+    set_tool_or_none(&mut options.coach, entry.tool_or_none);
+    for (model, m) in &entry.models {
+        if m.tool_or_none.is_some() {
+            let mut coach = options.coach.clone();
+            set_tool_or_none(&mut coach, m.tool_or_none);
+            options.model_coach.insert(model.clone(), coach);
+        }
     }
     // Anthropic's Messages API takes no response schema: the ReAct prompt instead.
     options.constraint = match kind {
@@ -134,6 +137,15 @@ fn options(
         ProviderKind::Ollama | ProviderKind::Openai => ToolMode::Constrained,
     };
     Ok(options)
+}
+
+/// `tool_or_none` from the config file: on, off, or as `coach` has it.
+fn set_tool_or_none(coach: &mut CoachConfig, tool_or_none: Option<bool>) {
+    match tool_or_none {
+        Some(true) => coach.turn_on(Rule::ToolOrNone),
+        Some(false) => coach.turn_off(Rule::ToolOrNone),
+        None => {}
+    }
 }
 
 /// The keys clients may use: `--api-key` (named `default`) and `[serve.keys.NAME]`.
@@ -261,6 +273,25 @@ mod settle_tests {
         assert!(!routed(""), "serve's default");
         assert!(routed("tool_or_none = true"));
         assert!(!routed("tool_or_none = false"));
+        let per_model = settle(
+            &[],
+            "[models.small]\ntool_or_none = true\n[models.big]\nrepair = \"flag\"\n",
+            ProviderKind::Openai,
+        )
+        .expect("settled");
+        assert!(
+            !per_model.coach.is_on(Rule::ToolOrNone),
+            "the server's stays off"
+        );
+        let small = per_model
+            .model_coach
+            .get("small")
+            .expect("small's own coach");
+        assert!(small.is_on(Rule::ToolOrNone));
+        assert!(
+            !per_model.model_coach.contains_key("big"),
+            "big says nothing of it"
+        );
         let messages = settle(&[], "", ProviderKind::Anthropic).expect("settled");
         assert_eq!(
             messages.constraint,

@@ -11,6 +11,7 @@
 //! tool_or_none = false                   # the coach's tool-or-none choice first
 //! [serve.models."qwen2.5-coder:0.5b"]
 //! repair = "flag"
+//! tool_or_none = true                    # this model's own, over the server's
 //! [serve.keys.ci-agent]                  # a key clients may use, named for the log
 //! api_key_env = "CI_AGENT_KEY"           # the variable holding it (never the key)
 //! repair = "off"
@@ -54,6 +55,8 @@ pub struct ServeEntry {
 pub struct ServeModelEntry {
     /// The model's policy (`--repair-model` wins over it).
     pub repair: Option<Repair>,
+    /// `tool_or_none` for requests naming this model; `None`: the server's.
+    pub tool_or_none: Option<bool>,
 }
 
 /// One `[serve.keys.NAME]` table.

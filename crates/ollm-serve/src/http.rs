@@ -42,6 +42,7 @@
 //!   upstream closed the connection without answering, so a second try on a fresh
 //!   connection is safe; a second failure is the client's 502.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -113,6 +114,10 @@ pub struct Options {
     /// default turns every rule on and names `path` as the argument a file path goes in
     /// (`path-in-name`), as `ollm run` does.
     pub coach: CoachConfig,
+    /// The coach for requests that name one of these models, in place of `coach` (the
+    /// CLI's `[serve.models."NAME"] tool_or_none`): a small model may want the
+    /// `tool-or-none` choice that a large one does not need to pay a request for.
+    pub model_coach: BTreeMap<String, CoachConfig>,
 }
 
 impl Default for Options {
@@ -128,6 +133,7 @@ impl Default for Options {
                 path_argument: Some("path".to_owned()),
                 ..CoachConfig::default()
             },
+            model_coach: BTreeMap::new(),
         }
     }
 }
@@ -138,6 +144,8 @@ pub(crate) struct App {
     pub(crate) options: Options,
     /// The coach's config of `options`, shared by every request's repair.
     coach: Arc<CoachConfig>,
+    /// The coach's config per model, where `options` gives one.
+    model_coach: BTreeMap<String, Arc<CoachConfig>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) cache: Arc<InfoCache>,
     pub(crate) replies: AtomicU64,
@@ -149,6 +157,11 @@ impl App {
         App {
             pool,
             coach: Arc::new(options.coach.clone()),
+            model_coach: options
+                .model_coach
+                .iter()
+                .map(|(model, coach)| (model.clone(), Arc::new(coach.clone())))
+                .collect(),
             options,
             metrics: Arc::default(),
             cache: Arc::default(),
@@ -168,14 +181,14 @@ impl App {
         }
     }
 
-    /// What a repair of a request timed by `clock` needs of the server.
-    fn upstream(&self, clock: Arc<Clock>) -> Upstream {
+    /// What a repair of a request for `model` timed by `clock` needs of the server.
+    fn upstream(&self, model: &str, clock: Arc<Clock>) -> Upstream {
         Upstream {
             pool: self.pool.clone(),
             cache: Arc::clone(&self.cache),
             metrics: Arc::clone(&self.metrics),
             constraint: self.options.constraint,
-            coach: Arc::clone(&self.coach),
+            coach: Arc::clone(self.model_coach.get(model).unwrap_or(&self.coach)),
             clock,
         }
     }
@@ -345,12 +358,12 @@ async fn answer(
         .options
         .policy
         .decide(&model, caller.and_then(|c| c.repair));
+    let up = app.upstream(&model, Arc::clone(&clock));
     let meta = app.meta(model);
     tracing::debug!(id = %meta.id, key = ?caller.map(|c| &c.name), %policy, "serve: chat request");
     let Some(guard) = InFlight::admit(app) else {
         return with_policy(full(&meta), policy);
     };
-    let up = app.upstream(Arc::clone(&clock));
     let held = !client.stream;
     let (first, pieces) = match begin(&up, &meta, client.request, session, policy, held).await {
         Ok(begun) => begun,

@@ -598,6 +598,38 @@ async fn tool_or_none_asks_first_unless_the_client_obliges_a_call() {
     check(true, named, None, FENCED_CALL, true).await;
 }
 
+/// `[serve.models."NAME"] tool_or_none`: a model's own coach outranks the server's, for
+/// requests naming that model only.
+#[tokio::test]
+async fn a_models_own_coach_serves_the_requests_that_name_it() {
+    // (the model asked for, whether the choice is asked first)
+    let check = async |model: &str, routed: bool| {
+        let mock = MockOpenAi::start().await.expect("mock");
+        if routed {
+            mock.push_reply(answer(r#"{"tool": "none"}"#));
+        }
+        mock.push_reply(answer("Hello."));
+        let mut options = Options::default();
+        let mut small = options.coach.clone();
+        small.turn_on(ollm_core::Rule::ToolOrNone);
+        options.model_coach.insert("small".into(), small);
+        let base = serve_with(&[mock.base_url()], options).await;
+        let mut request = body(false, true);
+        request["model"] = json!(model);
+        let (status, text) = post(&base, &request).await;
+        assert_eq!(status, 200, "{model}: {text}");
+        let asked = mock.requests();
+        assert_eq!(asked.len(), 1 + usize::from(routed), "{model}: {asked:?}");
+        assert_eq!(
+            asked[asked.len() - 1]["tools"].is_array(),
+            !routed,
+            "{model}"
+        );
+    };
+    check("small", true).await;
+    check("mock-model", false).await;
+}
+
 #[tokio::test]
 async fn a_path_written_into_the_tools_name_becomes_its_path_argument() {
     let mock = MockOpenAi::start().await.expect("mock");
