@@ -63,6 +63,9 @@ pub(super) struct Run {
     pub(super) completion_tokens: u64,
     /// Files added or changed (their text afterwards) or removed (`None`) in the folder.
     pub(super) changed: BTreeMap<String, Option<String>>,
+    /// The coach's rules that acted, and how often: `ollm run`'s `coached` events, or
+    /// the rule `ollm serve` names in a reply's `ollm.repair` (served columns).
+    pub(super) coached: BTreeMap<String, usize>,
 }
 
 impl Run {

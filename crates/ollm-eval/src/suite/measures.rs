@@ -208,8 +208,9 @@ pub(super) const BASELINE: &str = "auto";
 
 /// The header of the ablation table.
 pub(super) fn ablation_header() -> String {
-    "| model | rule off | part | success | change | restraint | change | unasked | change | \
-     calls/task | repeats | result file |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    "| model | rule off | acts in | part | success | change | restraint | change | unasked | \
+     change | calls/task | repeats | result file |\n\
+     |---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
         .to_owned()
 }
 
@@ -232,7 +233,7 @@ pub(super) fn ablation_table(files: &[(ResultFile, String)]) -> String {
                 base: &base_names.join("`, `"),
                 off: name,
             };
-            out.push_str(&rows_against(file, &rules, base.as_ref(), names));
+            out.push_str(&rows_against(file, &rules, &base, names));
         }
     }
     out
@@ -244,7 +245,7 @@ pub(super) fn ablation_table(files: &[(ResultFile, String)]) -> String {
 fn pooled_baseline(
     file: &ResultFile,
     files: &[(ResultFile, String)],
-) -> (Option<Measures>, Vec<String>) {
+) -> (Vec<RunRecord>, Vec<String>) {
     let same = |f: &ResultFile| {
         f.format >= FORMAT
             && f.ablation.is_empty()
@@ -269,19 +270,25 @@ fn pooled_baseline(
             names.push(name.clone());
         }
     }
-    (measure(&runs, BASELINE, None), names)
+    (runs, names)
 }
 
 /// The ablation rows of one result file: the baseline, then each rule switched off with
-/// its change against the baseline.
+/// its change against the baseline; nothing without a baseline.
 pub(super) fn ablation_rows(file: &ResultFile, name: &str) -> String {
-    let Some(base) = measure(&file.runs, BASELINE, None) else {
+    let base: Vec<RunRecord> = file
+        .runs
+        .iter()
+        .filter(|r| r.column == BASELINE)
+        .cloned()
+        .collect();
+    if base.is_empty() {
         return String::new();
-    };
+    }
     rows_against(
         file,
         &file.ablation,
-        Some(&base),
+        &base,
         Names {
             base: name,
             off: name,
@@ -296,20 +303,27 @@ struct Names<'a> {
     off: &'a str,
 }
 
-/// The baseline row (when there is one), then a row per rule of `rules` that `file`
-/// ran switched off, with its change against `base`.
-fn rows_against(
-    file: &ResultFile,
-    rules: &[String],
-    base: Option<&Measures>,
-    names: Names,
-) -> String {
-    let row = |rule: &str, m: &Measures, base: Option<&Measures>, name: &str| {
+/// In how many of the baseline's runs `rule` acted: `12/54`; `—` when the baseline's
+/// runs recorded no rule at all (files from before the eval recorded them).
+fn acts_in(base: &[RunRecord], rule: &str) -> String {
+    if base.iter().all(|r| r.coached.is_empty()) {
+        return "—".to_owned();
+    }
+    let acted = base.iter().filter(|r| r.coached.contains_key(rule)).count();
+    format!("{acted}/{}", base.len())
+}
+
+/// The baseline row (when there are `base` runs), then a row per rule of `rules` that
+/// `file` ran switched off, with its change against the baseline and how often it acted
+/// there: a rule that never acts cannot show a change.
+fn rows_against(file: &ResultFile, rules: &[String], base: &[RunRecord], names: Names) -> String {
+    let measured = measure(base, BASELINE, None);
+    let row = |rule: &str, acts: &str, m: &Measures, base: Option<&Measures>, name: &str| {
         let delta = |f: fn(&Measures) -> Stat| {
             base.map_or_else(|| "—".to_owned(), |b| change(&f(b).change_to(&f(m))))
         };
         format!(
-            "| {} | {rule} | {} | {} | {} | {} | {} | {} | {} | {} | {} | `{name}` |\n",
+            "| {} | {rule} | {acts} | {} | {} | {} | {} | {} | {} | {} | {} | {} | `{name}` |\n",
             file.model,
             file.part,
             cell(&m.success, Some(m.tasks)),
@@ -322,10 +336,13 @@ fn rows_against(
             m.repeats,
         )
     };
-    let mut out = base.map_or_else(String::new, |b| row("none (baseline)", b, None, names.base));
+    let mut out = measured.as_ref().map_or_else(String::new, |b| {
+        row("none (baseline)", "", b, None, names.base)
+    });
     for rule in rules {
         if let Some(m) = measure(&file.runs, &format!("{WITHOUT}{rule}"), None) {
-            out.push_str(&row(rule, &m, base, names.off));
+            let acts = acts_in(base, rule);
+            out.push_str(&row(rule, &acts, &m, measured.as_ref(), names.off));
         }
     }
     out
@@ -359,6 +376,7 @@ mod tests {
             turns: 1,
             tokens: 0,
             answer: String::new(),
+            coached: BTreeMap::new(),
         }
     }
 
@@ -443,6 +461,11 @@ mod tests {
     /// passing every task, `all` off with the second repeat cut short.
     fn ablation_file() -> ResultFile {
         let mut runs = two_repeats(BASELINE);
+        // The answer nudge acted in the first run of each baseline repeat.
+        for (i, r) in runs.iter_mut().enumerate() {
+            let rule = if i % 3 == 0 { "answer-nudge" } else { "other" };
+            r.coached.insert(rule.into(), 1);
+        }
         for mut r in two_repeats("auto-without-answer-nudge") {
             r.pass = true;
             runs.push(r);
@@ -465,9 +488,9 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "| m | none (baseline) | tuning | 2.5/3 (2-3) | — | 1.5/2 (1-2) | — | 0.5 (0-1) | — | 0.8 (0.7-1) | 2 | `f.json` |",
-                "| m | answer-nudge | tuning | 3/3 | +0.5 (0..+1) | 1.5/2 (1-2) | 0 (-1..+1) | 0.5 (0-1) | 0 (-1..+1) | 0.8 (0.7-1) | 2 | `f.json` |",
-                "| m | all | tuning | 3/3 | +0.5 (0..+1) | 2/2 | +0.5 (0..+1) | 0 | -0.5 (-1..0) | 0.7 | 1 | `f.json` |",
+                "| m | none (baseline) |  | tuning | 2.5/3 (2-3) | — | 1.5/2 (1-2) | — | 0.5 (0-1) | — | 0.8 (0.7-1) | 2 | `f.json` |",
+                "| m | answer-nudge | 2/6 | tuning | 3/3 | +0.5 (0..+1) | 1.5/2 (1-2) | 0 (-1..+1) | 0.5 (0-1) | 0 (-1..+1) | 0.8 (0.7-1) | 2 | `f.json` |",
+                "| m | all | 0/6 | tuning | 3/3 | +0.5 (0..+1) | 2/2 | +0.5 (0..+1) | 0 | -0.5 (-1..0) | 0.7 | 1 | `f.json` |",
             ]
         );
     }
@@ -517,9 +540,9 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "| m | none (baseline) | tuning | 0.5/1 (0-1) | — | — | — | 0 | — | 0 | 2 | `a.json`, `b.json` |",
-                "| m | x | tuning | 0/1 | -0.5 (-1..0) | — | 0 (0..0) | 0 | 0 (0..0) | 0 | 1 | `off.json` |",
-                "| m | x | tuning | 0/1 | — | — | — | 0 | — | 0 | 1 | `no-base.json` |",
+                "| m | none (baseline) |  | tuning | 0.5/1 (0-1) | — | — | — | 0 | — | 0 | 2 | `a.json`, `b.json` |",
+                "| m | x | — | tuning | 0/1 | -0.5 (-1..0) | — | 0 (0..0) | 0 | 0 (0..0) | 0 | 1 | `off.json` |",
+                "| m | x | — | tuning | 0/1 | — | — | — | 0 | — | 0 | 1 | `no-base.json` |",
             ]
         );
     }

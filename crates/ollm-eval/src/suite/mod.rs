@@ -662,6 +662,7 @@ fn record(job: &Job, run: Run, grade: Grade, seconds: f64) -> RunRecord {
         turns: run.turns,
         tokens: run.prompt_tokens + run.completion_tokens,
         answer: run.answer,
+        coached: run.coached,
     }
 }
 

@@ -117,6 +117,7 @@ pub(super) fn observe(text: &str) -> Run {
                 }
             }
             "turn_complete" => seen.turns += 1,
+            "coached" => *seen.coached.entry(str_of("rule")).or_default() += 1,
             "finish" => {
                 seen.finish = event["finish_reason"].as_str().map(str::to_owned);
                 let usage = &event["usage"];
@@ -205,6 +206,7 @@ mod tests {
             r#"{"type":"tool_result","id":"c2","name":"launch_code","content":"Error: Unknown tool","is_error":true}"#,
             r#"{"type":"tool_result","id":"c1","name":"read_file","content":"x","is_error":false}"#,
             r#"{"type":"turn_complete","turn":1,"usage":{}}"#,
+            r#"{"type":"coached","rule":"answer-after-idle","call_id":null,"detail":"d"}"#,
             r#"{"type":"text_delta","text":"It "}"#,
             "not json",
             r#"{"type":"text_delta","text":"says x."}"#,
@@ -230,6 +232,7 @@ mod tests {
                 turns: 2,
                 prompt_tokens: 30,
                 completion_tokens: 5,
+                coached: BTreeMap::from([("answer-after-idle".to_owned(), 1)]),
                 ..Run::default()
             }
         );

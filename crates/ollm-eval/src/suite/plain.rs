@@ -83,6 +83,7 @@ pub(super) fn run(ctx: &RunContext, url: &str, prompt: &str, project: &Path) -> 
         let reply: Value = serde_json::from_str(&text).context("the reply is not JSON")?;
         seen.prompt_tokens += reply["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
         seen.completion_tokens += reply["usage"]["completion_tokens"].as_u64().unwrap_or(0);
+        note_coached(&mut seen, &reply);
         let choice = &reply["choices"][0];
         let message = &choice["message"];
         let calls = message["tool_calls"]
@@ -105,6 +106,14 @@ pub(super) fn run(ctx: &RunContext, url: &str, prompt: &str, project: &Path) -> 
     }
     seen.finish = Some("max_turns".into());
     Ok(seen)
+}
+
+/// Counts the coach's rule that `ollm serve` names in a reply (`ollm.repair.rule`: the
+/// rule that kept calls back, or the nudge whose turn the reply came from).
+fn note_coached(seen: &mut Run, reply: &Value) {
+    if let Some(rule) = reply["ollm"]["repair"]["rule"].as_str() {
+        *seen.coached.entry(rule.to_owned()).or_default() += 1;
+    }
 }
 
 /// Records one server-parsed call in `seen` and runs it: its result text, and whether it
@@ -363,6 +372,7 @@ fn dechunk(mut body: &str) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     /// Runs `name` with `args` in a folder holding `a.txt` and `sub/b.txt`.
     fn check(name: &str, args: Value, expected: Result<&str, &str>) {
@@ -378,6 +388,24 @@ mod tests {
                 assert!(err.contains(want), "{err}");
             }
         }
+    }
+
+    #[test]
+    fn the_rule_serve_names_in_a_reply_is_counted() {
+        let mut seen = Run::default();
+        let coached =
+            json!({"ollm": {"repair": {"status": "coached", "rule": "answer-after-idle"}}});
+        note_coached(&mut seen, &coached);
+        note_coached(&mut seen, &coached);
+        note_coached(
+            &mut seen,
+            &json!({"ollm": {"repair": {"status": "recovered", "format": "fenced-json"}}}),
+        );
+        note_coached(&mut seen, &json!({"choices": []}));
+        assert_eq!(
+            seen.coached,
+            BTreeMap::from([("answer-after-idle".to_owned(), 2)])
+        );
     }
 
     #[test]

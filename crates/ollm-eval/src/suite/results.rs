@@ -78,4 +78,8 @@ pub(super) struct RunRecord {
     pub(super) turns: u32,
     pub(super) tokens: u64,
     pub(super) answer: String,
+    /// The coach's rules that acted in the run, and how often (files since the ablation
+    /// table's "acts in" column; empty in older ones and in columns without a coach).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(super) coached: BTreeMap<String, usize>,
 }
