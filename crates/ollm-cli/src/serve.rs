@@ -123,11 +123,17 @@ fn options(
     options.max_in_flight = max_in_flight;
     options.max_body_bytes = args.max_body_bytes;
     options.forward_headers.clone_from(&entry.forward_headers);
-    set_tool_or_none(&mut options.coach, entry.tool_or_none);
+    set_rule(&mut options.coach, Rule::ToolOrNone, entry.tool_or_none);
+    set_rule(
+        &mut options.coach,
+        Rule::GreedyToolTurns,
+        entry.greedy_tool_turns,
+    );
     for (model, m) in &entry.models {
-        if m.tool_or_none.is_some() {
+        if m.tool_or_none.is_some() || m.greedy_tool_turns.is_some() {
             let mut coach = options.coach.clone();
-            set_tool_or_none(&mut coach, m.tool_or_none);
+            set_rule(&mut coach, Rule::ToolOrNone, m.tool_or_none);
+            set_rule(&mut coach, Rule::GreedyToolTurns, m.greedy_tool_turns);
             options.model_coach.insert(model.clone(), coach);
         }
     }
@@ -139,11 +145,11 @@ fn options(
     Ok(options)
 }
 
-/// `tool_or_none` from the config file: on, off, or as `coach` has it.
-fn set_tool_or_none(coach: &mut CoachConfig, tool_or_none: Option<bool>) {
-    match tool_or_none {
-        Some(true) => coach.turn_on(Rule::ToolOrNone),
-        Some(false) => coach.turn_off(Rule::ToolOrNone),
+/// A rule's switch in the `[serve]` table: on, off, or as `coach` has it.
+fn set_rule(coach: &mut CoachConfig, rule: Rule, on: Option<bool>) {
+    match on {
+        Some(true) => coach.turn_on(rule),
+        Some(false) => coach.turn_off(rule),
         None => {}
     }
 }
@@ -292,6 +298,10 @@ mod settle_tests {
             !per_model.model_coach.contains_key("big"),
             "big says nothing of it"
         );
+        let greedy = settle(&[], "greedy_tool_turns = true", ProviderKind::Openai)
+            .expect("settled")
+            .coach;
+        assert!(greedy.on.contains(&Rule::GreedyToolTurns));
         let messages = settle(&[], "", ProviderKind::Anthropic).expect("settled");
         assert_eq!(
             messages.constraint,

@@ -9,6 +9,7 @@
 //! max_in_flight = 4                      # chat replies per healthy replica, then 429
 //! forward_headers = ["x-smg-routing-key"] # passed upstream with x-session-id
 //! tool_or_none = false                   # the coach's tool-or-none choice first
+//! greedy_tool_turns = false              # temperature 0 for tool requests that set none
 //! [serve.models."qwen2.5-coder:0.5b"]
 //! repair = "flag"
 //! tool_or_none = true                    # this model's own, over the server's
@@ -43,6 +44,10 @@ pub struct ServeEntry {
     /// asks the model to name a tool or none (the coach's `tool-or-none` rule; on
     /// `none` the reply is asked for without tools). `None`: the server's default.
     pub tool_or_none: Option<bool>,
+    /// Whether a request that offers tools and sets no temperature is sent temperature 0
+    /// (the coach's `greedy-tool-turns`, which `ollm run` applies by default). `None`:
+    /// the server's default, off: the client's sampling passes as sent.
+    pub greedy_tool_turns: Option<bool>,
     /// Per-model policies: `[serve.models."NAME"]`.
     pub models: BTreeMap<String, ServeModelEntry>,
     /// Keys clients may use, by name: `[serve.keys.NAME]`.
@@ -57,6 +62,8 @@ pub struct ServeModelEntry {
     pub repair: Option<Repair>,
     /// `tool_or_none` for requests naming this model; `None`: the server's.
     pub tool_or_none: Option<bool>,
+    /// `greedy_tool_turns` for requests naming this model; `None`: the server's.
+    pub greedy_tool_turns: Option<bool>,
 }
 
 /// One `[serve.keys.NAME]` table.

@@ -598,6 +598,35 @@ async fn tool_or_none_asks_first_unless_the_client_obliges_a_call() {
     check(true, named, None, FENCED_CALL, true).await;
 }
 
+/// `[serve] greedy_tool_turns`: a request that offers tools and sets no temperature goes
+/// upstream at 0 when the config turns the rule on; a client's own temperature, or the
+/// rule left as serve ships it, passes the client's sampling as sent.
+#[tokio::test]
+async fn greedy_tool_turns_only_when_turned_on_and_the_client_set_no_temperature() {
+    // (rule turned on, the client's temperature, what goes upstream)
+    let check = async |on: bool, client: Option<f64>, upstream: Value| {
+        let mock = MockOpenAi::start().await.expect("mock");
+        mock.push_reply(answer("Hello."));
+        let mut options = Options::default();
+        if on {
+            options.coach.turn_on(ollm_core::Rule::GreedyToolTurns);
+        }
+        let base = serve_with(&[mock.base_url()], options).await;
+        let mut request = body(false, true);
+        if let Some(t) = client {
+            request["temperature"] = json!(t);
+        }
+        let (status, text) = post(&base, &request).await;
+        assert_eq!(status, 200, "{text}");
+        let asked = mock.requests();
+        let sent = asked[0].get("temperature").cloned().unwrap_or(Value::Null);
+        assert_eq!(sent, upstream, "on {on}, client {client:?}: {}", asked[0]);
+    };
+    check(true, None, json!(0.0)).await;
+    check(true, Some(0.7), json!(0.7)).await;
+    check(false, None, Value::Null).await;
+}
+
 /// `[serve.models."NAME"] tool_or_none`: a model's own coach outranks the server's, for
 /// requests naming that model only.
 #[tokio::test]

@@ -17,7 +17,9 @@
 //! - The loop's own limits are set to the client's: its token cap is the client's
 //!   `max_tokens` (none: the server's), compaction is off (a proxy does not rewrite a
 //!   conversation it does not own), and the client's sampling passes as sent (`ollm
-//!   run`'s greedy tool turns are its own default, not the proxy's).
+//!   run`'s greedy tool turns are its own default, not the proxy's) unless serve's config
+//!   turns `greedy-tool-turns` on (`[serve] greedy_tool_turns`, per model too): then a
+//!   request that offers tools and sets no temperature goes at 0, as in `ollm run`.
 //! - **A call to a tool the client never declared never reaches it**: the client cannot
 //!   run it. A call written as text is answered by the run itself, as `ollm run` does
 //!   (`Error: Unknown tool "say_hello"; available: ...`, then the runtime's nudge to
@@ -121,6 +123,7 @@ impl Turns {
         let tools = Arc::new(registry(&request.tools)?);
         let mut config = config(request, mode);
         config.coach = CoachConfig::clone(&ask.up.coach);
+        config.tool_temperature = greedy(&config.coach).then_some(0.0);
         let seen = Arc::default();
         let through = Through {
             pool: ask.up.pool.clone(),
@@ -342,6 +345,13 @@ impl Turns {
 pub(crate) fn registry(schemas: &[ToolSchema]) -> Result<ToolRegistry, ProviderError> {
     ToolRegistry::declared(schemas.iter().cloned())
         .map_err(|e| ProviderError::new(ProviderErrorKind::BadRequest, e.to_string()))
+}
+
+/// Whether requests that offer tools and set no temperature go at temperature 0
+/// (`greedy-tool-turns`): only when serve's config turns the rule on, since the client's
+/// sampling is otherwise passed as sent.
+fn greedy(coach: &CoachConfig) -> bool {
+    coach.on.contains(&Rule::GreedyToolTurns) && coach.is_on(Rule::GreedyToolTurns)
 }
 
 /// The loop's settings for one run of `request` under `mode` (see the module docs).

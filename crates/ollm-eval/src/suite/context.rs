@@ -43,10 +43,11 @@ pub(super) const WITHOUT: &str = "auto-without-";
 /// The prefix of a served column with one coach rule off: `served-without-RULE`.
 const SERVED_WITHOUT: &str = "served-without-";
 /// The prefix of a served column with a rule turned on that serve leaves to its config
-/// (`[serve] tool_or_none`): `served-with-tool-or-none`, the only one.
+/// (`[serve] tool_or_none`, `greedy_tool_turns`): `served-with-tool-or-none`, several
+/// joined by `+` (`served-with-tool-or-none+greedy-tool-turns`).
 const SERVED_WITH: &str = "served-with-";
 /// The rules serve's config turns on.
-const SERVE_TURNS_ON: &[&str] = &["tool-or-none"];
+pub(super) const SERVE_TURNS_ON: &[&str] = &["tool-or-none", "greedy-tool-turns"];
 
 /// A column: who runs the tasks, and how. Its name is what result files hold, and
 /// [`Column::parse`] reads it back.
@@ -57,7 +58,7 @@ pub(super) struct Column {
     /// A coach rule switched off (`ollm run --coach-off RULE`, or serve's `[coach]
     /// off`), for the ablation.
     pub(super) off: Option<String>,
-    /// A coach rule serve's config turns on (`[serve] tool_or_none = true`).
+    /// Coach rules serve's config turns on (`[serve] tool_or_none = true`), joined by `+`.
     pub(super) on: Option<String>,
 }
 
@@ -76,7 +77,8 @@ impl Column {
             });
         }
         if let Some(rule) = rule(SERVED_WITH) {
-            return SERVE_TURNS_ON.contains(&rule).then(|| Column {
+            let known = rule.split('+').all(|r| SERVE_TURNS_ON.contains(&r));
+            return known.then(|| Column {
                 on: Some(rule.to_owned()),
                 ..Column::of("served")
             });

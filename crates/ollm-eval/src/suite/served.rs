@@ -10,7 +10,8 @@
 //!   URL`. Port 0 and the `listening on http://ADDR` line serve prints once bound give a
 //!   free loopback port without guessing one (as `cargo xtask bench --serve` does).
 //! - **Its own config file**, written for the column: empty for `served` (serve as it
-//!   ships), `[serve] tool_or_none = true` for `served-with-tool-or-none`, `[coach] off`
+//!   ships), `[serve] tool_or_none = true` for `served-with-tool-or-none` (each rule of
+//!   `served-with-A+B` its own line: `greedy_tool_turns = true`), `[coach] off`
 //!   for `served-without-RULE`. A config file the user has does not leak into the
 //!   measurement.
 //! - **Stopped when the eval ends**, on success, error or panic: [`Served`] kills and
@@ -75,8 +76,11 @@ pub(super) fn start_all(
 /// The config file of a served column (see the module docs).
 pub(super) fn config_text(column: &Column) -> String {
     let mut text = String::new();
-    if column.on.as_deref() == Some("tool-or-none") {
-        text.push_str("[serve]\ntool_or_none = true\n");
+    if let Some(rules) = &column.on {
+        text.push_str("[serve]\n");
+        for rule in rules.split('+') {
+            text.push_str(&format!("{} = true\n", rule.replace('-', "_")));
+        }
     }
     if let Some(rule) = &column.off {
         text.push_str(&format!("[coach]\noff = [\"{rule}\"]\n"));
@@ -153,6 +157,11 @@ mod tests {
             config("served-with-tool-or-none"),
             "[serve]\ntool_or_none = true\n"
         );
+        assert_eq!(
+            config("served-with-tool-or-none+greedy-tool-turns"),
+            "[serve]\ntool_or_none = true\ngreedy_tool_turns = true\n"
+        );
+        assert!(Column::parse("served-with-tool-or-none+made-up").is_none());
         assert_eq!(
             config("served-without-repeat-guard"),
             "[coach]\noff = [\"repeat-guard\"]\n"
