@@ -22,7 +22,7 @@
 //!   different build is a different baseline), each file's repeats counted apart, and the
 //!   row names those files.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::context::WITHOUT;
 use super::results::{FORMAT, ResultFile, RunRecord};
@@ -340,10 +340,40 @@ fn rows_against(file: &ResultFile, rules: &[String], base: &[RunRecord], names: 
         row("none (baseline)", "", b, None, names.base)
     });
     for rule in rules {
-        if let Some(m) = measure(&file.runs, &format!("{WITHOUT}{rule}"), None) {
-            let acts = acts_in(base, rule);
-            out.push_str(&row(rule, &acts, &m, measured.as_ref(), names.off));
+        let column = format!("{WITHOUT}{rule}");
+        let Some(m) = measure(&file.runs, &column, None) else {
+            continue;
+        };
+        if let Some(all) = measured
+            .as_ref()
+            .map(|b| b.tasks)
+            .filter(|&all| m.tasks < all)
+        {
+            // Cut short by `--budget`: against the baseline's runs of the same tasks.
+            let ran: BTreeSet<&str> = file
+                .runs
+                .iter()
+                .filter(|r| r.column == column)
+                .map(|r| r.task.as_str())
+                .collect();
+            let same: Vec<RunRecord> = base
+                .iter()
+                .filter(|r| ran.contains(r.task.as_str()))
+                .cloned()
+                .collect();
+            let label = format!("{rule} (cut short: {} of {all} tasks)", m.tasks);
+            let b = measure(&same, BASELINE, None);
+            out.push_str(&row(
+                &label,
+                &acts_in(&same, rule),
+                &m,
+                b.as_ref(),
+                names.off,
+            ));
+            continue;
         }
+        let acts = acts_in(base, rule);
+        out.push_str(&row(rule, &acts, &m, measured.as_ref(), names.off));
     }
     out
 }
@@ -492,6 +522,26 @@ mod tests {
                 "| m | answer-nudge | 2/6 | tuning | 3/3 | +0.5 (0..+1) | 1.5/2 (1-2) | 0 (-1..+1) | 0.5 (0-1) | 0 (-1..+1) | 0.8 (0.7-1) | 2 | `f.json` |",
                 "| m | all | 0/6 | tuning | 3/3 | +0.5 (0..+1) | 2/2 | +0.5 (0..+1) | 0 | -0.5 (-1..0) | 0.7 | 1 | `f.json` |",
             ]
+        );
+    }
+
+    #[test]
+    fn a_rule_cut_short_is_measured_against_the_baseline_on_its_own_tasks() {
+        let mut runs = two_repeats(BASELINE);
+        // The first task (a tool task, passed in both repeats) ran with `x` off, failing.
+        runs.push(record("auto-without-x", "tuning", "tool", 0, false));
+        let file = ResultFile {
+            model: "m".into(),
+            part: "tuning".into(),
+            ablation: vec!["x".into()],
+            runs,
+            ..ResultFile::default()
+        };
+        let rows = ablation_rows(&file, "f.json");
+        let cut = rows.lines().nth(1).expect("the rule's row");
+        assert_eq!(
+            cut,
+            "| m | x (cut short: 1 of 3 tasks) | — | tuning | 0/1 | -1 (-1..-1) | — | 0 (0..0) | 0 | 0 (0..0) | 0 | 1 | `f.json` |"
         );
     }
 
