@@ -17,7 +17,8 @@
 //!   threads released at once, one streamed request each on a connection opened
 //!   beforehand; tokens per second of wall time. Twice: against a mock that sends all
 //!   its tokens at once (serve's own ceiling on this machine), and against one that
-//!   paces them [`PACE`] apart, as a server generating does.
+//!   paces them [`PACE`] apart, as a server generating does; against the paced mock a
+//!   third time with a tool offered, so every stream takes the repair path.
 //!
 //! Every reply is checked to carry all the tokens, so a faster wrong answer cannot pass.
 
@@ -107,12 +108,19 @@ pub(crate) fn run(root: &Path, options: &Options) -> Result<()> {
     latency(mock, serve.addr, options, false)?;
     latency(mock, serve.addr, options, true)?;
     cpu(mock, &serve, options)?;
-    throughput(mock, serve.addr, options, "an unpaced mock (all at once)")?;
+    throughput(
+        mock,
+        serve.addr,
+        options,
+        "an unpaced mock (all at once)",
+        false,
+    )?;
     drop(serve);
     let paced = start_mock(options.tokens, workers, PACE)?;
     let serve = Serve::start(&ollm, paced)?;
     let label = format!("a mock pacing tokens {} ms apart", PACE.as_millis());
-    throughput(paced, serve.addr, options, &label)?;
+    throughput(paced, serve.addr, options, &label, false)?;
+    throughput(paced, serve.addr, options, &label, true)?;
     Ok(())
 }
 
@@ -409,9 +417,9 @@ fn cpu(mock: SocketAddr, serve: &Serve, options: &Options) -> Result<()> {
 
 /// Tokens per second with `streams` requests sent at once, each on a connection opened
 /// beforehand (so the measure is of streams, not of a burst of connects).
-fn burst(addr: SocketAddr, streams: usize, tokens: usize) -> Result<f64> {
+fn burst(addr: SocketAddr, streams: usize, tokens: usize, tools: bool) -> Result<f64> {
     let barrier = Arc::new(Barrier::new(streams + 1));
-    let body: Arc<str> = body(false).into();
+    let body: Arc<str> = body(tools).into();
     let mut workers = Vec::with_capacity(streams);
     for _ in 0..streams {
         let stream = TcpStream::connect(addr).context("opening a connection")?;
@@ -438,15 +446,26 @@ fn burst(addr: SocketAddr, streams: usize, tokens: usize) -> Result<f64> {
 
 /// Throughput at `--streams` concurrent streams, each way, best of three rounds
 /// (alternating, so both see the same machine).
-fn throughput(mock: SocketAddr, serve: SocketAddr, options: &Options, label: &str) -> Result<()> {
+fn throughput(
+    mock: SocketAddr,
+    serve: SocketAddr,
+    options: &Options,
+    label: &str,
+    tools: bool,
+) -> Result<()> {
     let (mut direct, mut served) = (0.0f64, 0.0f64);
     for _ in 0..3 {
-        direct = direct.max(burst(mock, options.streams, options.tokens)?);
-        served = served.max(burst(serve, options.streams, options.tokens)?);
+        direct = direct.max(burst(mock, options.streams, options.tokens, tools)?);
+        served = served.max(burst(serve, options.streams, options.tokens, tools)?);
     }
+    let path = if tools {
+        "with a tool (the repair path)"
+    } else {
+        "without tools (pass-through)"
+    };
     println!(
-        "throughput, {} concurrent streams of {} tokens from {label} (best of 3): direct {:.0} \
-         tokens/s, through serve {:.0} tokens/s, ratio {:.2}",
+        "throughput, {} concurrent streams of {} tokens {path} from {label} (best of 3): direct \
+         {:.0} tokens/s, through serve {:.0} tokens/s, ratio {:.2}",
         options.streams,
         options.tokens,
         direct,
