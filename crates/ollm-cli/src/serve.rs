@@ -123,6 +123,17 @@ fn options(
     options.max_in_flight = max_in_flight;
     options.max_body_bytes = args.max_body_bytes;
     options.forward_headers.clone_from(&entry.forward_headers);
+    coach_switches(&mut options, entry);
+    // Anthropic's Messages API takes no response schema: the ReAct prompt instead.
+    options.constraint = match kind {
+        ProviderKind::Anthropic => ToolMode::React,
+        ProviderKind::Ollama | ProviderKind::Openai => ToolMode::Constrained,
+    };
+    Ok(options)
+}
+
+/// The `[serve]` table's coach switches, the server's and each model's own.
+fn coach_switches(options: &mut Options, entry: &ServeEntry) {
     set_rule(&mut options.coach, Rule::ToolOrNone, entry.tool_or_none);
     set_rule(
         &mut options.coach,
@@ -137,12 +148,6 @@ fn options(
             options.model_coach.insert(model.clone(), coach);
         }
     }
-    // Anthropic's Messages API takes no response schema: the ReAct prompt instead.
-    options.constraint = match kind {
-        ProviderKind::Anthropic => ToolMode::React,
-        ProviderKind::Ollama | ProviderKind::Openai => ToolMode::Constrained,
-    };
-    Ok(options)
 }
 
 /// A rule's switch in the `[serve]` table: on, off, or as `coach` has it.

@@ -313,6 +313,19 @@ fn acts_in(base: &[RunRecord], rule: &str) -> String {
     format!("{acted}/{}", base.len())
 }
 
+/// The runs of `base` on the tasks `column` ran in `runs`.
+fn same_tasks(base: &[RunRecord], runs: &[RunRecord], column: &str) -> Vec<RunRecord> {
+    let ran: BTreeSet<&str> = runs
+        .iter()
+        .filter(|r| r.column == column)
+        .map(|r| r.task.as_str())
+        .collect();
+    base.iter()
+        .filter(|r| ran.contains(r.task.as_str()))
+        .cloned()
+        .collect()
+}
+
 /// The baseline row (when there are `base` runs), then a row per rule of `rules` that
 /// `file` ran switched off, with its change against the baseline and how often it acted
 /// there: a rule that never acts cannot show a change.
@@ -350,17 +363,7 @@ fn rows_against(file: &ResultFile, rules: &[String], base: &[RunRecord], names: 
             .filter(|&all| m.tasks < all)
         {
             // Cut short by `--budget`: against the baseline's runs of the same tasks.
-            let ran: BTreeSet<&str> = file
-                .runs
-                .iter()
-                .filter(|r| r.column == column)
-                .map(|r| r.task.as_str())
-                .collect();
-            let same: Vec<RunRecord> = base
-                .iter()
-                .filter(|r| ran.contains(r.task.as_str()))
-                .cloned()
-                .collect();
+            let same = same_tasks(base, &file.runs, &column);
             let label = format!("{rule} (cut short: {} of {all} tasks)", m.tasks);
             let b = measure(&same, BASELINE, None);
             out.push_str(&row(
