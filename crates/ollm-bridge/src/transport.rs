@@ -13,6 +13,10 @@
 //!   announced ([`Attempt::Retrying`]) so the user knows why nothing is happening.
 //! - **Cancellation**: everything here is a future or a stream; dropping it drops the
 //!   connection (the server stops generating) and ends any retry sleep at once.
+//! - **Pooled connections** are reused for at most [`HttpConfig::pool_idle_timeout`]
+//!   after their last reply, less than the 5 s after which llama-server and uvicorn close
+//!   an idle one. Reused later, a request could cross the server's close and fail before
+//!   any byte (one request in about 50 through `ollm serve`, issue 37).
 //! - **Proxies**: traffic to a loopback address never goes through `HTTP_PROXY`
 //!   (reqwest#2152); other hosts follow the environment as usual.
 //! - **Logging** (`tracing`): each request at `debug` (method, URL, the names of the
@@ -178,6 +182,11 @@ pub struct HttpConfig {
     pub first_byte_timeout: Duration,
     /// How long a body may go without a byte (default 2 minutes).
     pub idle_timeout: Duration,
+    /// How long an idle connection stays in the pool for reuse (default 3 s). llama-server
+    /// and uvicorn (vLLM) close a connection idle for 5 s; a request sent on it just then
+    /// fails with "connection closed before message completed", so a connection is never
+    /// reused after the server may have begun to close it.
+    pub pool_idle_timeout: Duration,
     /// Retries.
     pub retry: RetryPolicy,
     /// Headers sent with every request.
@@ -206,6 +215,7 @@ impl Default for HttpConfig {
             connect_timeout: Duration::from_secs(10),
             first_byte_timeout: Duration::from_secs(600),
             idle_timeout: Duration::from_secs(120),
+            pool_idle_timeout: Duration::from_secs(3),
             retry: RetryPolicy::default(),
             headers: Vec::new(),
             api_key: None,
@@ -328,6 +338,7 @@ impl Transport {
         }
         let mut builder = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout)
+            .pool_idle_timeout(config.pool_idle_timeout)
             .default_headers(headers)
             .user_agent(concat!("ollm/", env!("CARGO_PKG_VERSION")));
         if is_loopback(&url) {

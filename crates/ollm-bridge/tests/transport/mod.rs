@@ -230,3 +230,66 @@ fn bad_addresses_are_typed_errors() {
         );
     }
 }
+
+/// A server that keeps connections alive, but closes unanswered a request arriving on a
+/// connection idle for `expire` or longer: what a request crossing llama-server's close of
+/// a connection idle for 5 s meets. It counts the connections it accepted.
+async fn expires_idle_connections(expire: Duration) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    let counter = count.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let mut last = tokio::time::Instant::now();
+                while let Ok(k) = socket.read(&mut buf).await {
+                    if k == 0 || last.elapsed() >= expire {
+                        return; // closed unanswered
+                    }
+                    let reply = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                    if socket.write_all(reply.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    last = tokio::time::Instant::now();
+                }
+            });
+        }
+    });
+    (format!("http://{addr}"), count)
+}
+
+/// Issue 37: a request through `ollm serve` now and then failed at once with "connection
+/// closed before message completed": its pooled connection had been idle long enough for
+/// llama-server to close it. A connection idle past `pool_idle_timeout` is not reused.
+#[tokio::test]
+async fn a_connection_idle_past_the_pool_timeout_is_not_reused() {
+    assert!(HttpConfig::default().pool_idle_timeout < Duration::from_secs(5));
+    let expire = Duration::from_millis(400);
+    let (url, connections) = expires_idle_connections(expire).await;
+    for (pool_idle, expect_ok) in [(Duration::from_millis(100), true), (expire * 10, false)] {
+        let config = HttpConfig {
+            pool_idle_timeout: pool_idle,
+            ..fast_retries(0)
+        };
+        let transport = Transport::new(&url, config).unwrap();
+        let before = connections.load(Ordering::SeqCst);
+        assert!(transport.send_once(&RequestSpec::get("/x")).await.is_ok());
+        // The idle time is what is tested here, not a wait for something to happen.
+        tokio::time::sleep(expire + Duration::from_millis(200)).await;
+        let second = transport.send_once(&RequestSpec::get("/x")).await;
+        assert_eq!(
+            second.is_ok(),
+            expect_ok,
+            "pool idle {pool_idle:?}: {second:?}"
+        );
+        let opened = connections.load(Ordering::SeqCst) - before;
+        assert_eq!(
+            opened,
+            if expect_ok { 2 } else { 1 },
+            "pool idle {pool_idle:?}"
+        );
+    }
+}
