@@ -21,8 +21,8 @@
 //!   and after the results whether the turn is recorded, a nudge follows or the run ends.
 //!
 //! The recovery of calls written as text (`recover/`) and the tool registry read the same
-//! switches for their rules (`name-repair`, `path-in-name`, `invented-result-cut`;
-//! `typed-strings`, `key-hint`; `tools-hint` in the native strategy).
+//! switches for their rules (`name-repair`, `path-in-name`, `file-as-name`,
+//! `invented-result-cut`; `typed-strings`, `key-hint`; `tools-hint` in the native strategy).
 //!
 //! # Decisions
 //! Each rule, what it does, the evidence, and its switch (the rule's name). All are on
@@ -162,6 +162,13 @@
 //!   the name as the path, when it looks like one (has a `.` or a `/`). Which argument
 //!   takes a path is the caller's word ([`CoachConfig::path_argument`]; the CLI says
 //!   `path`); without it the rule does nothing.
+//! - **`file-as-name`** (`recover/mod.rs`): a call named like a file and nothing else
+//!   (`{"name": "config.toml", "arguments": {}}`; through `ollm serve` the 0.5B wrote
+//!   `config.toml`, `backup.py` and `gitignore` as tool names on the tuning part, and
+//!   the unknown-tool answer ended each run with no answer) is the one offered `read*`
+//!   tool that takes the path argument, with the name as the path. Reading is the only
+//!   thing a bare file name can ask, and it changes nothing; with two such tools, or any
+//!   argument given, nothing is guessed. Same caller's word as `path-in-name`.
 //! - **`invented-result-cut`** (`recover/json.rs`): a reply that opens with calls to
 //!   offered tools and goes on with something else (`{"error": "File not found"}`, "The
 //!   response will be: ...", prose) runs the calls and drops the rest, which never

@@ -687,7 +687,12 @@ fn the_recovery_rules() {
         ],
     );
     // Off, the invented result makes the whole reply a call that cannot be read.
-    let off = [Rule::NameRepair, Rule::PathInName, Rule::InventedResultCut];
+    let off = [
+        Rule::NameRepair,
+        Rule::PathInName,
+        Rule::FileAsName,
+        Rule::InventedResultCut,
+    ];
     check(
         &off,
         &[],

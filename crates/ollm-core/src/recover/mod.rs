@@ -286,7 +286,9 @@ fn resolve(call: RawCall, format: Format, offered: &OfferedTools) -> Recovered {
         Err(reason) => return Recovered::Malformed { format, reason },
     };
     let Some(tool) = offered.resolve(&name) else {
-        return path_in_name(&name, &args, offered).unwrap_or(Recovered::UnknownTool { name });
+        return path_in_name(&name, &args, offered)
+            .or_else(|| file_as_name(&name, &args, offered))
+            .unwrap_or(Recovered::UnknownTool { name });
     };
     let arguments = match args {
         RawArgs::Json(map) => map,
@@ -296,6 +298,60 @@ fn resolve(call: RawCall, format: Format, offered: &OfferedTools) -> Recovered {
         name: tool.to_owned(),
         arguments,
     }
+}
+
+/// A call named like a file and nothing else (`{"name": "config.toml", "arguments": {}}`,
+/// as Qwen2.5-Coder-0.5B writes for "which port does config.toml set?"): the one offered
+/// tool named `read*` that takes the path argument (the coach's `file-as-name`), with the
+/// name as the path. Only a name of one word with an extension or a `/`, that does not
+/// open with an offered tool's verb (`search_a.txt`), and no arguments at all: reading is the one thing a bare file name can ask, and it changes
+/// nothing.
+fn file_as_name(name: &str, args: &RawArgs, offered: &OfferedTools) -> Option<Recovered> {
+    let key = offered
+        .coach
+        .path_argument
+        .as_deref()
+        .filter(|_| offered.is_on(Rule::FileAsName))?;
+    let no_args = match args {
+        RawArgs::Json(map) => map.is_empty(),
+        RawArgs::Strings(pairs) => pairs.is_empty(),
+    };
+    let name = name.trim();
+    // `search_a.txt` names a tool's verb: `path-in-name` territory, not a file's name.
+    let verb = name.split_once('_').map(|(verb, _)| format!("{verb}_"));
+    let names_a_verb = verb.is_some_and(|v| offered.tools.iter().any(|(t, _)| t.starts_with(&v)));
+    if !no_args || names_a_verb || !looks_like_a_file(name) {
+        return None;
+    }
+    let takes_path = |schema: &Value| schema.get("properties").and_then(|p| p.get(key)).is_some();
+    let mut readers = offered
+        .tools
+        .iter()
+        .filter(|(t, schema)| t.starts_with("read") && takes_path(schema));
+    let (tool, _) = readers.next()?;
+    if readers.next().is_some() {
+        return None;
+    }
+    let mut arguments = serde_json::Map::new();
+    arguments.insert(key.to_owned(), Value::String(name.to_owned()));
+    Some(Recovered::Call {
+        name: tool.clone(),
+        arguments,
+    })
+}
+
+/// One word of file-name characters with a `/` or an extension of 1 to 5 characters
+/// (`config.toml`, `src/main.rs`, `.env`). A dotted name meant as a function
+/// (`os.walk`) can pass; reading it finds no file and says so, which is what the
+/// unknown-tool answer did before.
+fn looks_like_a_file(name: &str) -> bool {
+    let fine = |c: char| c.is_alphanumeric() || "._-/".contains(c);
+    if name.is_empty() || !name.chars().all(fine) || name.ends_with('/') {
+        return false;
+    }
+    let base = name.rsplit('/').next().unwrap_or(name);
+    let extension = base.rsplit_once('.').map(|(_, e)| e);
+    name.contains('/') || extension.is_some_and(|e| (1..=5).contains(&e.len()))
 }
 
 /// A call whose name carries its path (`read_config.toml` with no arguments, as

@@ -506,9 +506,53 @@ fn a_path_in_the_name_is_the_path_argument() {
         r#"{"name": "search_a.txt", "arguments": {}}"#,
         json!([{"unknown": "search_a.txt"}]),
     );
+}
+
+/// A call named like a file and nothing else (`config.toml`, as the 0.5B writes for
+/// "which port does config.toml set?") reads that file with the one offered `read*`
+/// tool; anything more than a bare file name stays unknown.
+#[test]
+fn a_file_as_the_name_reads_it() {
+    let path = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    let tools = offered(&json!({"read_file": path, "list_dir": path, "search_text": {}}));
+    let check = |reply: &str, expected: Value| {
+        assert_eq!(
+            Value::Array(spelled(&recover(reply, &tools))),
+            expected,
+            "{reply}"
+        );
+    };
+    for file in ["settings.json", "src/main.rs", ".env", "docs/notes"] {
+        check(
+            &format!(r#"{{"name": "{file}", "arguments": {{}}}}"#),
+            json!([{"call": "read_file", "arguments": {"path": file}}]),
+        );
+    }
+    let names = [
+        "gitignore",
+        "make shopping.txt",
+        "os.listdir",
+        "src/",
+        "backup.py!",
+    ];
+    for name in names.into_iter().chain(["search_a.txt", "search_src/"]) {
+        check(
+            &format!(r#"{{"name": "{name}", "arguments": {{}}}}"#),
+            json!([{"unknown": name}]),
+        );
+    }
     check(
-        r#"{"name": "settings.json", "arguments": {}}"#,
+        r#"{"name": "settings.json", "arguments": {"key": "port"}}"#,
         json!([{"unknown": "settings.json"}]),
+    );
+    // Two tools that read: which one is not guessed.
+    let two = offered(&json!({"read_file": path, "read_lines": path}));
+    assert_eq!(
+        Value::Array(spelled(&recover(
+            r#"{"name": "a.txt", "arguments": {}}"#,
+            &two
+        ))),
+        json!([{"unknown": "a.txt"}])
     );
 }
 
@@ -551,7 +595,8 @@ fn a_reply_that_shows_a_call_instead_of_making_it_is_told_apart() {
 }
 
 /// Each of the coach's recovery rules does what it says with its switch on, and nothing
-/// with it off (or, for `path-in-name`, without the caller's word for the path argument).
+/// with it off (or, for `path-in-name` and `file-as-name`, without the caller's word for
+/// the path argument).
 #[test]
 fn the_coachs_recovery_rules_each_have_their_switch() {
     let path = json!({"type": "object", "properties": {"path": {"type": "string"}}});
@@ -585,6 +630,15 @@ fn the_coachs_recovery_rules_each_have_their_switch() {
         &named,
         json!([{"unknown": "read_a.txt"}]),
     );
+    let file = r#"{"name": "a.txt", "arguments": {}}"#;
+    check(&[], Some("path"), file, as_path.clone());
+    check(
+        &[Rule::FileAsName],
+        Some("path"),
+        file,
+        json!([{"unknown": "a.txt"}]),
+    );
+    check(&[], None, file, json!([{"unknown": "a.txt"}]));
     check(&[], None, &named, json!([{"unknown": "read_a.txt"}]));
     check(
         &[],
