@@ -673,6 +673,39 @@ async fn a_path_written_into_the_tools_name_becomes_its_path_argument() {
     assert_eq!(call["function"]["arguments"], "{\"path\":\"notes.txt\"}");
 }
 
+/// llama-server parsed the 0.5B's `{"name": "backup.py", "arguments": {}}` as a native
+/// call to an undeclared tool. Serve repairs it as the same call written as text
+/// (`file-as-name`): the client gets the declared `read_file` with that path, marked
+/// as a repair of the server's call, never the undeclared name.
+#[tokio::test]
+async fn a_native_call_named_like_a_file_reaches_the_client_as_the_read_tool_and_marked() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    let native = json!({"index": 0, "id": "n1", "type": "function",
+        "function": {"name": "notes.txt", "arguments": "{}"}});
+    let native = json!({"choices": [{"index": 0, "delta": {"tool_calls": [native]}, "finish_reason": null}]});
+    mock.push_reply(
+        Reply::sse()
+            .data(native)
+            .finish("tool_calls")
+            .done()
+            .reply(),
+    );
+    let base = serve(&[mock.base_url()], true, None).await;
+    let (status, headers, text) = post_full(&base, &body(false, true), None).await;
+    assert_eq!(status, 200, "{text}");
+    let (_, calls, _) = read_reply(false, &text);
+    assert_eq!(calls.len(), 1, "{text}");
+    let reply: Value = serde_json::from_str(&text).expect("json");
+    let call = &reply["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["name"], "read_file", "{reply}");
+    assert_eq!(call["function"]["arguments"], "{\"path\":\"notes.txt\"}");
+    assert_eq!(
+        header(&headers, "x-ollm-repair"),
+        Some("recovered; format=native; calls=1; rule=file-as-name"),
+        "{text}"
+    );
+}
+
 #[tokio::test]
 async fn session_and_routing_headers_go_upstream_on_every_request_made_for_the_client() {
     let mock = MockOpenAi::start().await.expect("mock");

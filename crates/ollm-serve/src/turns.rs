@@ -103,6 +103,9 @@ pub(crate) struct Turns {
     reply: Arc<Mutex<ChatReply>>,
     /// The rule whose nudge the last run's coach said, with no turn left to play it.
     said: Arc<Mutex<Option<Rule>>>,
+    /// The last run's native calls the coach renamed (`name-repair`, `path-in-name`,
+    /// `file-as-name`): each call's id and the rule, for their mark.
+    renamed: Arc<Mutex<Vec<(String, Rule)>>>,
     /// Whether the runs offer the client's tools (not after the answer nudge).
     offers_tools: bool,
     /// The nudges this request has played ([`Turns::nudge`]).
@@ -155,6 +158,7 @@ impl Turns {
             seen,
             reply: Arc::default(),
             said: Arc::default(),
+            renamed: Arc::default(),
             offers_tools: true,
             played: Vec::new(),
             nudged: None,
@@ -166,6 +170,7 @@ impl Turns {
     pub(crate) fn run(&self) -> BoxStream<'static, Piece> {
         *lock(&self.reply) = ChatReply::default();
         *lock(&self.said) = None;
+        lock(&self.renamed).clear();
         let options = ChatOptions {
             model: Some(self.model.clone()),
             system: self.system.clone(),
@@ -177,13 +182,16 @@ impl Turns {
         let run = self.client.resume(options);
         let (client, cache) = (self.client.clone(), Arc::clone(&self.up.cache));
         let (model, reply) = (self.model.clone(), Arc::clone(&self.reply));
-        let said = Arc::clone(&self.said);
+        let (said, renamed) = (Arc::clone(&self.said), Arc::clone(&self.renamed));
         run.filter_map(move |event| {
             lock(&reply).push(&event);
-            if let ChatEvent::Coached { rule, .. } = &event
-                && Nudge::said_by(*rule).is_some()
-            {
-                *lock(&said) = Some(*rule);
+            if let ChatEvent::Coached { rule, call_id, .. } = &event {
+                if Nudge::said_by(*rule).is_some() {
+                    *lock(&said) = Some(*rule);
+                }
+                if let Some(id) = call_id.as_ref().filter(|_| RENAMING.contains(rule)) {
+                    lock(&renamed).push((id.clone(), *rule));
+                }
             }
             // A refusal of native tools is remembered for the server's life.
             if matches!(event, ChatEvent::Finish { .. }) && client.learned(&model).native_refused {
@@ -323,8 +331,11 @@ impl Turns {
     /// server's own calls, or there are none).
     pub(crate) fn provenance(&self, status: Status, calls: &[ToolCall]) -> Option<Provenance> {
         let seen = lock(&self.seen).clone();
-        if calls.is_empty() || seen.native_calls > 0 {
+        if calls.is_empty() {
             return None;
+        }
+        if seen.native_calls > 0 {
+            return self.renamed(status, calls);
         }
         let format = match lock(&self.reply).strategy {
             Some(ToolMode::React) => "react",
@@ -336,6 +347,31 @@ impl Turns {
             format,
             calls: calls.to_vec(),
             nudged: self.nudged.filter(|_| status != Status::Coached),
+        })
+    }
+}
+
+/// The coach's rules that rename a native call to an undeclared tool.
+const RENAMING: [Rule; 3] = [Rule::NameRepair, Rule::PathInName, Rule::FileAsName];
+
+impl Turns {
+    /// The mark of a reply whose calls the server parsed itself: only those of `calls`
+    /// the coach renamed are repaired (`recovered; format=native; calls=N; rule=RULE`,
+    /// the first rule that acted); the rest are the server's own.
+    fn renamed(&self, status: Status, calls: &[ToolCall]) -> Option<Provenance> {
+        let renamed = lock(&self.renamed).clone();
+        let rule = |c: &ToolCall| renamed.iter().find(|(id, _)| *id == c.id).map(|(_, r)| *r);
+        let repaired: Vec<ToolCall> = calls
+            .iter()
+            .filter(|c| rule(c).is_some())
+            .cloned()
+            .collect();
+        let first = repaired.first().and_then(rule)?;
+        Some(Provenance {
+            status,
+            format: "native",
+            calls: repaired,
+            nudged: Some(first.name()),
         })
     }
 }

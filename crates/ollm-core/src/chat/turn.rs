@@ -26,6 +26,7 @@ use ollm_types::{
     FinishReason, Message, ProviderError, ProviderErrorKind, ProviderEvent, ProviderRequest,
     ToolCall, ToolChoice, Usage, WarningKind,
 };
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -40,6 +41,7 @@ use crate::coach::{
     canonical, cut_reply,
 };
 use crate::context::settle_window;
+use crate::recover::{self, OfferedTools};
 use crate::strategy::{Strategy, TextFilter, Turn, TurnOutcome};
 use crate::tool::ToolOutcome;
 
@@ -367,6 +369,10 @@ impl Run {
         let mut stream = std::panic::AssertUnwindSafe(stream).catch_unwind();
         let mut reply = Reply::default();
         let mut watch = self.coach.watch();
+        let offered = OfferedTools::new(
+            (self.settings.offered.iter()).map(|t| (t.name.clone(), t.parameters.clone())),
+        )
+        .coached(self.coach.config());
         let flow = loop {
             let next = tokio::select! {
                 biased;
@@ -376,7 +382,7 @@ impl Run {
                 }
                 next = stream.next() => next,
             };
-            let flow = self.take(&mut reply, next, &mut watch, filter);
+            let flow = self.take(&mut reply, next, &mut watch, filter, &offered);
             if !matches!(flow, Flow::More) {
                 break flow;
             }
@@ -401,15 +407,17 @@ impl Run {
         next: Option<Result<ProviderEvent, Box<dyn std::any::Any + Send>>>,
         watch: &mut Watch,
         filter: &mut dyn TextFilter,
+        offered: &OfferedTools,
     ) -> Flow {
-        let (shared, sink) = (&self.shared, &self.sink);
+        let (shared, sink): (&Shared, &Sink) = (&self.shared, &self.sink);
         match next {
             Some(Ok(ProviderEvent::TextDelta { text })) if watch.text(&text) => {
-                reply.take(ProviderEvent::TextDelta { text }, filter, shared, sink);
+                let to = (shared, sink);
+                reply.take(ProviderEvent::TextDelta { text }, filter, to, offered);
                 stopped_repeating(reply, sink);
                 Flow::Finished(FinishReason::Repetition)
             }
-            Some(Ok(event)) => match reply.take(event, filter, shared, sink) {
+            Some(Ok(event)) => match reply.take(event, filter, (shared, sink), offered) {
                 Flow::More => match watch.reply(&reply.raw) {
                     Some(cut) => stopped_calling(reply, cut, sink),
                     None => Flow::More,
@@ -756,8 +764,8 @@ impl Reply {
         &mut self,
         event: ProviderEvent,
         filter: &mut dyn TextFilter,
-        shared: &Shared,
-        sink: &Sink,
+        (shared, sink): (&Shared, &Sink),
+        offered: &OfferedTools,
     ) -> Flow {
         match event {
             ProviderEvent::TextDelta { text } => {
@@ -770,6 +778,16 @@ impl Reply {
                 // in one reply gets a fresh one.
                 if call.id.is_empty() || self.calls.iter().any(|c| c.id == call.id) {
                     call.id = shared.mint_id();
+                }
+                if let Some((repaired, rule)) = recover::repair_native(&call, offered) {
+                    let detail = format!(
+                        "the server's call to \"{}\" read as {} {}",
+                        call.name,
+                        repaired.name,
+                        Value::Object(repaired.arguments.clone())
+                    );
+                    sink.coached(rule, Some(&call.id), detail, false);
+                    call = repaired;
                 }
                 sink.send(ChatEvent::ToolCallStarted { call: call.clone() });
                 self.calls.push(call);

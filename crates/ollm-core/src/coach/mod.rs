@@ -169,6 +169,12 @@
 //!   tool that takes the path argument, with the name as the path. Reading is the only
 //!   thing a bare file name can ask, and it changes nothing; with two such tools, or any
 //!   argument given, nothing is guessed. Same caller's word as `path-in-name`.
+//! - **Native calls too** (`recover::repair_native`, in the turn loop as each arrives):
+//!   `name-repair`, `path-in-name` and `file-as-name` also repair a call the server
+//!   parsed itself to a tool that is not offered, since llama-server reads the 0.5B's
+//!   `{"name": "backup.py", "arguments": {}}` as one (14 unknown-tool answers for
+//!   `backup.py` in the day's eval traces). The call keeps its id and is announced
+//!   under its new name after a `Coached` event naming the rule and the call.
 //! - **`invented-result-cut`** (`recover/json.rs`): a reply that opens with calls to
 //!   offered tools and goes on with something else (`{"error": "File not found"}`, "The
 //!   response will be: ...", prose) runs the calls and drops the rest, which never

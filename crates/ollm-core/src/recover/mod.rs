@@ -300,6 +300,44 @@ fn resolve(call: RawCall, format: Format, offered: &OfferedTools) -> Recovered {
     }
 }
 
+/// A native call (one the server parsed) to a tool that is not offered, repaired as the
+/// same call written as text would be: its name matched loosely (`name-repair`), or a
+/// path taken out of its name (`path-in-name`, `file-as-name`). The repaired call, with
+/// its id, and the rule; `None` when the name is offered or no rule applies. Seen:
+/// llama-server parsed the 0.5B's `{"name": "backup.py", "arguments": {}}` as a native
+/// call, which only the unknown-tool answer met (14 runs of the day's eval traces).
+pub(crate) fn repair_native(call: &ToolCall, offered: &OfferedTools) -> Option<(ToolCall, Rule)> {
+    if offered.tools.iter().any(|(t, _)| *t == call.name) {
+        return None;
+    }
+    let args = RawArgs::Json(call.arguments.clone());
+    let (repaired, rule) = match offered.resolve(&call.name) {
+        Some(tool) => (
+            Recovered::Call {
+                name: tool.to_owned(),
+                arguments: call.arguments.clone(),
+            },
+            Rule::NameRepair,
+        ),
+        None => match path_in_name(&call.name, &args, offered) {
+            Some(found) => (found, Rule::PathInName),
+            None => (file_as_name(&call.name, &args, offered)?, Rule::FileAsName),
+        },
+    };
+    let Recovered::Call { name, arguments } = repaired else {
+        return None;
+    };
+    let id = call.id.clone();
+    Some((
+        ToolCall {
+            id,
+            name,
+            arguments,
+        },
+        rule,
+    ))
+}
+
 /// A call named like a file and nothing else (`{"name": "config.toml", "arguments": {}}`,
 /// as Qwen2.5-Coder-0.5B writes for "which port does config.toml set?"): the one offered
 /// tool named `read*` that takes the path argument (the coach's `file-as-name`), with the

@@ -225,3 +225,47 @@ fn fence_debris_around_a_native_call_is_not_answer_text() {
         [json!({"path": "a"})]
     );
 }
+
+/// A call the server parsed itself (llama-server read the 0.5B's
+/// `{"name": "backup.py", "arguments": {}}` as a native call) to a tool that is not
+/// offered is repaired as the same call written as text would be: the one offered
+/// `read*` tool with that path (`file-as-name`), announced under its new name after a
+/// `Coached` event naming the rule and the call. Off, the unknown-tool answer stands.
+#[test]
+fn a_native_call_named_like_a_file_reads_it_and_says_so() {
+    let path = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    for off in [false, true] {
+        let tool = RecordingTool::new("read_file").schema(path.clone());
+        let provider: Arc<MockProvider> = MockProvider::builder()
+            .turn(vec![ev::call("c1", "backup.py", json!({})), ev::finish()])
+            .then_forever(vec![ev::text("30 days"), ev::finish()])
+            .build();
+        let mut config = ChatConfig::for_model("m");
+        config.tool_mode = ToolMode::Native;
+        config.coach.path_argument = Some("path".to_owned());
+        if off {
+            config.coach.off.insert(ollm_core::Rule::FileAsName);
+        }
+        let client = ChatClient::new(provider, registry([tool.clone()]), config);
+        let events = block_on(chat(&client, "how many days does backup.py keep?"));
+        let (_, calls, results) = first_turn(&events);
+        let coached = events.iter().any(|e| {
+            matches!(e, ChatEvent::Coached { rule: ollm_core::Rule::FileAsName, call_id: Some(id), .. } if id == "c1")
+        });
+        if off {
+            assert_eq!(calls, ["backup.py"]);
+            assert!(
+                results[0]
+                    .1
+                    .starts_with("Error: Unknown tool \"backup.py\"")
+            );
+            assert!(!coached && tool.call_count() == 0);
+        } else {
+            assert_eq!(calls, ["read_file"], "{events:#?}");
+            assert_eq!(results, [("read_file".into(), "ok".into(), false)]);
+            assert!(coached, "{events:#?}");
+            let arguments = Value::Object(tool.calls()[0].arguments.clone());
+            assert_eq!(arguments, json!({"path": "backup.py"}));
+        }
+    }
+}
