@@ -673,6 +673,15 @@ async fn a_path_written_into_the_tools_name_becomes_its_path_argument() {
     assert_eq!(call["function"]["arguments"], "{\"path\":\"notes.txt\"}");
 }
 
+/// A streamed reply that is one native call, id `n1`, to `name` with `arguments`.
+fn native_call(name: &str, arguments: &str) -> Reply {
+    let call = json!({"index": 0, "id": "n1", "type": "function",
+        "function": {"name": name, "arguments": arguments}});
+    let chunk =
+        json!({"choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]});
+    Reply::sse().data(chunk).finish("tool_calls").done().reply()
+}
+
 /// llama-server parsed the 0.5B's `{"name": "backup.py", "arguments": {}}` as a native
 /// call to an undeclared tool. Serve repairs it as the same call written as text
 /// (`file-as-name`): the client gets the declared `read_file` with that path, marked
@@ -680,16 +689,7 @@ async fn a_path_written_into_the_tools_name_becomes_its_path_argument() {
 #[tokio::test]
 async fn a_native_call_named_like_a_file_reaches_the_client_as_the_read_tool_and_marked() {
     let mock = MockOpenAi::start().await.expect("mock");
-    let native = json!({"index": 0, "id": "n1", "type": "function",
-        "function": {"name": "notes.txt", "arguments": "{}"}});
-    let native = json!({"choices": [{"index": 0, "delta": {"tool_calls": [native]}, "finish_reason": null}]});
-    mock.push_reply(
-        Reply::sse()
-            .data(native)
-            .finish("tool_calls")
-            .done()
-            .reply(),
-    );
+    mock.push_reply(native_call("notes.txt", "{}"));
     let base = serve(&[mock.base_url()], true, None).await;
     let (status, headers, text) = post_full(&base, &body(false, true), None).await;
     assert_eq!(status, 200, "{text}");
@@ -1281,18 +1281,9 @@ fn extension(stream: bool, text: &str) -> Value {
 #[tokio::test]
 async fn a_recovered_call_is_marked_in_a_header_the_body_and_a_metric() {
     let mock = MockOpenAi::start().await.expect("mock");
-    let native = json!({"index": 0, "id": "n1", "type": "function",
-        "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}});
-    let native = json!({"choices": [{"index": 0, "delta": {"tool_calls": [native]}, "finish_reason": null}]});
     mock.push_reply(answer(FENCED_CALL));
     mock.push_reply(answer(FENCED_CALL));
-    mock.push_reply(
-        Reply::sse()
-            .data(native)
-            .finish("tool_calls")
-            .done()
-            .reply(),
-    );
+    mock.push_reply(native_call("read_file", "{\"path\":\"a\"}"));
     let base = serve(&[mock.base_url()], true, None).await;
     for stream in [false, true] {
         let (status, headers, text) = post_full(&base, &body(stream, true), None).await;

@@ -342,14 +342,10 @@ pub(crate) fn repair_native(call: &ToolCall, offered: &OfferedTools) -> Option<(
 /// as Qwen2.5-Coder-0.5B writes for "which port does config.toml set?"): the one offered
 /// tool named `read*` that takes the path argument (the coach's `file-as-name`), with the
 /// name as the path. Only a name of one word with an extension or a `/`, that does not
-/// open with an offered tool's verb (`search_a.txt`), and no arguments at all: reading is the one thing a bare file name can ask, and it changes
-/// nothing.
+/// open with an offered tool's verb (`search_a.txt`), and no arguments at all: reading
+/// is the one thing a bare file name can ask, and it changes nothing.
 fn file_as_name(name: &str, args: &RawArgs, offered: &OfferedTools) -> Option<Recovered> {
-    let key = offered
-        .coach
-        .path_argument
-        .as_deref()
-        .filter(|_| offered.is_on(Rule::FileAsName))?;
+    let key = path_argument(offered, Rule::FileAsName)?;
     let no_args = match args {
         RawArgs::Json(map) => map.is_empty(),
         RawArgs::Strings(pairs) => pairs.is_empty(),
@@ -361,21 +357,28 @@ fn file_as_name(name: &str, args: &RawArgs, offered: &OfferedTools) -> Option<Re
     if !no_args || names_a_verb || !looks_like_a_file(name) {
         return None;
     }
-    let takes_path = |schema: &Value| schema.get("properties").and_then(|p| p.get(key)).is_some();
-    let mut readers = offered
-        .tools
-        .iter()
-        .filter(|(t, schema)| t.starts_with("read") && takes_path(schema));
-    let (tool, _) = readers.next()?;
-    if readers.next().is_some() {
-        return None;
-    }
+    let tool = the_one_taking(offered, "read", key)?;
     let mut arguments = serde_json::Map::new();
     arguments.insert(key.to_owned(), Value::String(name.to_owned()));
     Some(Recovered::Call {
-        name: tool.clone(),
+        name: tool.to_owned(),
         arguments,
     })
+}
+
+/// The argument the caller's tools take a path in, when `rule` is on.
+fn path_argument(offered: &OfferedTools, rule: Rule) -> Option<&str> {
+    (offered.coach.path_argument.as_deref()).filter(|_| offered.is_on(rule))
+}
+
+/// The one offered tool whose name starts with `prefix` and whose schema takes `key`;
+/// `None` when there is none or more than one (which one is not guessed).
+fn the_one_taking<'a>(offered: &'a OfferedTools, prefix: &str, key: &str) -> Option<&'a str> {
+    let takes = |schema: &Value| schema.get("properties").and_then(|p| p.get(key)).is_some();
+    let mut tools =
+        (offered.tools.iter()).filter(|(t, schema)| t.starts_with(prefix) && takes(schema));
+    let (tool, _) = tools.next()?;
+    tools.next().is_none().then_some(tool.as_str())
 }
 
 /// One word of file-name characters with a `/` or an extension of 1 to 5 characters
@@ -398,11 +401,7 @@ fn looks_like_a_file(name: &str) -> bool {
 /// `path-in-name`), called with the rest of the name as the path. Only when the rest
 /// looks like a file path (has a `.` or a `/`) and the arguments give no path.
 fn path_in_name(name: &str, args: &RawArgs, offered: &OfferedTools) -> Option<Recovered> {
-    let key = offered
-        .coach
-        .path_argument
-        .as_deref()
-        .filter(|_| offered.is_on(Rule::PathInName))?;
+    let key = path_argument(offered, Rule::PathInName)?;
     let (verb, path) = name.trim().split_once('_')?;
     let no_path = match args {
         RawArgs::Json(map) => !map.contains_key(key),
@@ -411,23 +410,14 @@ fn path_in_name(name: &str, args: &RawArgs, offered: &OfferedTools) -> Option<Re
     if verb.is_empty() || !no_path || !(path.contains('.') || path.contains('/')) {
         return None;
     }
-    let prefix = format!("{verb}_");
-    let takes_path = |schema: &Value| schema.get("properties").and_then(|p| p.get(key)).is_some();
-    let mut tools = offered
-        .tools
-        .iter()
-        .filter(|(t, schema)| t.starts_with(&prefix) && takes_path(schema));
-    let (tool, _) = tools.next()?;
-    if tools.next().is_some() {
-        return None;
-    }
+    let tool = the_one_taking(offered, &format!("{verb}_"), key)?;
     let mut arguments = match args {
         RawArgs::Json(map) => map.clone(),
         RawArgs::Strings(pairs) => qwen_xml::typed(pairs.clone(), offered.schema(tool)),
     };
     arguments.insert(key.to_owned(), Value::String(path.to_owned()));
     Some(Recovered::Call {
-        name: tool.clone(),
+        name: tool.to_owned(),
         arguments,
     })
 }

@@ -471,19 +471,23 @@ fn a_reply_opening_with_code_streams() {
     );
 }
 
+/// A schema taking a `path`, and a `check` of what a reply recovers against `read_file`
+/// and `list_dir` (which take it) and `search_text`.
+fn path_tools() -> (Value, impl Fn(&str, Value)) {
+    let path = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    let tools = offered(&json!({"read_file": path, "list_dir": path, "search_text": {}}));
+    let check = move |reply: &str, expected: Value| {
+        let got = Value::Array(spelled(&recover(reply, &tools)));
+        assert_eq!(got, expected, "{reply}");
+    };
+    (path, check)
+}
+
 /// A small model's call whose name carries the path (`read_config.toml`) is the offered
 /// `read_*` tool that takes a path, with that path; nothing else is guessed.
 #[test]
 fn a_path_in_the_name_is_the_path_argument() {
-    let path = json!({"type": "object", "properties": {"path": {"type": "string"}}});
-    let tools = offered(&json!({"read_file": path, "list_dir": path, "search_text": {}}));
-    let check = |reply: &str, expected: Value| {
-        assert_eq!(
-            Value::Array(spelled(&recover(reply, &tools))),
-            expected,
-            "{reply}"
-        );
-    };
+    let (_, check) = path_tools();
     check(
         r#"{"name": "read_config.toml", "arguments": {}}"#,
         json!([{"call": "read_file", "arguments": {"path": "config.toml"}}]),
@@ -513,15 +517,7 @@ fn a_path_in_the_name_is_the_path_argument() {
 /// tool; anything more than a bare file name stays unknown.
 #[test]
 fn a_file_as_the_name_reads_it() {
-    let path = json!({"type": "object", "properties": {"path": {"type": "string"}}});
-    let tools = offered(&json!({"read_file": path, "list_dir": path, "search_text": {}}));
-    let check = |reply: &str, expected: Value| {
-        assert_eq!(
-            Value::Array(spelled(&recover(reply, &tools))),
-            expected,
-            "{reply}"
-        );
-    };
+    let (path, check) = path_tools();
     for file in ["settings.json", "src/main.rs", ".env", "docs/notes"] {
         check(
             &format!(r#"{{"name": "{file}", "arguments": {{}}}}"#),
