@@ -124,6 +124,10 @@ pub(crate) struct FileConfig {
 pub(crate) struct ModelEntry {
     /// The model's context window, in tokens (over every other setting but the flag).
     pub(crate) context_length: Option<u32>,
+    /// The small-model rules turned off for this model, besides `[coach] off`:
+    /// `[models."NAME".coach] off = [...]` (one rule may help one model and cost
+    /// another: `tools-context`, issue 35).
+    pub(crate) coach: CoachEntry,
     /// Defaults for `ollm run` with this model.
     #[serde(flatten)]
     pub(crate) run: RunDefaults,
@@ -319,6 +323,9 @@ pub(crate) struct Settings {
     pub(crate) defaults: Layers,
     /// The coach's rules the file turns off (`[coach] off`).
     pub(crate) coach_off: BTreeSet<Rule>,
+    /// The rules turned off for runs of one model, by model (`[models."NAME".coach]
+    /// off`), besides `coach_off`.
+    pub(crate) model_coach_off: BTreeMap<String, BTreeSet<Rule>>,
 }
 
 /// The programs `run_command` may start unless the config says otherwise: read-only ones.
@@ -390,6 +397,11 @@ pub(crate) fn settle(
     let tools = tool_settings(&file, &data_dir);
     let context = context_settings(&file, provider.context_length)?;
     let coach_off = rules_off(&file.coach.off, "[coach] off in the config")?;
+    let mut model_coach_off = BTreeMap::new();
+    for (name, m) in file.models.iter().filter(|(_, m)| !m.coach.off.is_empty()) {
+        let whence = format!("[models.{name:?}.coach] off in the config");
+        model_coach_off.insert(name.clone(), rules_off(&m.coach.off, &whence)?);
+    }
     let defaults = Layers::new(
         file.run.clone(),
         (&provider.name, entry.run.clone()),
@@ -410,6 +422,7 @@ pub(crate) fn settle(
         verbose: global.verbose,
         defaults,
         coach_off,
+        model_coach_off,
     })
 }
 
@@ -692,7 +705,7 @@ pub(crate) fn render_settings(s: &Settings) -> String {
     ));
     let off: Vec<&str> = s.coach_off.iter().map(|r| r.name()).collect();
     out.push_str(&format!("\n[coach]\noff = {off:?}\n"));
-    out.push_str(&render_models(c, &s.defaults.models));
+    out.push_str(&render_models(s));
     out
 }
 
@@ -729,9 +742,16 @@ fn render_provider(p: &ProviderSettings, run: &RunDefaults) -> String {
     out
 }
 
-/// The `[models."NAME"]` tables: each model's window and run defaults.
-fn render_models(c: &ContextSettings, runs: &BTreeMap<String, RunDefaults>) -> String {
-    let mut names: Vec<&String> = c.models.keys().chain(runs.keys()).collect();
+/// The `[models."NAME"]` tables: each model's window, run defaults and rules off.
+fn render_models(s: &Settings) -> String {
+    let (c, runs) = (&s.context, &s.defaults.models);
+    let coach = &s.model_coach_off;
+    let mut names: Vec<&String> = c
+        .models
+        .keys()
+        .chain(runs.keys())
+        .chain(coach.keys())
+        .collect();
     names.sort();
     names.dedup();
     let mut out = String::new();
@@ -742,6 +762,10 @@ fn render_models(c: &ContextSettings, runs: &BTreeMap<String, RunDefaults>) -> S
         }
         if let Some(run) = runs.get(model) {
             out.push_str(&crate::defaults::render(run));
+        }
+        if let Some(rules) = coach.get(model) {
+            let off: Vec<&str> = rules.iter().map(|r| r.name()).collect();
+            out.push_str(&format!("coach = {{ off = {off:?} }}\n"));
         }
     }
     out
@@ -1145,5 +1169,33 @@ api_key_env = "OLLM_TEST_LAB_KEY"
             assert!(message.contains(rule.name()), "{message}");
         }
         assert!(settled("").unwrap().coach_off.is_empty());
+    }
+
+    /// `[models."NAME".coach] off` turns rules off for that model only, is checked as
+    /// `[coach] off` is, and `config show` prints it back in a form the file takes.
+    #[test]
+    fn a_models_coach_table_turns_rules_off_for_that_model() {
+        let settled = |text: &str| {
+            let file = parse_file(text).unwrap();
+            settle(&flags(None, None), &Env::default(), "c".into(), Some(file))
+        };
+        let text = "[models.\"qwen2.5-coder:1.5b\"]\ntemperature = 0.2\n\
+                    [models.\"qwen2.5-coder:1.5b\".coach]\noff = [\"tools-context\"]\n";
+        let s = settled(text).unwrap();
+        assert!(s.coach_off.is_empty(), "no rule off for every model");
+        let off = s.model_coach_off.get("qwen2.5-coder:1.5b");
+        assert_eq!(off, Some(&[Rule::ToolsContext].into()));
+        let shown = render_settings(&s);
+        assert!(
+            shown.contains("coach = { off = [\"tools-context\"] }"),
+            "{shown}"
+        );
+        let again = shown.split("\n[models.").nth(1).expect("the model's table");
+        let again = settled(&format!("[models.{again}")).unwrap();
+        assert_eq!(again.model_coach_off, s.model_coach_off, "shown reads back");
+        let Err(CliError::Usage(message)) = settled("[models.m.coach]\noff = [\"nudge\"]") else {
+            panic!("an unknown rule was accepted");
+        };
+        assert!(message.contains("[models.\"m\".coach]"), "{message}");
     }
 }

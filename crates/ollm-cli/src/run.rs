@@ -122,6 +122,9 @@ pub(crate) fn settle(
         chat.tool_choice = choice.clone();
     }
     chat.coach.off.extend(settings.coach_off.iter().copied());
+    if let Some(rules) = settings.model_coach_off.get(&chat.model) {
+        chat.coach.off.extend(rules.iter().copied());
+    }
     let flags = crate::config::rules_off(&args.coach_off, "--coach-off")?;
     chat.coach.off.extend(flags);
     crate::context::apply(
@@ -693,6 +696,22 @@ mod tests {
         assert!(!guarded(&off));
         // Each of the three goes, and nothing else.
         assert_eq!(off.chat.coach.off, RUNAWAY_GUARD.into_iter().collect());
+    }
+
+    /// `[models."NAME".coach] off` holds for runs of that model only, beside `[coach]
+    /// off` and the flags.
+    #[test]
+    fn a_models_own_rules_off_hold_for_that_model_only() {
+        let mut s = settings(&[]);
+        s.coach_off.insert(Rule::ActNudge);
+        s.model_coach_off
+            .insert("big".into(), [Rule::ToolsContext].into());
+        let off = |model: &str| {
+            let plan = settle(&args(&[model, "x"]), &s, TTY, None).unwrap();
+            plan.chat.coach.off
+        };
+        assert_eq!(off("big"), [Rule::ActNudge, Rule::ToolsContext].into());
+        assert_eq!(off("small"), [Rule::ActNudge].into());
     }
 
     /// `--coach-off` (repeatable, `all`) adds to what `[coach] off` turns off; an unknown

@@ -39,8 +39,7 @@ pub(crate) fn run(
 ) -> Result<(), CliError> {
     let provider = &settings.provider;
     let mut options = options(args, entry, provider.kind, &Env::from_process())?;
-    // `[coach] off` holds for serve's repairs as for `ollm run`.
-    options.coach.off.extend(settings.coach_off.iter().copied());
+    rules_off(&mut options, settings);
     if !args.listen.ip().is_loopback() && options.keys.is_empty() {
         return Err(CliError::Usage(format!(
             "refusing to listen on {} without --api-key: only loopback addresses are open",
@@ -158,6 +157,18 @@ fn coach_switches(options: &mut Options, entry: &ServeEntry) {
                 .insert(model.clone(), text(context));
         }
     }
+}
+
+/// `[coach] off` and `[models."NAME".coach] off` hold for serve's repairs as for `ollm
+/// run`: the first for every model, the second for requests naming that model.
+fn rules_off(options: &mut Options, settings: &Settings) {
+    for (model, rules) in &settings.model_coach_off {
+        let server = options.coach.clone();
+        let coach = options.model_coach.entry(model.clone()).or_insert(server);
+        coach.off.extend(rules.iter().copied());
+    }
+    let coaches = std::iter::once(&mut options.coach).chain(options.model_coach.values_mut());
+    coaches.for_each(|c| c.off.extend(settings.coach_off.iter().copied()));
 }
 
 /// A rule's switch in the `[serve]` table: on, off, or as `coach` has it.
@@ -351,5 +362,36 @@ mod settle_tests {
         assert_eq!(own("other"), None, "other says nothing of it");
         let none = settle(&[], "", ProviderKind::Openai).expect("settled");
         assert_eq!(none.tools_context, None, "serve adds nothing by default");
+    }
+
+    /// `[coach] off` holds for every model's coach, `[models."NAME".coach] off` for
+    /// that model's only, whether or not `[serve.models."NAME"]` gave it a coach.
+    #[test]
+    fn the_configs_rules_off_hold_for_serves_coaches() {
+        let mut settings = crate::config::settle(
+            &crate::args::GlobalArgs::default(),
+            &Env::default(),
+            "c".into(),
+            None,
+        )
+        .expect("settled");
+        settings.coach_off.insert(Rule::ActNudge);
+        let big = [Rule::ToolsContext].into();
+        settings.model_coach_off.insert("big".into(), big);
+        let mut options = settle(
+            &[],
+            "[models.small]\ntool_or_none = true\n",
+            ProviderKind::Openai,
+        )
+        .expect("settled");
+        rules_off(&mut options, &settings);
+        let off = |coach: &CoachConfig| coach.off.iter().copied().collect::<Vec<_>>();
+        assert_eq!(off(&options.coach), [Rule::ActNudge]);
+        assert_eq!(off(&options.model_coach["small"]), [Rule::ActNudge]);
+        assert_eq!(
+            off(&options.model_coach["big"]),
+            [Rule::ActNudge, Rule::ToolsContext]
+        );
+        assert!(options.model_coach["small"].is_on(Rule::ToolOrNone));
     }
 }
