@@ -17,6 +17,18 @@
 //!   after their last reply, less than the 5 s after which llama-server and uvicorn close
 //!   an idle one. Reused later, a request could cross the server's close and fail before
 //!   any byte (one request in about 50 through `ollm serve`, issue 37).
+//! - **A reused connection the server had closed** is not the request's failure: sent on
+//!   a pooled connection, a request that fails before any reply, with the connection
+//!   open and no timeout, is sent once more on a connection of its own (a client that
+//!   never pools, built on first need). llama-server (cpp-httplib) closes the connection
+//!   after every streamed reply while its headers say `Keep-Alive: timeout=5, max=100`;
+//!   a client that pools it meets a closed connection on its next request unless it saw
+//!   the close first. Measured 2026-11-27: a second request sent right after a streamed
+//!   reply on the same connection failed every time, after a non-streamed one never;
+//!   through `ollm serve` 4-6 requests of an eval pass of about 250 failed so, the 3 s
+//!   pool timeout above notwithstanding, and serve's own second try drew another closed
+//!   connection from the pool. The server never read the request, so sending it again
+//!   repeats nothing.
 //! - **Proxies**: traffic to a loopback address never goes through `HTTP_PROXY`
 //!   (reqwest#2152); other hosts follow the environment as usual.
 //! - **Logging** (`tracing`): each request at `debug` (method, URL, the names of the
@@ -26,6 +38,7 @@
 //!   key are not logged, and every header value that may be one is marked sensitive.
 
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -282,6 +295,9 @@ impl RequestSpec {
 #[derive(Debug, Clone)]
 pub struct Transport {
     client: reqwest::Client,
+    /// The client that never reuses a connection, for a request whose reused connection
+    /// the server had closed (see the module docs); shared by clones and rebased copies.
+    fresh: Arc<Fresh>,
     /// The base URL without credentials: what errors and hints print.
     base: String,
     /// Credentials the address carried (`http://user:key@host`), sent as basic
@@ -336,17 +352,20 @@ impl Transport {
             value.set_sensitive(true);
             headers.insert(name, value);
         }
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
+        let fresh = Fresh {
+            headers,
+            loopback: is_loopback(&url),
+            connect_timeout: config.connect_timeout,
+            client: OnceLock::new(),
+        };
+        let client = fresh
+            .builder()
             .pool_idle_timeout(config.pool_idle_timeout)
-            .default_headers(headers)
-            .user_agent(concat!("ollm/", env!("CARGO_PKG_VERSION")));
-        if is_loopback(&url) {
-            builder = builder.no_proxy();
-        }
-        let client = builder.build().map_err(|e| invalid(e.to_string()))?;
+            .build()
+            .map_err(|e| invalid(e.to_string()))?;
         Ok(Transport {
             client,
+            fresh: Arc::new(fresh),
             base: url.as_str().trim_end_matches('/').to_owned(),
             basic,
             config,
@@ -360,6 +379,7 @@ impl Transport {
     pub fn rebased(&self, base_url: &str) -> Transport {
         Transport {
             client: self.client.clone(),
+            fresh: Arc::clone(&self.fresh),
             base: base_url.trim_end_matches('/').to_owned(),
             basic: self.basic.clone(),
             config: self.config.clone(),
@@ -381,28 +401,21 @@ impl Transport {
     pub async fn send_once(&self, spec: &RequestSpec) -> Result<reqwest::Response, BridgeError> {
         let url = format!("{}{}", self.base, spec.path);
         self.log_request(spec, &url);
-        let mut request = self.client.request(spec.method.clone(), &url);
-        if let Some((user, key)) = &self.basic {
-            request = request.basic_auth(user, Some(key.expose()));
+        let response = match self.send_on(&self.client, spec, &url).await? {
+            Err(e) if closed_unanswered(&e) => match self.fresh.client() {
+                Some(fresh) => {
+                    tracing::debug!(url = %crate::redact_url(&url), error = %error_chain(&e),
+                        "a pooled connection was closed unanswered; sending on a new one");
+                    self.send_on(fresh, spec, &url).await?
+                }
+                None => Err(e),
+            },
+            sent => sent,
         }
-        if let Some(body) = &spec.body {
-            request = request
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body.clone());
-        }
-        for (name, value) in &spec.headers {
-            request = request.header(name.as_str(), value.as_str());
-        }
-        let response = tokio::time::timeout(self.config.first_byte_timeout, request.send())
-            .await
-            .map_err(|_| BridgeError::Timeout {
-                phase: TimeoutPhase::FirstByte,
-                after: self.config.first_byte_timeout,
-            })?
-            .map_err(|e| BridgeError::Connect {
-                url: url.clone(),
-                message: error_chain(&e),
-            })?;
+        .map_err(|e| BridgeError::Connect {
+            url: url.clone(),
+            message: error_chain(&e),
+        })?;
         let status = response.status();
         if status.is_success() {
             return Ok(response);
@@ -419,6 +432,34 @@ impl Transport {
             body,
             retry_after,
         })
+    }
+
+    /// `spec` sent on `client`: its response or the client's error, within the wait for
+    /// the response headers.
+    async fn send_on(
+        &self,
+        client: &reqwest::Client,
+        spec: &RequestSpec,
+        url: &str,
+    ) -> Result<Result<reqwest::Response, reqwest::Error>, BridgeError> {
+        let mut request = client.request(spec.method.clone(), url);
+        if let Some((user, key)) = &self.basic {
+            request = request.basic_auth(user, Some(key.expose()));
+        }
+        if let Some(body) = &spec.body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.clone());
+        }
+        for (name, value) in &spec.headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        tokio::time::timeout(self.config.first_byte_timeout, request.send())
+            .await
+            .map_err(|_| BridgeError::Timeout {
+                phase: TimeoutPhase::FirstByte,
+                after: self.config.first_byte_timeout,
+            })
     }
 
     /// Logs `spec` at `debug`, credentials left out (see the module docs).
@@ -718,6 +759,47 @@ fn percent_decode(text: &str) -> String {
 }
 
 /// An error and its sources on one line (reqwest's top-level text alone says little).
+/// Whether `e` is a request that failed before any reply on a connection that was open:
+/// not a refused or timed-out connect, not a timeout (a pooled connection the server had
+/// closed, see the module docs).
+fn closed_unanswered(e: &reqwest::Error) -> bool {
+    e.is_request() && !e.is_connect() && !e.is_timeout()
+}
+
+/// What building a client takes, kept for the client that never pools (see
+/// [`Transport`]'s `fresh`).
+#[derive(Debug)]
+struct Fresh {
+    headers: HeaderMap,
+    loopback: bool,
+    connect_timeout: Duration,
+    /// Built on first need: building a client loads the system's TLS roots.
+    client: OnceLock<Option<reqwest::Client>>,
+}
+
+impl Fresh {
+    /// A builder with the transport's headers, connect timeout and proxy rule.
+    fn builder(&self) -> reqwest::ClientBuilder {
+        let builder = reqwest::Client::builder()
+            .connect_timeout(self.connect_timeout)
+            .default_headers(self.headers.clone())
+            .user_agent(concat!("ollm/", env!("CARGO_PKG_VERSION")));
+        if self.loopback {
+            builder.no_proxy()
+        } else {
+            builder
+        }
+    }
+
+    /// The client that never keeps a connection; `None` if it cannot be built (the
+    /// pooled client's error then stands).
+    fn client(&self) -> Option<&reqwest::Client> {
+        self.client
+            .get_or_init(|| self.builder().pool_max_idle_per_host(0).build().ok())
+            .as_ref()
+    }
+}
+
 fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();

@@ -231,65 +231,110 @@ fn bad_addresses_are_typed_errors() {
     }
 }
 
+/// What [`closing_server`] saw: the connections it accepted and the requests it closed
+/// unanswered.
+#[derive(Clone, Default)]
+struct Closes {
+    connections: Arc<AtomicUsize>,
+    unanswered: Arc<AtomicUsize>,
+}
+
+impl Closes {
+    fn get(&self) -> (usize, usize) {
+        let load = |n: &AtomicUsize| n.load(Ordering::SeqCst);
+        (load(&self.connections), load(&self.unanswered))
+    }
+}
+
 /// A server that keeps connections alive, but closes unanswered a request arriving on a
-/// connection idle for `expire` or longer: what a request crossing llama-server's close of
-/// a connection idle for 5 s meets. It counts the connections it accepted.
-async fn expires_idle_connections(expire: Duration) -> (String, Arc<AtomicUsize>) {
+/// connection idle for `expire` or longer, or on one that has answered `replies`
+/// already: what a request crossing llama-server's close of a connection idle for 5 s
+/// meets, or one sent on a connection it closed after a streamed reply.
+async fn closing_server(expire: Duration, replies: usize) -> (String, Closes) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let count = Arc::new(AtomicUsize::new(0));
-    let counter = count.clone();
+    let closes = Closes::default();
+    let seen = closes.clone();
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
-            counter.fetch_add(1, Ordering::SeqCst);
+            seen.connections.fetch_add(1, Ordering::SeqCst);
+            let unanswered = Arc::clone(&seen.unanswered);
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 65536];
                 let mut last = tokio::time::Instant::now();
+                let mut answered = 0;
                 while let Ok(k) = socket.read(&mut buf).await {
-                    if k == 0 || last.elapsed() >= expire {
+                    if k == 0 {
+                        return;
+                    }
+                    if last.elapsed() >= expire || answered == replies {
+                        unanswered.fetch_add(1, Ordering::SeqCst);
                         return; // closed unanswered
                     }
-                    let reply = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                    let reply = "HTTP/1.1 200 OK\r\nkeep-alive: timeout=5, max=100\r\n\
+                                 content-length: 2\r\n\r\nok";
                     if socket.write_all(reply.as_bytes()).await.is_err() {
                         return;
                     }
+                    answered += 1;
                     last = tokio::time::Instant::now();
                 }
             });
         }
     });
-    (format!("http://{addr}"), count)
+    (format!("http://{addr}"), closes)
 }
 
 /// Issue 37: a request through `ollm serve` now and then failed at once with "connection
 /// closed before message completed": its pooled connection had been idle long enough for
-/// llama-server to close it. A connection idle past `pool_idle_timeout` is not reused.
+/// llama-server to close it. A connection idle past `pool_idle_timeout` is not reused;
+/// with a longer pool timeout the closed connection is met, and the request goes again
+/// on a new one.
 #[tokio::test]
 async fn a_connection_idle_past_the_pool_timeout_is_not_reused() {
     assert!(HttpConfig::default().pool_idle_timeout < Duration::from_secs(5));
     let expire = Duration::from_millis(400);
-    let (url, connections) = expires_idle_connections(expire).await;
-    for (pool_idle, expect_ok) in [(Duration::from_millis(100), true), (expire * 10, false)] {
+    let (url, closes) = closing_server(expire, usize::MAX).await;
+    for (pool_idle, met_closed) in [(Duration::from_millis(100), 0), (expire * 10, 1)] {
         let config = HttpConfig {
             pool_idle_timeout: pool_idle,
             ..fast_retries(0)
         };
         let transport = Transport::new(&url, config).unwrap();
-        let before = connections.load(Ordering::SeqCst);
+        let (connections, unanswered) = closes.get();
         assert!(transport.send_once(&RequestSpec::get("/x")).await.is_ok());
         // The idle time is what is tested here, not a wait for something to happen.
         tokio::time::sleep(expire + Duration::from_millis(200)).await;
         let second = transport.send_once(&RequestSpec::get("/x")).await;
+        assert!(second.is_ok(), "pool idle {pool_idle:?}: {second:?}");
+        let (now_connections, now_unanswered) = closes.get();
+        assert_eq!(now_connections - connections, 2, "pool idle {pool_idle:?}");
         assert_eq!(
-            second.is_ok(),
-            expect_ok,
-            "pool idle {pool_idle:?}: {second:?}"
-        );
-        let opened = connections.load(Ordering::SeqCst) - before;
-        assert_eq!(
-            opened,
-            if expect_ok { 2 } else { 1 },
+            now_unanswered - unanswered,
+            met_closed,
             "pool idle {pool_idle:?}"
         );
     }
+}
+
+/// llama-server closes the connection after every streamed reply, though its headers
+/// say keep-alive: the next request on it, sent at once, is closed unanswered. It goes
+/// again on a connection of its own and succeeds, every time; a connection refused is
+/// still the request's error.
+#[tokio::test]
+async fn a_request_on_a_connection_the_server_closed_goes_again_on_a_new_one() {
+    let (url, closes) = closing_server(Duration::from_secs(60), 1).await;
+    let transport = Transport::new(&url, fast_retries(0)).unwrap();
+    for round in 0..4 {
+        let sent = transport.send_once(&RequestSpec::get("/x")).await;
+        assert!(sent.is_ok(), "round {round}: {sent:?}");
+    }
+    // A new pooled connection, the same met closed and a new one of its own, twice.
+    assert_eq!(closes.get(), (4, 2), "(connections, closed unanswered)");
+    let refused = Transport::new("http://127.0.0.1:9", fast_retries(0)).unwrap();
+    let err = refused
+        .send_once(&RequestSpec::get("/x"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BridgeError::Connect { .. }), "{err:?}");
 }
