@@ -131,8 +131,7 @@ fn options(
     Ok(options)
 }
 
-/// The `[serve]` table's coach switches and tools context, the server's and each
-/// model's own.
+/// The `[serve]` table's coach switches, the server's and each model's own.
 fn coach_switches(options: &mut Options, entry: &ServeEntry) {
     set_rule(&mut options.coach, Rule::ToolOrNone, entry.tool_or_none);
     set_rule(
@@ -146,15 +145,6 @@ fn coach_switches(options: &mut Options, entry: &ServeEntry) {
             set_rule(&mut coach, Rule::ToolOrNone, m.tool_or_none);
             set_rule(&mut coach, Rule::GreedyToolTurns, m.greedy_tool_turns);
             options.model_coach.insert(model.clone(), coach);
-        }
-    }
-    let text = |t: &String| Some(t.clone()).filter(|t| !t.trim().is_empty());
-    options.tools_context = entry.tools_context.as_ref().and_then(text);
-    for (model, m) in &entry.models {
-        if let Some(context) = &m.tools_context {
-            options
-                .model_tools_context
-                .insert(model.clone(), text(context));
         }
     }
 }
@@ -343,25 +333,6 @@ mod settle_tests {
             )
             .is_err()
         );
-    }
-
-    #[test]
-    fn the_tools_context_is_the_servers_unless_a_model_has_its_own() {
-        let file = "tools_context = \"[Working folder: /srv/app]\"\n\
-                    [models.small]\ntools_context = \"\"\n\
-                    [models.big]\ntools_context = \"[Repo: app]\"\n\
-                    [models.other]\nrepair = \"flag\"\n";
-        let options = settle(&[], file, ProviderKind::Openai).expect("settled");
-        assert_eq!(
-            options.tools_context.as_deref(),
-            Some("[Working folder: /srv/app]")
-        );
-        let own = |model: &str| options.model_tools_context.get(model).cloned();
-        assert_eq!(own("small"), Some(None), "empty: none for that model");
-        assert_eq!(own("big"), Some(Some("[Repo: app]".into())));
-        assert_eq!(own("other"), None, "other says nothing of it");
-        let none = settle(&[], "", ProviderKind::Openai).expect("settled");
-        assert_eq!(none.tools_context, None, "serve adds nothing by default");
     }
 
     /// `[coach] off` holds for every model's coach, `[models."NAME".coach] off` for

@@ -38,8 +38,7 @@ The tool-calling eval:
                        plain loop through an `ollm serve` of that binary, started in
                        front of --url on a free loopback port and stopped at the end
                        (served-with-tool-or-none: with `[serve] tool_or_none = true`;
-                       served-with-greedy-tool-turns: `greedy_tool_turns = true`;
-                       served-with-tools-context: a fixed `tools_context` line; several:
+                       served-with-greedy-tool-turns: `greedy_tool_turns = true`; both:
                        served-with-tool-or-none+greedy-tool-turns;
                        served-without-RULE: with `[coach] off = [RULE]`); the result
                        file goes to docs/eval/

@@ -10,11 +10,9 @@
 //! forward_headers = ["x-smg-routing-key"] # passed upstream with x-session-id
 //! tool_or_none = false                   # the coach's tool-or-none choice first
 //! greedy_tool_turns = false              # temperature 0 for tool requests that set none
-//! tools_context = "[Working folder: the user's project]" # before the first prompt
 //! [serve.models."qwen2.5-coder:0.5b"]
 //! repair = "flag"
 //! tool_or_none = true                    # this model's own, over the server's
-//! tools_context = ""                     # none for this model
 //! [serve.keys.ci-agent]                  # a key clients may use, named for the log
 //! api_key_env = "CI_AGENT_KEY"           # the variable holding it (never the key)
 //! repair = "off"
@@ -50,10 +48,6 @@ pub struct ServeEntry {
     /// (the coach's `greedy-tool-turns`, which `ollm run` applies by default). `None`:
     /// the server's default, off: the client's sampling passes as sent.
     pub greedy_tool_turns: Option<bool>,
-    /// What the model is told about the clients' tools, before the first user message
-    /// of each request that declares tools (the coach's `tools-context`, as `ollm run`'s
-    /// working-folder line). `None`: nothing.
-    pub tools_context: Option<String>,
     /// Per-model policies: `[serve.models."NAME"]`.
     pub models: BTreeMap<String, ServeModelEntry>,
     /// Keys clients may use, by name: `[serve.keys.NAME]`.
@@ -70,9 +64,6 @@ pub struct ServeModelEntry {
     pub tool_or_none: Option<bool>,
     /// `greedy_tool_turns` for requests naming this model; `None`: the server's.
     pub greedy_tool_turns: Option<bool>,
-    /// `tools_context` for requests naming this model (empty: none); `None`: the
-    /// server's.
-    pub tools_context: Option<String>,
 }
 
 /// One `[serve.keys.NAME]` table.

@@ -118,14 +118,6 @@ pub struct Options {
     /// CLI's `[serve.models."NAME"] tool_or_none`): a small model may want the
     /// `tool-or-none` choice that a large one does not need to pay a request for.
     pub model_coach: BTreeMap<String, CoachConfig>,
-    /// What serve tells the model about the client's tools, before the first user
-    /// message of each request that declares tools (the coach's `tools-context`, as
-    /// `ollm run`'s working-folder line; the CLI's `[serve] tools_context`): a deployment
-    /// knows what its clients' tools work on, serve cannot. `None`: nothing is added.
-    pub tools_context: Option<String>,
-    /// `tools_context` for requests that name one of these models, in its place; `None`
-    /// adds nothing for that model.
-    pub model_tools_context: BTreeMap<String, Option<String>>,
 }
 
 impl Default for Options {
@@ -142,8 +134,6 @@ impl Default for Options {
                 ..CoachConfig::default()
             },
             model_coach: BTreeMap::new(),
-            tools_context: None,
-            model_tools_context: BTreeMap::new(),
         }
     }
 }
@@ -199,12 +189,6 @@ impl App {
             metrics: Arc::clone(&self.metrics),
             constraint: self.options.constraint,
             coach: Arc::clone(self.model_coach.get(model).unwrap_or(&self.coach)),
-            context: self
-                .options
-                .model_tools_context
-                .get(model)
-                .unwrap_or(&self.options.tools_context)
-                .clone(),
             clock,
         }
     }

@@ -659,52 +659,6 @@ async fn a_models_own_coach_serves_the_requests_that_name_it() {
     check("mock-model", false).await;
 }
 
-/// `[serve] tools_context`: the deployment's line opens the first user message of a
-/// request that declares tools, upstream only; a model's own outranks it, the coach's
-/// switch turns it off, and a request without tools goes as sent.
-#[tokio::test]
-async fn the_tools_context_opens_the_first_prompt_of_requests_with_tools() {
-    const LINE: &str = "[Working folder: /srv/app]";
-    // (tools declared, the model asked for, the rule off, the first prompt upstream)
-    let check = async |tools: bool, model: &str, off: bool, upstream: &str| {
-        let mock = MockOpenAi::start().await.expect("mock");
-        mock.push_reply(answer(&format!("{LINE}\n\nHello.")));
-        let mut options = Options::default();
-        options.tools_context = Some(LINE.into());
-        options.model_tools_context.insert("big".into(), None);
-        if off {
-            options.coach.turn_off(ollm_core::Rule::ToolsContext);
-        }
-        let base = serve_with(&[mock.base_url()], options).await;
-        let mut request = body(false, tools);
-        request["model"] = json!(model);
-        let (status, text) = post(&base, &request).await;
-        assert_eq!(status, 200, "{text}");
-        let reply: Value = serde_json::from_str(&text).expect("json");
-        let content = reply["choices"][0]["message"]["content"]
-            .as_str()
-            .unwrap_or("");
-        assert!(content.ends_with("Hello."), "{model}: {content}");
-        assert_eq!(
-            content.contains(LINE),
-            !tools || off || model == "big",
-            "echo"
-        );
-        let asked = mock.requests();
-        assert_eq!(
-            asked[0]["messages"][0]["content"],
-            json!(upstream),
-            "{model}"
-        );
-    };
-    let prompt = "What is in notes.txt?";
-    let opened = format!("{LINE}\n\n{prompt}");
-    check(true, "mock-model", false, &opened).await;
-    check(true, "big", false, prompt).await;
-    check(true, "mock-model", true, prompt).await;
-    check(false, "mock-model", false, prompt).await;
-}
-
 #[tokio::test]
 async fn a_path_written_into_the_tools_name_becomes_its_path_argument() {
     let mock = MockOpenAi::start().await.expect("mock");

@@ -20,12 +20,6 @@
 //!   run`'s greedy tool turns are its own default, not the proxy's) unless serve's config
 //!   turns `greedy-tool-turns` on (`[serve] greedy_tool_turns`, per model too): then a
 //!   request that offers tools and sets no temperature goes at 0, as in `ollm run`.
-//! - **The tools context is the deployment's** (`[serve] tools_context`, per model
-//!   too): the coach's `tools-context` puts it before the first user message of each
-//!   run that offers tools, in the request only, as `ollm run` puts its working-folder
-//!   line. Serve cannot see what a client's tools work on; without it Qwen2.5-Coder-0.5B
-//!   answered every tool task of the eval through serve without a call (0 of 60 runs,
-//!   issue 37), as it does under `ollm run` with the rule off.
 //! - **A call to a tool the client never declared never reaches it**: the client cannot
 //!   run it. A call written as text is answered by the run itself, as `ollm run` does
 //!   (`Error: Unknown tool "say_hello"; available: ...`, then the runtime's nudge to
@@ -69,8 +63,8 @@ pub(crate) const INVENTED_RETRIES: u32 = 2;
 
 /// What a repair needs of the server: the pool, what it said about models, the metrics,
 /// how a `tool_choice` that obliges a call is enforced on a retry (`Constrained` where
-/// the upstream takes a JSON schema, else `React`), the coach's switches and words, the
-/// deployment's tools context, and the request's clock.
+/// the upstream takes a JSON schema, else `React`), the coach's switches and words, and
+/// the request's clock.
 #[derive(Clone)]
 pub(crate) struct Upstream {
     pub(crate) pool: ProviderPool,
@@ -78,8 +72,6 @@ pub(crate) struct Upstream {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) constraint: ToolMode,
     pub(crate) coach: Arc<CoachConfig>,
-    /// The deployment's tools context for the request's model (`tools-context`).
-    pub(crate) context: Option<String>,
     pub(crate) clock: Arc<Clock>,
 }
 
@@ -135,7 +127,6 @@ impl Turns {
         let mut config = config(request, mode);
         config.coach = CoachConfig::clone(&ask.up.coach);
         config.tool_temperature = greedy(&config.coach).then_some(0.0);
-        config.tools_context.clone_from(&ask.up.context);
         let seen = Arc::default();
         let through = Through {
             pool: ask.up.pool.clone(),

@@ -137,7 +137,7 @@
 //!   reply of 1,000 identical calls: kept whole, its answers made the next request
 //!   overflow the window and ended the run; 16 leaves room for any real batch.
 //! - **`tools-context`**: the caller's tools context (the CLI's `[Working folder: ...]`
-//!   line, `ollm serve`'s configured one; `ChatConfig::tools_context`) opens the conversation's first user message in
+//!   line, `ChatConfig::tools_context`) opens the conversation's first user message in
 //!   the requests of a run that offers tools, never in the history; the same message in
 //!   every turn, so the server's prompt cache keeps the prefix. Measured on the 1.5B
 //!   (docs/eval/history.md), first replies to the 7 plain-words tool questions, 6 samples

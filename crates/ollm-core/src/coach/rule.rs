@@ -101,7 +101,7 @@ rules! {
         "at most 16 of one reply's calls run; the rest are dropped from the conversation";
     /// The caller's tools context opens the first prompt of runs with tools.
     ToolsContext = "tools-context",
-        "the caller's tools context (the CLI's working-folder line, serve's configured line) opens the first prompt of requests with tools";
+        "the caller's tools context (the CLI's working-folder line) opens the first prompt of requests with tools";
     /// A reply that opens by repeating the tools context is read without it.
     DropEcho = "drop-echo",
         "a reply that opens by repeating the tools context is read without it";

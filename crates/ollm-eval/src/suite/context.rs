@@ -47,7 +47,7 @@ const SERVED_WITHOUT: &str = "served-without-";
 /// joined by `+` (`served-with-tool-or-none+greedy-tool-turns`).
 const SERVED_WITH: &str = "served-with-";
 /// The rules serve's config turns on.
-pub(super) const SERVE_TURNS_ON: &[&str] = &["tool-or-none", "greedy-tool-turns", "tools-context"];
+pub(super) const SERVE_TURNS_ON: &[&str] = &["tool-or-none", "greedy-tool-turns"];
 
 /// A column: who runs the tasks, and how. Its name is what result files hold, and
 /// [`Column::parse`] reads it back.

@@ -11,8 +11,7 @@
 //!   free loopback port without guessing one (as `cargo xtask bench --serve` does).
 //! - **Its own config file**, written for the column: empty for `served` (serve as it
 //!   ships), `[serve] tool_or_none = true` for `served-with-tool-or-none` (each rule of
-//!   `served-with-A+B` its own line: `greedy_tool_turns = true`; `tools_context`
-//!   takes the eval's fixed line, `SERVE_CONTEXT`), `[coach] off`
+//!   `served-with-A+B` its own line: `greedy_tool_turns = true`), `[coach] off`
 //!   for `served-without-RULE`. A config file the user has does not leak into the
 //!   measurement.
 //! - **Stopped when the eval ends**, on success, error or panic: [`Served`] kills and
@@ -33,12 +32,6 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 use super::context::Column;
-
-/// The tools context `served-with-tools-context` configures: what a deployment whose
-/// clients' tools work on their project folder can say without seeing it. `ollm run`'s
-/// line names the folder and its top entries; a gateway cannot, and one serve serves
-/// every workspace of the eval.
-const SERVE_CONTEXT: &str = "[Working folder: the project's root; tool paths are relative to it]";
 
 /// An `ollm serve` the eval started, killed and reaped when dropped.
 pub(super) struct Served {
@@ -86,11 +79,7 @@ pub(super) fn config_text(column: &Column) -> String {
     if let Some(rules) = &column.on {
         text.push_str("[serve]\n");
         for rule in rules.split('+') {
-            if rule == "tools-context" {
-                text.push_str(&format!("tools_context = {SERVE_CONTEXT:?}\n"));
-            } else {
-                text.push_str(&format!("{} = true\n", rule.replace('-', "_")));
-            }
+            text.push_str(&format!("{} = true\n", rule.replace('-', "_")));
         }
     }
     if let Some(rule) = &column.off {
@@ -171,10 +160,6 @@ mod tests {
         assert_eq!(
             config("served-with-tool-or-none+greedy-tool-turns"),
             "[serve]\ntool_or_none = true\ngreedy_tool_turns = true\n"
-        );
-        assert_eq!(
-            config("served-with-greedy-tool-turns+tools-context"),
-            format!("[serve]\ngreedy_tool_turns = true\ntools_context = {SERVE_CONTEXT:?}\n")
         );
         assert!(Column::parse("served-with-tool-or-none+made-up").is_none());
         assert_eq!(
