@@ -326,32 +326,7 @@ impl Transport {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(invalid(format!("unsupported scheme {:?}", url.scheme())));
         }
-        let mut headers = HeaderMap::new();
-        for (name, value) in &config.headers {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|e| invalid(format!("header name {name:?}: {e}")))?;
-            let mut value =
-                HeaderValue::from_str(value).map_err(|e| invalid(format!("header {name}: {e}")))?;
-            // Custom headers often carry tokens; no `Debug` of a request shows them.
-            value.set_sensitive(true);
-            headers.insert(name, value);
-        }
-        if let Some(key) = &config.api_key {
-            let (name, text) = match config.api_key_header {
-                KeyHeader::Bearer => (
-                    reqwest::header::AUTHORIZATION,
-                    format!("Bearer {}", key.expose()),
-                ),
-                KeyHeader::XApiKey => (
-                    HeaderName::from_static("x-api-key"),
-                    key.expose().to_owned(),
-                ),
-            };
-            let mut value = HeaderValue::from_str(&text)
-                .map_err(|_| invalid("the API key is not a valid header value".into()))?;
-            value.set_sensitive(true);
-            headers.insert(name, value);
-        }
+        let headers = default_headers(&config).map_err(invalid)?;
         let fresh = Fresh {
             headers,
             loopback: is_loopback(&url),
@@ -759,6 +734,37 @@ fn percent_decode(text: &str) -> String {
 }
 
 /// An error and its sources on one line (reqwest's top-level text alone says little).
+/// The headers every request carries: the configured ones and the API key, each marked
+/// sensitive; an error names the one that is not a valid header.
+fn default_headers(config: &HttpConfig) -> Result<HeaderMap, String> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in &config.headers {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|e| format!("header name {name:?}: {e}"))?;
+        let mut value = HeaderValue::from_str(value).map_err(|e| format!("header {name}: {e}"))?;
+        // Custom headers often carry tokens; no `Debug` of a request shows them.
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    if let Some(key) = &config.api_key {
+        let (name, text) = match config.api_key_header {
+            KeyHeader::Bearer => (
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {}", key.expose()),
+            ),
+            KeyHeader::XApiKey => (
+                HeaderName::from_static("x-api-key"),
+                key.expose().to_owned(),
+            ),
+        };
+        let mut value = HeaderValue::from_str(&text)
+            .map_err(|_| "the API key is not a valid header value".to_owned())?;
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    Ok(headers)
+}
+
 /// Whether `e` is a request that failed before any reply on a connection that was open:
 /// not a refused or timed-out connect, not a timeout (a pooled connection the server had
 /// closed, see the module docs).
