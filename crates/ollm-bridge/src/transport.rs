@@ -25,10 +25,10 @@
 //!   a client that pools it meets a closed connection on its next request unless it saw
 //!   the close first. Measured 2026-11-27: a second request sent right after a streamed
 //!   reply on the same connection failed every time, after a non-streamed one never;
-//!   through `ollm serve` 4-6 requests of an eval pass of about 250 failed so, the 3 s
-//!   pool timeout above notwithstanding, and serve's own second try drew another closed
-//!   connection from the pool. The server never read the request, so sending it again
-//!   repeats nothing.
+//!   through `ollm serve` 14 requests of a 216-run eval pass failed so, the 3 s pool
+//!   timeout above notwithstanding, and 3 times serve's own second try drew another
+//!   closed connection from the pool (502s); the next pass, with this, logged none. The
+//!   server never read the request, so sending it again repeats nothing.
 //! - **Proxies**: traffic to a loopback address never goes through `HTTP_PROXY`
 //!   (reqwest#2152); other hosts follow the environment as usual.
 //! - **Logging** (`tracing`): each request at `debug` (method, URL, the names of the
