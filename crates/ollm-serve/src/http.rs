@@ -39,8 +39,11 @@
 //!   by `a_reused_connection_closed_by_the_upstream_is_retried_and_logged`). The
 //!   replicas do not retry on their own (the pool's failover is their retry), and with one
 //!   replica there was nothing to fail over to. Nothing reached the client yet and the
-//!   upstream closed the connection without answering, so a second try on a fresh
-//!   connection is safe; a second failure is the client's 502.
+//!   upstream closed the connection without answering, so a second try is safe; a second
+//!   failure is the client's 502. The transport now sends a request whose pooled
+//!   connection was closed once more on a new connection itself (llama-server closes
+//!   the connection of every streamed reply; `ollm_bridge`'s transport docs), so this
+//!   try is left for a connection error that outlasts that.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -274,7 +277,7 @@ async fn begin(
         match pieces.next().await {
             Some(Piece::Error(e)) if e.kind == ProviderErrorKind::Connection && !retried => {
                 tracing::warn!(id = %meta.id, model = %meta.model, kind = ?e.kind,
-                    "serve: {}; trying once more on a fresh connection", e.message);
+                    "serve: {}; trying once more", e.message);
                 retried = true;
             }
             Some(Piece::Error(e)) => return Err(e),
