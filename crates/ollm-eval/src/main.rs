@@ -40,14 +40,16 @@ The tool-calling eval:
                        (served-with-tool-or-none: with `[serve] tool_or_none = true`;
                        served-with-greedy-tool-turns: `greedy_tool_turns = true`; both:
                        served-with-tool-or-none+greedy-tool-turns;
-                       served-without-RULE: with `[coach] off = [RULE]`); the result
+                       served-without-RULE: with `[coach] off = [RULE]`; several
+                       rules joined by `+`, as in auto-without-key-hint+tools-hint,
+                       are off together); the result
                        file goes to docs/eval/
                        (--smoke: 3 tasks, plain,auto, 1 repeat, temperature 0, to
                        target/eval/)
   --ablate --rules R,.. [--part P] [--repeats N] ...
                        the auto column with each coach rule off in turn (ollm run
-                       --coach-off R; `all`: every rule) beside a baseline, on the
-                       tuning part: the change per rule
+                       --coach-off R; `all`: every rule; `A+B`: a group off at once)
+                       beside a baseline, on the tuning part: the change per rule
   --list               task counts per part, kind and workspace (no server)
   --table              regenerate the tables of docs/tool-calling.md,
                        docs/small-models.md and docs/eval/history.md from docs/eval/

@@ -38,7 +38,9 @@ pub(super) struct RunContext {
 /// serve`, and ollm's tool modes; besides these, `served-with-tool-or-none` and
 /// `served-without-RULE` ([`Column::parse`]).
 pub(super) const COLUMNS: &[&str] = &["plain", "served", "native", "react", "constrained", "auto"];
-/// The prefix of a column running auto with one coach rule off: `auto-without-RULE`.
+/// The prefix of a column running auto with one coach rule off: `auto-without-RULE`,
+/// several joined by `+` (`auto-without-key-hint+tools-hint`) to screen a group of rules
+/// in one pass: a group that shows no change says none of its rules does at this spread.
 pub(super) const WITHOUT: &str = "auto-without-";
 /// The prefix of a served column with one coach rule off: `served-without-RULE`.
 const SERVED_WITHOUT: &str = "served-without-";
@@ -55,8 +57,8 @@ pub(super) const SERVE_TURNS_ON: &[&str] = &["tool-or-none", "greedy-tool-turns"
 pub(super) struct Column {
     /// `plain`, `served`, or ollm's `--tool-mode`.
     pub(super) mode: String,
-    /// A coach rule switched off (`ollm run --coach-off RULE`, or serve's `[coach]
-    /// off`), for the ablation.
+    /// Coach rules switched off (`ollm run --coach-off RULE`, or serve's `[coach]
+    /// off`), for the ablation; several joined by `+`.
     pub(super) off: Option<String>,
     /// Coach rules serve's config turns on (`[serve] tool_or_none = true`), joined by `+`.
     pub(super) on: Option<String>,
@@ -108,6 +110,11 @@ impl Column {
         self.mode == "served"
     }
 
+    /// The rules switched off, one by one.
+    pub(super) fn rules_off(&self) -> Vec<&str> {
+        self.off.iter().flat_map(|r| r.split('+')).collect()
+    }
+
     /// The name in result files.
     pub(super) fn name(&self) -> String {
         match (&self.off, &self.on) {
@@ -142,6 +149,11 @@ mod tests {
             (off.mode.as_str(), off.off.as_deref()),
             ("auto", Some("repeat-guard"))
         );
+        assert_eq!(off.rules_off(), ["repeat-guard"]);
+        let group = Column::parse("auto-without-key-hint+tools-hint").unwrap();
+        assert_eq!(group.rules_off(), ["key-hint", "tools-hint"]);
+        assert_eq!(group.name(), "auto-without-key-hint+tools-hint");
+        assert!(Column::parse("auto").unwrap().rules_off().is_empty());
         let served = Column::parse("served-with-tool-or-none").unwrap();
         assert!(served.is_served());
         assert_eq!(

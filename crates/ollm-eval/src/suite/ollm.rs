@@ -72,7 +72,7 @@ fn command(ctx: &RunContext, column: &Column, prompt: &str) -> Command {
     if let Some(t) = ctx.temperature {
         cmd.args(["--temperature", &t.to_string()]);
     }
-    if let Some(rule) = &column.off {
+    for rule in column.rules_off() {
         cmd.args(["--coach-off", rule]);
     }
     cmd.args([ctx.model.as_str(), prompt]);
@@ -167,6 +167,12 @@ mod tests {
         let auto = args(&Column::parse("auto").unwrap());
         assert!(!auto.iter().any(|a| a == "--coach-off"), "{auto:?}");
         assert!(auto.windows(2).any(|w| w == ["--tool-mode", "auto"]));
+        let group = args(&Column::without("key-hint+tools-hint"));
+        let offs: Vec<&str> = (group.windows(2))
+            .filter(|w| w[0] == "--coach-off")
+            .map(|w| w[1].as_str())
+            .collect();
+        assert_eq!(offs, ["key-hint", "tools-hint"]);
     }
 
     /// An executable script at `dir/name` that prints `help`.

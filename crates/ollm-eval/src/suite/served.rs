@@ -82,8 +82,10 @@ pub(super) fn config_text(column: &Column) -> String {
             text.push_str(&format!("{} = true\n", rule.replace('-', "_")));
         }
     }
-    if let Some(rule) = &column.off {
-        text.push_str(&format!("[coach]\noff = [\"{rule}\"]\n"));
+    let off = column.rules_off();
+    if !off.is_empty() {
+        let quoted: Vec<String> = off.iter().map(|r| format!("\"{r}\"")).collect();
+        text.push_str(&format!("[coach]\noff = [{}]\n", quoted.join(", ")));
     }
     text
 }
@@ -165,6 +167,10 @@ mod tests {
         assert_eq!(
             config("served-without-repeat-guard"),
             "[coach]\noff = [\"repeat-guard\"]\n"
+        );
+        assert_eq!(
+            config("served-without-key-hint+tools-hint"),
+            "[coach]\noff = [\"key-hint\", \"tools-hint\"]\n"
         );
     }
 
