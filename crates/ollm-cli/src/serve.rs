@@ -131,8 +131,10 @@ fn options(
     Ok(options)
 }
 
-/// The `[serve]` table's coach switches, the server's and each model's own.
+/// The `[serve]` table's coach switches, the server's and each model's own, and the
+/// client tools it names read-only (for every model: the tools are the clients').
 fn coach_switches(options: &mut Options, entry: &ServeEntry) {
+    options.coach.read_only = entry.read_only.iter().cloned().collect();
     set_rule(&mut options.coach, Rule::ToolOrNone, entry.tool_or_none);
     set_rule(
         &mut options.coach,
@@ -313,6 +315,19 @@ mod settle_tests {
         assert!(
             !per_model.model_coach.contains_key("big"),
             "big says nothing of it"
+        );
+        let read_only = settle(
+            &[],
+            "read_only = [\"read_file\"]\n[models.small]\ntool_or_none = true\n",
+            ProviderKind::Openai,
+        )
+        .expect("settled");
+        let names = |c: &CoachConfig| c.read_only.iter().cloned().collect::<Vec<_>>();
+        assert_eq!(names(&read_only.coach), ["read_file"]);
+        assert_eq!(
+            names(&read_only.model_coach["small"]),
+            ["read_file"],
+            "every model's"
         );
         let greedy = settle(&[], "greedy_tool_turns = true", ProviderKind::Openai)
             .expect("settled")

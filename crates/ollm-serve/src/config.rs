@@ -10,6 +10,7 @@
 //! forward_headers = ["x-smg-routing-key"] # passed upstream with x-session-id
 //! tool_or_none = false                   # the coach's tool-or-none choice first
 //! greedy_tool_turns = false              # temperature 0 for tool requests that set none
+//! read_only = ["read_file", "list_dir"]  # the clients' tools that change nothing
 //! [serve.models."qwen2.5-coder:0.5b"]
 //! repair = "flag"
 //! tool_or_none = true                    # this model's own, over the server's
@@ -48,6 +49,13 @@ pub struct ServeEntry {
     /// (the coach's `greedy-tool-turns`, which `ollm run` applies by default). `None`:
     /// the server's default, off: the client's sampling passes as sent.
     pub greedy_tool_turns: Option<bool>,
+    /// The clients' tools that only read (`read_file`, `list_dir`, ...). Serve cannot
+    /// know what a client's tool does; naming them turns on the coach's
+    /// `changes-on-request` (with `tool_or_none`): after a choice of no tool, or of one
+    /// tool that changes things, the client's other tools, the ones not named here, are
+    /// neither offered nor handed to the client until the next prompt. Empty (the
+    /// default): nothing is withheld.
+    pub read_only: Vec<String>,
     /// Per-model policies: `[serve.models."NAME"]`.
     pub models: BTreeMap<String, ServeModelEntry>,
     /// Keys clients may use, by name: `[serve.keys.NAME]`.

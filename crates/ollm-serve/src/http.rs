@@ -70,6 +70,7 @@ use super::clock::Clock;
 use super::metrics::Metrics;
 use super::policy::{ClientKey, Policy, Repair};
 use super::repair;
+use super::routes::Routes;
 use super::through::InfoCache;
 use super::turns::Upstream;
 use super::wire_in;
@@ -151,6 +152,8 @@ pub(crate) struct App {
     model_coach: BTreeMap<String, Arc<CoachConfig>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) cache: Arc<InfoCache>,
+    /// The `tool-or-none` choices made, by prompt.
+    routes: Arc<Routes>,
     pub(crate) replies: AtomicU64,
 }
 
@@ -168,6 +171,7 @@ impl App {
             options,
             metrics: Arc::default(),
             cache: Arc::default(),
+            routes: Arc::default(),
             replies: AtomicU64::new(0),
         }
     }
@@ -189,6 +193,7 @@ impl App {
         Upstream {
             pool: self.pool.clone(),
             cache: Arc::clone(&self.cache),
+            routes: Arc::clone(&self.routes),
             metrics: Arc::clone(&self.metrics),
             constraint: self.options.constraint,
             coach: Arc::clone(self.model_coach.get(model).unwrap_or(&self.coach)),

@@ -43,6 +43,7 @@ mod metrics;
 mod policy;
 mod provenance;
 mod repair;
+mod routes;
 #[cfg(test)]
 mod tests;
 mod through;

@@ -2111,3 +2111,75 @@ async fn an_empty_answer_after_a_result_gets_the_answer_nudges_turn_on_a_stream(
     assert_eq!(said.last(), Some(&("user".to_owned(), nudge)), "{said:?}");
     assert_eq!(said.len(), 4, "the empty answer is not in it: {said:?}");
 }
+
+/// Three declared tools: one that reads, one that writes, one that runs commands.
+fn three_tools() -> Value {
+    let tool = |name: &str| {
+        json!({"type": "function", "function": {"name": name, "description": name,
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}})
+    };
+    json!([tool("read_file"), tool("write_file"), tool("run_command")])
+}
+
+/// `[serve] read_only` with `tool_or_none` (issue 35: "never a write or a command the
+/// user did not ask for"): for "make me a shopping.txt" the model chose `write_file`, so
+/// `run_command` is withheld for the whole prompt, the request after the client ran the
+/// write included (serve keeps the choice; the coach asks only before the first call).
+/// The model's `run_command` there is answered inside the request and never reaches the
+/// client, which gets the answer instead. Without `read_only` nothing is withheld, and
+/// the command reaches the client as it always did.
+#[tokio::test]
+async fn a_command_the_prompt_did_not_ask_for_never_reaches_the_client() {
+    for read_only in [true, false] {
+        let mock = MockOpenAi::start().await.expect("mock");
+        mock.push_reply(answer(r#"{"tool": "write_file"}"#));
+        mock.push_reply(native_call("write_file", r#"{"path": "shopping.txt"}"#));
+        mock.push_reply(native_call("run_command", r#"{"path": "ls"}"#));
+        mock.push_reply(answer("I made shopping.txt."));
+        let mut options = Options::default();
+        options.coach.turn_on(ollm_core::Rule::ToolOrNone);
+        if read_only {
+            options.coach.read_only = ["read_file".to_owned()].into();
+        }
+        let base = serve_with(&[mock.base_url()], options).await;
+        let mut request = json!({"model": "mock-model", "stream": false, "tools": three_tools(),
+            "messages": [{"role": "user", "content": "make me a shopping.txt"}]});
+        let (status, text) = post(&base, &request).await;
+        assert_eq!(status, 200, "{text}");
+        let first: Value = serde_json::from_str(&text).expect("json");
+        let message = first["choices"][0]["message"].clone();
+        assert_eq!(message["tool_calls"][0]["function"]["name"], "write_file");
+        let messages = request["messages"].as_array_mut().expect("messages");
+        messages.push(message);
+        messages.push(json!({"role": "tool", "tool_call_id": "n1", "content": "written"}));
+        let (status, text) = post(&base, &request).await;
+        assert_eq!(status, 200, "{text}");
+        let second: Value = serde_json::from_str(&text).expect("json");
+        let message = &second["choices"][0]["message"];
+        let asked = mock.requests();
+        let offered = |i: usize| -> Vec<String> {
+            (asked[i]["tools"].as_array().into_iter().flatten())
+                .map(|t| {
+                    t["function"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+                .collect()
+        };
+        if read_only {
+            assert!(message["tool_calls"].is_null(), "read_only: {second}");
+            assert_eq!(message["content"], "I made shopping.txt.", "{second}");
+            assert_eq!(asked.len(), 4, "one choice, asked once: {asked:?}");
+            assert_eq!(offered(1), ["read_file", "write_file"]);
+            assert_eq!(offered(2), ["read_file", "write_file"], "the choice held");
+            assert!(
+                offered(3).is_empty(),
+                "the answer is asked for without tools"
+            );
+        } else {
+            assert_eq!(message["tool_calls"][0]["function"]["name"], "run_command");
+            assert_eq!(offered(2), ["read_file", "write_file", "run_command"]);
+        }
+    }
+}

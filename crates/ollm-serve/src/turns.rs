@@ -29,6 +29,11 @@
 //!   Qwen2.5-Coder-1.5B called `say_hello` and `count` through serve (issue 37). When
 //!   the retries are spent the last calls are answered too, so a nudge turn after them
 //!   ([`Turns::nudge`]) pairs every call with its result.
+//! - **A prompt's `tool-or-none` choice holds for all its requests** (`routes.rs`):
+//!   the first run's choice is kept, and the runs of the prompt's later requests play it
+//!   ([`ChatOptions::route`]) instead of offering every tool again, so what
+//!   `changes-on-request` withheld stays withheld until the next prompt, as in one `ollm
+//!   run`.
 //! - **A nudge turn is another run** over the same client's conversation, with the nudge
 //!   appended, as the loop appends it in `ollm run` (for the rest of the request, never
 //!   sent to the client). The run's own nudge is read from its `Coached` event
@@ -41,7 +46,7 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use ollm_bridge::ProviderPool;
-use ollm_core::coach::Coach;
+use ollm_core::coach::{Coach, Route};
 use ollm_core::{
     CallMode, ChatClient, ChatConfig, ChatEvent, ChatOptions, ChatReply, CoachConfig,
     CompactionConfig, Learned, Nudge, Rule, ToolMode, ToolRegistry,
@@ -55,13 +60,15 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::clock::Clock;
 use super::metrics::Metrics;
 use super::provenance::{Provenance, Status, format_of};
+use super::routes::Routes;
 use super::through::{InfoCache, Seen, Through, lock};
 use super::wire_out::Piece;
 
 /// Runs after the first whose calls were all to undeclared tools, at most.
 pub(crate) const INVENTED_RETRIES: u32 = 2;
 
-/// What a repair needs of the server: the pool, what it said about models, the metrics,
+/// What a repair needs of the server: the pool, what it said about models, the
+/// `tool-or-none` choices made per prompt, the metrics,
 /// how a `tool_choice` that obliges a call is enforced on a retry (`Constrained` where
 /// the upstream takes a JSON schema, else `React`), the coach's switches and words, and
 /// the request's clock.
@@ -69,6 +76,7 @@ pub(crate) const INVENTED_RETRIES: u32 = 2;
 pub(crate) struct Upstream {
     pub(crate) pool: ProviderPool,
     pub(crate) cache: Arc<InfoCache>,
+    pub(crate) routes: Arc<Routes>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) constraint: ToolMode,
     pub(crate) coach: Arc<CoachConfig>,
@@ -112,6 +120,9 @@ pub(crate) struct Turns {
     played: Vec<Nudge>,
     /// The rule whose nudge asked for the runs since, for their calls' mark.
     nudged: Option<&'static str>,
+    /// The key of the request's prompt among the choices kept (`tool-or-none` on), and
+    /// the choice kept for it, which the runs play instead of asking.
+    prompt: Option<(u64, Option<Route>)>,
 }
 
 impl Turns {
@@ -162,6 +173,7 @@ impl Turns {
             offers_tools: true,
             played: Vec::new(),
             nudged: None,
+            prompt: prompt_of(ask),
         })
     }
 
@@ -177,9 +189,12 @@ impl Turns {
             tools: Some(Arc::clone(&self.tools)),
             calls: CallMode::HandBack,
             no_tools: !self.offers_tools,
+            route: self.prompt.as_ref().and_then(|(_, kept)| kept.clone()),
             ..ChatOptions::default()
         };
         let run = self.client.resume(options);
+        let keep = self.prompt.as_ref().filter(|(_, kept)| kept.is_none());
+        let keep = keep.map(|(key, _)| (*key, Arc::clone(&self.up.routes)));
         let (client, cache) = (self.client.clone(), Arc::clone(&self.up.cache));
         let (model, reply) = (self.model.clone(), Arc::clone(&self.reply));
         let (said, renamed) = (Arc::clone(&self.said), Arc::clone(&self.renamed));
@@ -193,9 +208,14 @@ impl Turns {
                     lock(&renamed).push((id.clone(), *rule));
                 }
             }
-            // A refusal of native tools is remembered for the server's life.
-            if matches!(event, ChatEvent::Finish { .. }) && client.learned(&model).native_refused {
-                cache.refuse_native(&model);
+            if matches!(event, ChatEvent::Finish { .. }) {
+                // A refusal of native tools is remembered for the server's life.
+                if client.learned(&model).native_refused {
+                    cache.refuse_native(&model);
+                }
+                if let (Some((key, routes)), Some(route)) = (&keep, client.route()) {
+                    routes.keep(*key, route);
+                }
             }
             std::future::ready(from_chat(event))
         })
@@ -349,6 +369,17 @@ impl Turns {
             nudged: self.nudged.filter(|_| status != Status::Coached),
         })
     }
+}
+
+/// Where `ask`'s prompt is among the `tool-or-none` choices kept, and the choice kept
+/// for it: `None` when the rule is off for the request or it declares no tools.
+fn prompt_of(ask: &Ask) -> Option<(u64, Option<Route>)> {
+    let request = &ask.request;
+    if !ask.up.coach.is_on(Rule::ToolOrNone) || request.tools.is_empty() {
+        return None;
+    }
+    let key = ask.up.routes.key(request)?;
+    Some((key, ask.up.routes.get(key)))
 }
 
 /// The coach's rules that rename a native call to an undeclared tool.

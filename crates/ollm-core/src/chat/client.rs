@@ -13,6 +13,7 @@ use super::config::{ChatConfig, ChatOptions};
 use super::reply::ChatReply;
 use super::run::{ChatRun, supervise};
 use super::shared::{Shared, lock};
+use crate::coach::Route;
 use crate::context::{Compaction, Compactor, Window, settle_window};
 use crate::strategy::Learned;
 use crate::{CoreError, History, ProviderAdapter, ToolRegistry};
@@ -118,6 +119,12 @@ impl ChatClient {
             .get(model)
             .copied()
             .unwrap_or_default()
+    }
+
+    /// The `tool-or-none` choice of this client's latest run that made one or was given
+    /// one ([`ChatOptions::route`]); `None` before any.
+    pub fn route(&self) -> Option<Route> {
+        lock(&self.shared.route).clone()
     }
 
     /// Sets what is known about `model`'s tool calling (for example as a program saved

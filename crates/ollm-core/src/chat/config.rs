@@ -8,7 +8,7 @@ use ollm_types::{GenerationOptions, Think, ToolChoice};
 use serde::{Deserialize, Serialize};
 
 use crate::ToolRegistry;
-use crate::coach::CoachConfig;
+use crate::coach::{CoachConfig, Route};
 use crate::context::CompactionConfig;
 use crate::strategy::{AutoRules, ToolMode};
 use crate::tokens::ContextLimits;
@@ -162,4 +162,11 @@ pub struct ChatOptions {
     pub no_tools: bool,
     /// Images attached to the prompt (base64 data, MIME type).
     pub images: Vec<(String, String)>,
+    /// The `tool-or-none` choice made for this prompt before, which the run plays
+    /// without asking again, whatever calls the conversation made since the prompt: a
+    /// proxy that sees each of a prompt's requests apart (`ollm serve`) keeps the first
+    /// one's ([`super::ChatClient::route`]) so the tools it withheld stay withheld for
+    /// the prompt, as in one run. Ignored when the rule is off, the run offers no tools
+    /// or its tool choice requires a call.
+    pub route: Option<Route>,
 }

@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 
 use super::config::ChatConfig;
 use super::event::ChatEvent;
-use crate::coach::Rule;
+use crate::coach::{Route, Rule};
 use crate::context::calibrate::Calibration;
 use crate::context::{Compactor, ModelSummary};
 use crate::strategy::{Learned, Shown};
@@ -50,6 +50,8 @@ pub(super) struct Shared {
     pub(super) compactor: Mutex<Arc<dyn Compactor>>,
     /// What the server's prompt counts taught about the template's overhead.
     pub(super) calibration: Mutex<Calibration>,
+    /// The `tool-or-none` choice of the latest run that made or was given one.
+    pub(super) route: Mutex<Option<Route>>,
     next_id: AtomicU64,
 }
 
@@ -79,6 +81,7 @@ impl Shared {
             run_lock: tokio::sync::Mutex::new(()),
             compactor: Mutex::new(Arc::new(ModelSummary)),
             calibration: Mutex::new(Calibration::default()),
+            route: Mutex::new(None),
             next_id: AtomicU64::new(1),
         }
     }

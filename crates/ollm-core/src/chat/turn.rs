@@ -112,6 +112,7 @@ pub(super) async fn run_chat(
         turn: 1,
         total: Usage::default(),
         routed: false,
+        given_route: options.route.clone(),
     };
     let reason = run.run_turns().await;
     run.finish(reason);
@@ -131,6 +132,9 @@ struct Run {
     total: Usage,
     /// Whether the turn being played is to call the tool the model chose (`routed-call`).
     routed: bool,
+    /// The `tool-or-none` choice made for this prompt before ([`ChatOptions::route`]),
+    /// until the run plays it.
+    given_route: Option<Route>,
 }
 
 impl Run {
@@ -160,6 +164,12 @@ impl Run {
         if offer.choice.requires_call() {
             return;
         }
+        if let Some(given) = self.given_route.take() {
+            if self.coach.replay(&given, &offer.tools) {
+                self.tell_route(&given, "the choice made for this prompt before holds: ");
+            }
+            return;
+        }
         let prompt = lock(&self.shared.history).messages().last().cloned();
         let request = prompt.and_then(|prompt| {
             self.coach
@@ -177,7 +187,15 @@ impl Run {
         if !self.settings.strategy.takes_routed_calls() {
             self.coach.routed_call_played(false);
         }
-        let detail = match &route {
+        tracing::debug!(reply = ?text, "coach: tool-or-none: the reply to the choice");
+        self.tell_route(&route, "");
+    }
+
+    /// Keeps `route` as the client's latest choice ([`super::ChatClient::route`]) and
+    /// tells the caller, the detail after `lead`.
+    fn tell_route(&self, route: &Route, lead: &str) {
+        *lock(&self.shared.route) = Some(route.clone());
+        let detail = match route {
             Route::None => "the model chose no tool; none are offered this run".to_owned(),
             Route::Tools(Some(name)) if self.coach.routed_call().is_some() => {
                 format!("the model chose {name}; its call is constrained to it")
@@ -185,8 +203,9 @@ impl Run {
             Route::Tools(Some(name)) => format!("the model chose {name}"),
             Route::Tools(None) => "no clean choice; the tools are offered".to_owned(),
         };
-        tracing::debug!(reply = ?text, "coach: tool-or-none: {detail}");
-        self.sink.coached(Rule::ToolOrNone, None, detail, false);
+        tracing::debug!("coach: tool-or-none: {lead}{detail}");
+        self.sink
+            .coached(Rule::ToolOrNone, None, format!("{lead}{detail}"), false);
     }
 
     /// The text of the reply to the `tool-or-none` request, `None` when it failed.

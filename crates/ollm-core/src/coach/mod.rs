@@ -43,7 +43,10 @@
 //!   tool. A choice of a tool that only reads withholds nothing: the 1.5B chose
 //!   `read_file` for "save the port into port.txt", which needs the write next. No clean
 //!   choice withholds nothing either, nor does a caller that names no tool read-only
-//!   (`ollm serve`). Issue 35: "never a write or a command the user did not ask for".
+//!   (`ollm serve` unless its config names them). A proxy that sees a run's requests
+//!   apart keeps the choice and passes it to the later ones (`ChatOptions::route`,
+//!   `Coach::replay`): the coach asks only before the first call. Issue 35: "never a
+//!   write or a command the user did not ask for".
 //!   In the eval's traces the 0.5B chose `write_file` for "make me a shopping.txt" and
 //!   then ran `ls` as well; a choice of the wrong tool itself (`write_file` for "wc -l
 //!   sales.csv", the 1.5B's `run_command` for "python venv how?") is beyond this rule.
@@ -386,9 +389,7 @@ impl Coach {
     /// failed): on a clean `none` the run offers no tools.
     pub(crate) fn routed(&mut self, text: Option<&str>, tools: &[ToolSchema]) -> Route {
         let route = text.map_or(Route::Tools(None), |t| route::read(t, tools));
-        self.routed = true;
-        self.routed_none = route == Route::None;
-        self.withheld = self.changes_withheld(&route, tools);
+        self.take_route(&route, tools);
         self.routed_tool = match &route {
             Route::Tools(Some(name))
                 if self.is_on(Rule::RoutedCall) && self.config.read_only.contains(name) =>
@@ -398,6 +399,27 @@ impl Coach {
             _ => None,
         };
         route
+    }
+
+    /// Plays `route`, the choice made for this prompt before (a proxy that sees each of
+    /// the prompt's requests apart passes the first one's choice to the later ones), as
+    /// if the run had just asked for it: tools offered or not, and withheld, as after
+    /// [`Coach::routed`], but no call obliged (`routed-call` belongs to the request
+    /// after the choice). `false`, nothing played, when `tool-or-none` is off, the run
+    /// offers no `tools`, or it chose already.
+    pub(crate) fn replay(&mut self, route: &Route, tools: &[ToolSchema]) -> bool {
+        if !self.is_on(Rule::ToolOrNone) || tools.is_empty() || self.routed {
+            return false;
+        }
+        self.take_route(route, tools);
+        true
+    }
+
+    /// What a choice of `route` among `tools` sets for the rest of the run.
+    fn take_route(&mut self, route: &Route, tools: &[ToolSchema]) {
+        self.routed = true;
+        self.routed_none = *route == Route::None;
+        self.withheld = self.changes_withheld(route, tools);
     }
 
     /// The tools that change things, of `tools`, that the run withholds

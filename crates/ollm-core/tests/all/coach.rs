@@ -450,3 +450,83 @@ fn a_tool_that_changes_things_runs_only_when_the_choice_named_it() {
         }
     }
 }
+
+/// `ChatOptions::route` (a proxy's way to keep `changes-on-request` for the whole prompt,
+/// as one run keeps it): a run over a conversation that already made calls since its
+/// prompt asks nothing, so without the earlier choice every tool is offered and runs; with
+/// it, the tools that choice withheld stay withheld. Rows: the choice given, the tools the
+/// request offers, whether `run_command` ran.
+#[test]
+fn a_choice_given_for_the_prompt_holds_over_its_later_requests() {
+    use ollm_core::ChatOptions;
+    use ollm_core::coach::Route;
+    use ollm_types::{Message, ToolCall};
+    const ALL: &[&str] = &["read_file", "write_file", "run_command"];
+    let rows: [(Option<Route>, &[&str], bool); 3] = [
+        (None, ALL, true),
+        (
+            Some(Route::Tools(Some("write_file".into()))),
+            &["read_file", "write_file"],
+            false,
+        ),
+        (Some(Route::Tools(Some("read_file".into()))), ALL, true),
+    ];
+    for (given, offered, ran) in rows {
+        let row = format!("given {given:?}");
+        let command = RecordingTool::new("run_command");
+        let tools = [
+            RecordingTool::new("read_file"),
+            RecordingTool::new("write_file"),
+            command.clone(),
+        ];
+        let provider = MockProvider::builder()
+            .turn(vec![
+                ev::call("r1", "run_command", json!({"program": "ls"})),
+                ev::finish(),
+            ])
+            .turn(text("Done."))
+            .build();
+        let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
+            cfg.coach.turn_on(Rule::ToolOrNone);
+            cfg.coach.read_only = ["read_file".to_owned()].into();
+        });
+        let write = ToolCall::new("w1", "write_file", json!({"path": "shopping.txt"})).unwrap();
+        c.extend_history([
+            Message::user("make me a shopping.txt"),
+            Message::assistant_with_calls("", vec![write]),
+            Message::tool_result("w1", "write_file", "written"),
+        ]);
+        let options = ChatOptions {
+            route: given.clone(),
+            ..ChatOptions::default()
+        };
+        let events = block_on(crate::support::collect(c.resume(options)));
+        check_events(&events);
+        let requests = provider.requests();
+        let names: Vec<&str> = requests[0].tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, offered, "{row}: no choice is asked again");
+        assert_eq!(command.call_count() == 1, ran, "{row}");
+        assert_eq!(c.route(), given, "{row}");
+    }
+}
+
+/// The client keeps the choice its run made, for a proxy to pass to the prompt's later
+/// requests.
+#[test]
+fn the_client_keeps_the_choice_its_run_made() {
+    let provider = MockProvider::builder()
+        .turn(text(r#"{"tool": "none"}"#))
+        .turn(text("Hello!"))
+        .build();
+    let c = crate::support::client_with(
+        provider,
+        registry([RecordingTool::new("read_file")]),
+        |cfg| {
+            cfg.coach.turn_on(Rule::ToolOrNone);
+        },
+    );
+    assert_eq!(c.route(), None);
+    let events = block_on(chat(&c, "hi!"));
+    check_events(&events);
+    assert_eq!(c.route(), Some(ollm_core::coach::Route::None));
+}
