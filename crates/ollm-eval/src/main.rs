@@ -40,6 +40,7 @@ The tool-calling eval:
                        (served-with-tool-or-none: with `[serve] tool_or_none = true`;
                        served-with-greedy-tool-turns: `greedy_tool_turns = true`; both:
                        served-with-tool-or-none+greedy-tool-turns;
+                       +changes-on-request: `read_only` names the read tools;
                        served-without-RULE: with `[coach] off = [RULE]`; several
                        rules joined by `+`, as in auto-without-key-hint+tools-hint,
                        are off together); the result

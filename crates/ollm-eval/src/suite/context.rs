@@ -48,8 +48,10 @@ const SERVED_WITHOUT: &str = "served-without-";
 /// (`[serve] tool_or_none`, `greedy_tool_turns`): `served-with-tool-or-none`, several
 /// joined by `+` (`served-with-tool-or-none+greedy-tool-turns`).
 const SERVED_WITH: &str = "served-with-";
-/// The rules serve's config turns on.
-pub(super) const SERVE_TURNS_ON: &[&str] = &["tool-or-none", "greedy-tool-turns"];
+/// The rules serve's config turns on (`changes-on-request` by naming the tools that
+/// only read, `[serve] read_only`).
+pub(super) const SERVE_TURNS_ON: &[&str] =
+    &["tool-or-none", "greedy-tool-turns", "changes-on-request"];
 
 /// A column: who runs the tasks, and how. Its name is what result files hold, and
 /// [`Column::parse`] reads it back.

@@ -11,7 +11,8 @@
 //!   free loopback port without guessing one (as `cargo xtask bench --serve` does).
 //! - **Its own config file**, written for the column: empty for `served` (serve as it
 //!   ships), `[serve] tool_or_none = true` for `served-with-tool-or-none` (each rule of
-//!   `served-with-A+B` its own line: `greedy_tool_turns = true`), `[coach] off`
+//!   `served-with-A+B` its own line: `greedy_tool_turns = true`; `changes-on-request`
+//!   names the plain loop's tools that only read, `read_only = [...]`), `[coach] off`
 //!   for `served-without-RULE`. A config file the user has does not leak into the
 //!   measurement.
 //! - **Stopped when the eval ends**, on success, error or panic: [`Served`] kills and
@@ -73,13 +74,22 @@ pub(super) fn start_all(
     Ok((servers, urls))
 }
 
+/// The plain loop's tools that only read, as `ollm run` names its own (the schemas are
+/// its built-ins', `data/tools.json`): what `served-with-changes-on-request` writes as
+/// `[serve] read_only`.
+const READ_ONLY: &str = r#"["read_file", "list_dir", "search_text"]"#;
+
 /// The config file of a served column (see the module docs).
 pub(super) fn config_text(column: &Column) -> String {
     let mut text = String::new();
     if let Some(rules) = &column.on {
         text.push_str("[serve]\n");
         for rule in rules.split('+') {
-            text.push_str(&format!("{} = true\n", rule.replace('-', "_")));
+            let line = match rule {
+                "changes-on-request" => format!("read_only = {READ_ONLY}\n"),
+                rule => format!("{} = true\n", rule.replace('-', "_")),
+            };
+            text.push_str(&line);
         }
     }
     let off = column.rules_off();
@@ -162,6 +172,10 @@ mod tests {
         assert_eq!(
             config("served-with-tool-or-none+greedy-tool-turns"),
             "[serve]\ntool_or_none = true\ngreedy_tool_turns = true\n"
+        );
+        assert_eq!(
+            config("served-with-tool-or-none+changes-on-request"),
+            "[serve]\ntool_or_none = true\nread_only = [\"read_file\", \"list_dir\", \"search_text\"]\n"
         );
         assert!(Column::parse("served-with-tool-or-none+made-up").is_none());
         assert_eq!(
