@@ -200,9 +200,9 @@
 //!   `typed-strings`, `key-hint` and `tools-hint` off together: 14/54 against 16/54 on
 //!   the 0.5B (tool tasks 4/30 both), and all nine off on the 1.5B 21/54 against 20/54;
 //!   no lift at one repeat, kept until a second repeat or another model family decides
-//!   (they answer formats these two models rarely write). `greedy-tool-turns` off on the
-//!   1.5B: 22/54 against 20/54 under `ollm run`, though through serve it took the 1.5B
-//!   from 23/54 to 27-28/54; kept until the 0.5B's pass.
+//!   (they answer formats these two models rarely write). `greedy-tool-turns` off: the
+//!   0.5B 12/54 and 2 unasked writes or commands against 16/54 and 0, the 1.5B 22/54
+//!   against 20/54 (through serve it took the 1.5B from 23/54 to 27-28/54): kept.
 //!
 //! Not rules of the coach: how calls written as text are read (the formats, doubled or
 //! one missing closing brace, empty `<tools></tools>` markup: `recover/`), which reads
