@@ -670,7 +670,7 @@ async fn a_path_written_into_the_tools_name_becomes_its_path_argument() {
     let reply: Value = serde_json::from_str(&text).expect("json");
     let call = &reply["choices"][0]["message"]["tool_calls"][0];
     assert_eq!(call["function"]["name"], "read_file", "{reply}");
-    assert_eq!(call["function"]["arguments"], "{\"path\":\"notes.txt\"}");
+    assert_eq!(call["function"]["arguments"], "{\"path\":\"backup.py\"}");
 }
 
 /// A streamed reply that is one native call, id `n1`, to `name` with `arguments`.
@@ -682,14 +682,15 @@ fn native_call(name: &str, arguments: &str) -> Reply {
     Reply::sse().data(chunk).finish("tool_calls").done().reply()
 }
 
-/// llama-server parsed the 0.5B's `{"name": "backup.py", "arguments": {}}` as a native
-/// call to an undeclared tool. Serve repairs it as the same call written as text
-/// (`file-as-name`): the client gets the declared `read_file` with that path, marked
-/// as a repair of the server's call, never the undeclared name.
+/// llama-server parsed the 0.5B's `{"name": "backup.py", "arguments": {"days": 7}}` as a
+/// native call to an undeclared tool. Serve repairs it as the same call written as text
+/// (`file-as-name`): the client gets the declared `read_file` with that path and without
+/// the argument `read_file` does not declare, marked as a repair of the server's call,
+/// never the undeclared name.
 #[tokio::test]
 async fn a_native_call_named_like_a_file_reaches_the_client_as_the_read_tool_and_marked() {
     let mock = MockOpenAi::start().await.expect("mock");
-    mock.push_reply(native_call("notes.txt", "{}"));
+    mock.push_reply(native_call("backup.py", "{\"days\": 7}"));
     let base = serve(&[mock.base_url()], true, None).await;
     let (status, headers, text) = post_full(&base, &body(false, true), None).await;
     assert_eq!(status, 200, "{text}");
@@ -698,7 +699,7 @@ async fn a_native_call_named_like_a_file_reaches_the_client_as_the_read_tool_and
     let reply: Value = serde_json::from_str(&text).expect("json");
     let call = &reply["choices"][0]["message"]["tool_calls"][0];
     assert_eq!(call["function"]["name"], "read_file", "{reply}");
-    assert_eq!(call["function"]["arguments"], "{\"path\":\"notes.txt\"}");
+    assert_eq!(call["function"]["arguments"], "{\"path\":\"backup.py\"}");
     assert_eq!(
         header(&headers, "x-ollm-repair"),
         Some("recovered; format=native; calls=1; rule=file-as-name"),
@@ -812,7 +813,7 @@ async fn behind_vllm_without_auto_tool_choice_calls_still_arrive_through_react()
             call["function"]["name"], "read_file",
             "round {round}: {reply}"
         );
-        assert_eq!(call["function"]["arguments"], "{\"path\":\"notes.txt\"}");
+        assert_eq!(call["function"]["arguments"], "{\"path\":\"backup.py\"}");
     }
     // The refusal cost one request, once: the second round went straight to ReAct.
     let with_tools = mock

@@ -170,8 +170,12 @@
 //!   `config.toml`, `backup.py` and `gitignore` as tool names on the tuning part, and
 //!   the unknown-tool answer ended each run with no answer) is the one offered `read*`
 //!   tool that takes the path argument, with the name as the path. Reading is the only
-//!   thing a bare file name can ask, and it changes nothing; with two such tools, or any
-//!   argument given, nothing is guessed. Same caller's word as `path-in-name`.
+//!   thing a file's name can ask, and it changes nothing; with two such tools, or a path
+//!   among the arguments, nothing is guessed. Arguments the read tool does not declare
+//!   are dropped (2026-11-27): the 0.5B wrote `{"name": "backup.py", "arguments":
+//!   {"days": 7}}` for "backup.py keep days?", and the unknown-tool answer ended the
+//!   run with an invented number, in `ollm run` and through serve alike. Same caller's
+//!   word as `path-in-name`.
 //! - **Native calls too** (`recover::repair_native`, in the turn loop as each arrives):
 //!   `name-repair`, `path-in-name` and `file-as-name` also repair a call the server
 //!   parsed itself to a tool that is not offered, since llama-server reads the 0.5B's

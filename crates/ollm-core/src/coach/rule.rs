@@ -114,9 +114,9 @@ rules! {
     /// A call named `<verb>_<path>` is the `<verb>_*` tool with that path.
     PathInName = "path-in-name",
         "a call named `<verb>_<path>` with no path is the one offered `<verb>_*` tool, with that path";
-    /// A call named like a file, with no arguments, reads that file.
+    /// A call named like a file reads that file.
     FileAsName = "file-as-name",
-        "a call named like a file (`config.toml`) with no arguments is the one offered `read*` tool that takes a path, with that path";
+        "a call named like a file (`config.toml`) and giving no path is the one offered `read*` tool that takes a path, with that path and only the arguments it declares";
     /// A call followed by an invented result is the call.
     InventedResultCut = "invented-result-cut",
         "a reply that opens with calls and goes on with an invented result runs the calls and drops the rest";

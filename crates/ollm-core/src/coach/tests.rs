@@ -199,7 +199,7 @@ fn hear_recovery(coach: &Coach, tools: &ToolRegistry, text: &str) -> Heard {
         .into_iter()
         .map(|r| match r {
             Recovered::Call { name, arguments } => format!("{name} {}", Value::Object(arguments)),
-            Recovered::UnknownTool { name } => format!("?{name}"),
+            Recovered::UnknownTool { name, .. } => format!("?{name}"),
             Recovered::Malformed { .. } => "!malformed".to_owned(),
         })
         .collect();

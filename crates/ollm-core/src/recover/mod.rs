@@ -136,7 +136,9 @@ pub fn recover_calls(reply: &str, tools: &[ToolSchema]) -> TextCalls {
                 };
                 read.calls.push(TextCall { call, format });
             }
-            Recovered::UnknownTool { name } => read.rejected.push(Rejected::UnknownTool { name }),
+            Recovered::UnknownTool { name, .. } => {
+                read.rejected.push(Rejected::UnknownTool { name });
+            }
             Recovered::Malformed { reason, .. } => {
                 read.rejected.push(Rejected::Malformed { format, reason });
             }
@@ -288,7 +290,10 @@ fn resolve(call: RawCall, format: Format, offered: &OfferedTools) -> Recovered {
     let Some(tool) = offered.resolve(&name) else {
         return path_in_name(&name, &args, offered)
             .or_else(|| file_as_name(&name, &args, offered))
-            .unwrap_or(Recovered::UnknownTool { name });
+            .unwrap_or_else(|| Recovered::UnknownTool {
+                name,
+                arguments: args.into_map(),
+            });
     };
     let arguments = match args {
         RawArgs::Json(map) => map,
@@ -338,27 +343,36 @@ pub(crate) fn repair_native(call: &ToolCall, offered: &OfferedTools) -> Option<(
     ))
 }
 
-/// A call named like a file and nothing else (`{"name": "config.toml", "arguments": {}}`,
-/// as Qwen2.5-Coder-0.5B writes for "which port does config.toml set?"): the one offered
+/// A call named like a file (`{"name": "config.toml", "arguments": {}}`, as
+/// Qwen2.5-Coder-0.5B writes for "which port does config.toml set?", or `{"name":
+/// "backup.py", "arguments": {"days": 7}}` for "backup.py keep days?"): the one offered
 /// tool named `read*` that takes the path argument (the coach's `file-as-name`), with the
-/// name as the path. Only a name of one word with an extension or a `/`, that does not
-/// open with an offered tool's verb (`search_a.txt`), and no arguments at all: reading
-/// is the one thing a bare file name can ask, and it changes nothing.
+/// name as the path. Only a name of one word with an extension or a `/` that does not
+/// open with an offered tool's verb (`search_a.txt`). Of the arguments, those the read
+/// tool declares are kept and the rest dropped: they say what the model looks for in
+/// the file, which reading it answers. A path among them is a second path, and then
+/// nothing is guessed. Reading is the one thing a file's name can ask, and it changes
+/// nothing.
 fn file_as_name(name: &str, args: &RawArgs, offered: &OfferedTools) -> Option<Recovered> {
     let key = path_argument(offered, Rule::FileAsName)?;
-    let no_args = match args {
-        RawArgs::Json(map) => map.is_empty(),
-        RawArgs::Strings(pairs) => pairs.is_empty(),
-    };
     let name = name.trim();
     // `search_a.txt` names a tool's verb: `path-in-name` territory, not a file's name.
     let verb = name.split_once('_').map(|(verb, _)| format!("{verb}_"));
     let names_a_verb = verb.is_some_and(|v| offered.tools.iter().any(|(t, _)| t.starts_with(&v)));
-    if !no_args || names_a_verb || !looks_like_a_file(name) {
+    if names_a_verb || !looks_like_a_file(name) {
         return None;
     }
     let tool = the_one_taking(offered, "read", key)?;
-    let mut arguments = serde_json::Map::new();
+    let schema = offered.schema(tool);
+    let mut arguments = match args {
+        RawArgs::Json(map) => map.clone(),
+        RawArgs::Strings(pairs) => qwen_xml::typed(pairs.clone(), schema),
+    };
+    if arguments.contains_key(key) {
+        return None;
+    }
+    let declared = schema.and_then(|s| s.get("properties"));
+    arguments.retain(|k, _| declared.is_some_and(|p| p.get(k).is_some()));
     arguments.insert(key.to_owned(), Value::String(name.to_owned()));
     Some(Recovered::Call {
         name: tool.to_owned(),

@@ -101,7 +101,7 @@ fn spelled(recovery: &Recovery) -> Vec<Value> {
         .iter()
         .map(|c| match c {
             Recovered::Call { name, arguments } => json!({"call": name, "arguments": arguments}),
-            Recovered::UnknownTool { name } => json!({"unknown": name}),
+            Recovered::UnknownTool { name, .. } => json!({"unknown": name}),
             Recovered::Malformed { .. } => json!({"malformed": true}),
         })
         .collect()
@@ -512,9 +512,10 @@ fn a_path_in_the_name_is_the_path_argument() {
     );
 }
 
-/// A call named like a file and nothing else (`config.toml`, as the 0.5B writes for
-/// "which port does config.toml set?") reads that file with the one offered `read*`
-/// tool; anything more than a bare file name stays unknown.
+/// A call named like a file (`config.toml`, as the 0.5B writes for "which port does
+/// config.toml set?"; `backup.py` with `{"days": 7}` for "backup.py keep days?") reads
+/// that file with the one offered `read*` tool, keeping only the arguments it declares;
+/// anything more than a bare file name, or a second path, stays unknown.
 #[test]
 fn a_file_as_the_name_reads_it() {
     let (path, check) = path_tools();
@@ -538,8 +539,25 @@ fn a_file_as_the_name_reads_it() {
         );
     }
     check(
-        r#"{"name": "settings.json", "arguments": {"key": "port"}}"#,
+        r#"{"name": "backup.py", "arguments": {"days": 7}}"#,
+        json!([{"call": "read_file", "arguments": {"path": "backup.py"}}]),
+    );
+    check(
+        r#"{"name": "settings.json", "arguments": {"path": "other.json"}}"#,
         json!([{"unknown": "settings.json"}]),
+    );
+    // The arguments the read tool declares are kept, typed by its schema.
+    let lines = json!({"type": "object", "properties": {
+        "path": {"type": "string"}, "max_lines": {"type": "integer"}}});
+    let tools = offered(&json!({"read_file": lines}));
+    let got = recover(
+        "<tool_call>\n<function=notes.md>\n<parameter=max_lines>\n5\n</parameter>\n\
+         <parameter=topic>\ndates\n</parameter>\n</function>\n</tool_call>",
+        &tools,
+    );
+    assert_eq!(
+        Value::Array(spelled(&got)),
+        json!([{"call": "read_file", "arguments": {"path": "notes.md", "max_lines": 5}}])
     );
     // Two tools that read: which one is not guessed.
     let two = offered(&json!({"read_file": path, "read_lines": path}));

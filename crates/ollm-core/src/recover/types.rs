@@ -110,6 +110,9 @@ pub(crate) enum Recovered {
     UnknownTool {
         /// The name as written.
         name: String,
+        /// The arguments as written (XML parameters as strings), kept in the history
+        /// so the model sees the call it made and the trace shows what it asked.
+        arguments: Map<String, Value>,
     },
     /// A block that is clearly meant as a call but cannot be read.
     Malformed {
@@ -138,6 +141,19 @@ pub(super) enum RawArgs {
     Json(Map<String, Value>),
     /// Qwen3-Coder XML parameters: strings, typed later from the schema.
     Strings(Vec<(String, String)>),
+}
+
+impl RawArgs {
+    /// The arguments as a JSON object, XML parameters as strings (no schema types them).
+    pub(super) fn into_map(self) -> Map<String, Value> {
+        match self {
+            RawArgs::Json(map) => map,
+            RawArgs::Strings(pairs) => pairs
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect(),
+        }
+    }
 }
 
 /// One call as a parser read it.

@@ -227,12 +227,12 @@ fn planned(
     };
     match item {
         Recovered::Call { name, arguments } => (call(name, arguments), None),
-        Recovered::UnknownTool { name } => {
+        Recovered::UnknownTool { name, arguments } => {
             let answer = match available {
                 Some(available) => format!("Unknown tool \"{name}\"; available: {available}"),
                 None => format!("Unknown tool \"{name}\""),
             };
-            (call(name, Map::new()), Some(ToolOutcome::error(answer)))
+            (call(name, arguments), Some(ToolOutcome::error(answer)))
         }
         Recovered::Malformed { reason, .. } => {
             let how = "Write it again as one {\"name\": ..., \"arguments\": {...}} call";
@@ -386,7 +386,8 @@ mod tests {
             calls,
             [(
                 "launch_code".to_owned(),
-                json!({}),
+                // Kept as written: the history and the trace show what the model asked.
+                json!({"file": "a"}),
                 Some("Error: Unknown tool \"launch_code\"; available: read_file, list_dir".into())
             )]
         );
