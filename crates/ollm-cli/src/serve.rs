@@ -141,11 +141,18 @@ fn coach_switches(options: &mut Options, entry: &ServeEntry) {
         Rule::GreedyToolTurns,
         entry.greedy_tool_turns,
     );
+    set_rule(&mut options.coach, Rule::RoutedCall, entry.routed_call);
     for (model, m) in &entry.models {
-        if m.tool_or_none.is_some() || m.greedy_tool_turns.is_some() {
+        let switches = [
+            (Rule::ToolOrNone, m.tool_or_none),
+            (Rule::GreedyToolTurns, m.greedy_tool_turns),
+            (Rule::RoutedCall, m.routed_call),
+        ];
+        if switches.iter().any(|(_, on)| on.is_some()) {
             let mut coach = options.coach.clone();
-            set_rule(&mut coach, Rule::ToolOrNone, m.tool_or_none);
-            set_rule(&mut coach, Rule::GreedyToolTurns, m.greedy_tool_turns);
+            for (rule, on) in switches {
+                set_rule(&mut coach, rule, on);
+            }
             options.model_coach.insert(model.clone(), coach);
         }
     }
@@ -333,6 +340,19 @@ mod settle_tests {
             .expect("settled")
             .coach;
         assert!(greedy.on.contains(&Rule::GreedyToolTurns));
+        let routed = settle(
+            &[],
+            "routed_call = true\n[models.big]\nrouted_call = false\n",
+            ProviderKind::Openai,
+        )
+        .expect("settled");
+        assert!(routed.coach.is_on(Rule::RoutedCall));
+        assert!(
+            !routed.model_coach["big"].is_on(Rule::RoutedCall),
+            "big's own"
+        );
+        let routed = settle(&[], "", ProviderKind::Openai).expect("settled");
+        assert!(!routed.coach.is_on(Rule::RoutedCall), "off by default");
         let messages = settle(&[], "", ProviderKind::Anthropic).expect("settled");
         assert_eq!(
             messages.constraint,

@@ -41,6 +41,7 @@ The tool-calling eval:
                        served-with-greedy-tool-turns: `greedy_tool_turns = true`; both:
                        served-with-tool-or-none+greedy-tool-turns;
                        +changes-on-request: `read_only` names the read tools;
+                       +routed-call: `routed_call = true`;
                        served-without-RULE: with `[coach] off = [RULE]`; several
                        rules joined by `+`, as in auto-without-key-hint+tools-hint,
                        are off together); the result

@@ -11,6 +11,7 @@
 //! tool_or_none = false                   # the coach's tool-or-none choice first
 //! greedy_tool_turns = false              # temperature 0 for tool requests that set none
 //! read_only = ["read_file", "list_dir"]  # the clients' tools that change nothing
+//! routed_call = false                    # a chosen read tool is called under its schema
 //! [serve.models."qwen2.5-coder:0.5b"]
 //! repair = "flag"
 //! tool_or_none = true                    # this model's own, over the server's
@@ -56,6 +57,10 @@ pub struct ServeEntry {
     /// neither offered nor handed to the client until the next prompt. Empty (the
     /// default): nothing is withheld.
     pub read_only: Vec<String>,
+    /// Whether, after `tool_or_none` chose one of the `read_only` tools, the reply is
+    /// asked for as a call to that tool alone under its schema (the coach's
+    /// `routed-call`), the call the client then gets. `None`: the server's default, off.
+    pub routed_call: Option<bool>,
     /// Per-model policies: `[serve.models."NAME"]`.
     pub models: BTreeMap<String, ServeModelEntry>,
     /// Keys clients may use, by name: `[serve.keys.NAME]`.
@@ -72,6 +77,8 @@ pub struct ServeModelEntry {
     pub tool_or_none: Option<bool>,
     /// `greedy_tool_turns` for requests naming this model; `None`: the server's.
     pub greedy_tool_turns: Option<bool>,
+    /// `routed_call` for requests naming this model; `None`: the server's.
+    pub routed_call: Option<bool>,
 }
 
 /// One `[serve.keys.NAME]` table.

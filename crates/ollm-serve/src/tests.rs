@@ -707,6 +707,48 @@ async fn a_native_call_named_like_a_file_reaches_the_client_as_the_read_tool_and
     );
 }
 
+/// `[serve] routed_call` (with `tool_or_none` and `read_only`): after the model chose a
+/// tool that only reads, its reply is asked for as a call to that tool under its schema,
+/// and the client gets the call. Without it the model's answer from memory reaches the
+/// client (through serve the 0.5B answered "port 8080" for a file that says 7341).
+#[tokio::test]
+async fn a_chosen_read_tool_is_called_for_the_client_when_routed_call_is_on() {
+    for routed in [true, false] {
+        let mock = MockOpenAi::start().await.expect("mock");
+        mock.push_reply(answer(r#"{"tool": "read_file"}"#));
+        mock.push_reply(answer(if routed {
+            r#"{"tool": "read_file", "arguments": {"path": "notes.txt"}}"#
+        } else {
+            "It says hello."
+        }));
+        let mut options = Options::default();
+        options.coach.turn_on(ollm_core::Rule::ToolOrNone);
+        options.coach.read_only = ["read_file".to_owned()].into();
+        if routed {
+            options.coach.turn_on(ollm_core::Rule::RoutedCall);
+        }
+        let base = serve_with(&[mock.base_url()], options).await;
+        let (status, text) = post(&base, &body(false, true)).await;
+        assert_eq!(status, 200, "{text}");
+        let (content, calls, finish) = read_reply(false, &text);
+        let asked = mock.requests();
+        assert_eq!(asked.len(), 2, "{routed}: {asked:?}");
+        if routed {
+            let call = [("read_file".to_owned(), r#"{"path":"notes.txt"}"#.to_owned())];
+            assert_eq!(calls, call, "{text}");
+            assert_eq!(finish, "tool_calls");
+            assert_eq!(
+                asked[1]["response_format"]["type"], "json_schema",
+                "the call is asked under its schema: {:?}",
+                asked[1]
+            );
+        } else {
+            assert!(calls.is_empty(), "{text}");
+            assert_eq!(content, "It says hello.");
+        }
+    }
+}
+
 #[tokio::test]
 async fn session_and_routing_headers_go_upstream_on_every_request_made_for_the_client() {
     let mock = MockOpenAi::start().await.expect("mock");

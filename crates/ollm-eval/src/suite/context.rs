@@ -50,8 +50,12 @@ const SERVED_WITHOUT: &str = "served-without-";
 const SERVED_WITH: &str = "served-with-";
 /// The rules serve's config turns on (`changes-on-request` by naming the tools that
 /// only read, `[serve] read_only`).
-pub(super) const SERVE_TURNS_ON: &[&str] =
-    &["tool-or-none", "greedy-tool-turns", "changes-on-request"];
+pub(super) const SERVE_TURNS_ON: &[&str] = &[
+    "tool-or-none",
+    "greedy-tool-turns",
+    "changes-on-request",
+    "routed-call",
+];
 
 /// A column: who runs the tasks, and how. Its name is what result files hold, and
 /// [`Column::parse`] reads it back.

@@ -177,6 +177,10 @@ mod tests {
             config("served-with-tool-or-none+changes-on-request"),
             "[serve]\ntool_or_none = true\nread_only = [\"read_file\", \"list_dir\", \"search_text\"]\n"
         );
+        assert_eq!(
+            config("served-with-tool-or-none+routed-call"),
+            "[serve]\ntool_or_none = true\nrouted_call = true\n"
+        );
         assert!(Column::parse("served-with-tool-or-none+made-up").is_none());
         assert_eq!(
             config("served-without-repeat-guard"),
