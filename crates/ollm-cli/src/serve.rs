@@ -170,11 +170,19 @@ fn rules_off(options: &mut Options, settings: &Settings) {
     coaches.for_each(|c| c.off.extend(settings.coach_off.iter().copied()));
 }
 
-/// A rule's switch in the `[serve]` table: on, off, or as `coach` has it.
+/// A rule's switch in the `[serve]` table: on, off, or as `coach` has it. Either word
+/// replaces the other, so a model's own `true` wins over the server's `false` (its coach
+/// starts as a copy of the server's); `[coach] off` is applied after, and wins over both.
 fn set_rule(coach: &mut CoachConfig, rule: Rule, on: Option<bool>) {
     match on {
-        Some(true) => coach.turn_on(rule),
-        Some(false) => coach.turn_off(rule),
+        Some(true) => {
+            coach.off.remove(&rule);
+            coach.turn_on(rule);
+        }
+        Some(false) => {
+            coach.on.remove(&rule);
+            coach.turn_off(rule);
+        }
         None => {}
     }
 }
@@ -353,6 +361,18 @@ mod settle_tests {
         );
         let routed = settle(&[], "", ProviderKind::Openai).expect("settled");
         assert!(!routed.coach.is_on(Rule::RoutedCall), "off by default");
+        // A model's own `true` over the server's `false`, as the docs' example has it.
+        let own = settle(
+            &[],
+            "tool_or_none = false\n[models.small]\ntool_or_none = true\n",
+            ProviderKind::Openai,
+        )
+        .expect("settled");
+        assert!(!own.coach.is_on(Rule::ToolOrNone));
+        assert!(
+            own.model_coach["small"].is_on(Rule::ToolOrNone),
+            "small's own"
+        );
         let messages = settle(&[], "", ProviderKind::Anthropic).expect("settled");
         assert_eq!(
             messages.constraint,

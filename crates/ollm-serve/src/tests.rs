@@ -670,7 +670,7 @@ async fn a_path_written_into_the_tools_name_becomes_its_path_argument() {
     let reply: Value = serde_json::from_str(&text).expect("json");
     let call = &reply["choices"][0]["message"]["tool_calls"][0];
     assert_eq!(call["function"]["name"], "read_file", "{reply}");
-    assert_eq!(call["function"]["arguments"], "{\"path\":\"backup.py\"}");
+    assert_eq!(call["function"]["arguments"], "{\"path\":\"notes.txt\"}");
 }
 
 /// A streamed reply that is one native call, id `n1`, to `name` with `arguments`.
@@ -855,7 +855,7 @@ async fn behind_vllm_without_auto_tool_choice_calls_still_arrive_through_react()
             call["function"]["name"], "read_file",
             "round {round}: {reply}"
         );
-        assert_eq!(call["function"]["arguments"], "{\"path\":\"backup.py\"}");
+        assert_eq!(call["function"]["arguments"], "{\"path\":\"notes.txt\"}");
     }
     // The refusal cost one request, once: the second round went straight to ReAct.
     let with_tools = mock
@@ -2094,6 +2094,37 @@ async fn a_whole_reply_that_says_it_cannot_gets_the_can_nudges_turn() {
         let counted = "ollm_serve_coached_replies_total{rule=\"can-nudge\"} 1";
         assert!(metrics.contains(counted), "{metrics}");
     }
+}
+
+/// With `tool-or-none` on, the nudge's run in the same request plays the choice its first
+/// run made: it is not asked again with the nudge as the prompt (where a second choice
+/// could oblige a routed call the first choice never made).
+#[tokio::test]
+async fn the_nudges_run_plays_the_choice_the_requests_first_run_made() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(r#"{"tool": "write_file"}"#));
+    mock.push_reply(answer(CANNOT));
+    mock.push_reply(native_call("write_file", r#"{"path": "notes.txt"}"#));
+    mock.push_reply(answer("Never asked for."));
+    let mut options = Options::default();
+    options.coach.turn_on(ollm_core::Rule::ToolOrNone);
+    options.coach.turn_on(ollm_core::Rule::RoutedCall);
+    options.coach.read_only = ["read_file".to_owned()].into();
+    let base = serve_with(&[mock.base_url()], options).await;
+    let mut request = body(false, true);
+    request["tools"] = three_tools();
+    let (status, text) = post(&base, &request).await;
+    assert_eq!(status, 200, "{text}");
+    let (_, calls, _) = read_reply(false, &text);
+    assert_eq!(calls.len(), 1, "{text}");
+    assert_eq!(calls[0].0, "write_file", "{text}");
+    let asked = mock.requests();
+    assert_eq!(asked.len(), 3, "one choice: {asked:?}");
+    assert!(
+        asked[2]["response_format"].is_null() && asked[2]["tools"].is_array(),
+        "the nudge's run asks no second choice: {}",
+        asked[2]
+    );
 }
 
 /// A streamed answer's text is the client's as it comes: it is never asked again, and

@@ -189,7 +189,7 @@ impl Turns {
             tools: Some(Arc::clone(&self.tools)),
             calls: CallMode::HandBack,
             no_tools: !self.offers_tools,
-            route: self.prompt.as_ref().and_then(|(_, kept)| kept.clone()),
+            route: self.kept_route(),
             ..ChatOptions::default()
         };
         let run = self.client.resume(options);
@@ -220,6 +220,14 @@ impl Turns {
             std::future::ready(from_chat(event))
         })
         .boxed()
+    }
+
+    /// The choice kept for the request's prompt: the one found when the request came, or
+    /// the one an earlier run of this request made, so that a later run (after a nudge)
+    /// plays it rather than asking again.
+    fn kept_route(&self) -> Option<Route> {
+        let (key, kept) = self.prompt.as_ref()?;
+        kept.clone().or_else(|| self.up.routes.get(*key))
     }
 
     /// What follows a run that ended as `attempt` says: `None` to run again (its calls

@@ -165,7 +165,7 @@
 //!   the name as the path, when it looks like one (has a `.` or a `/`). Which argument
 //!   takes a path is the caller's word ([`CoachConfig::path_argument`]; the CLI says
 //!   `path`); without it the rule does nothing.
-//! - **`file-as-name`** (`recover/mod.rs`): a call named like a file and nothing else
+//! - **`file-as-name`** (`recover/mod.rs`): a call named like a file that gives no path
 //!   (`{"name": "config.toml", "arguments": {}}`; through `ollm serve` the 0.5B wrote
 //!   `config.toml`, `backup.py` and `gitignore` as tool names on the tuning part, and
 //!   the unknown-tool answer ended each run with no answer) is the one offered `read*`
