@@ -211,6 +211,10 @@ pub(crate) struct RunArgs {
     /// off). The rules are listed in docs/tool-calling.md; an unknown name lists them.
     #[arg(long, value_name = "RULE")]
     pub(crate) coach_off: Vec<String>,
+    /// Turn on one of the coach's rules that are off unless asked for (repeatable):
+    /// `routed-call`, `choice-both-orders`. `--coach-off` wins.
+    #[arg(long, value_name = "RULE")]
+    pub(crate) coach_on: Vec<String>,
     /// How to print the run.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub(crate) output_format: OutputFormat,

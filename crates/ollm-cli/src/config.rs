@@ -197,9 +197,9 @@ pub(crate) struct CoachEntry {
     pub(crate) off: Vec<String>,
 }
 
-/// The rules `names` turn off (`all`: every rule), read for `whence` (the flag or the
-/// table); an unknown name is a usage error listing the known ones.
-pub(crate) fn rules_off(names: &[String], whence: &str) -> Result<BTreeSet<Rule>, CliError> {
+/// The rules `names` name (`all`: every rule), to turn off or on, read for `whence` (the
+/// flag or the table); an unknown name is a usage error listing the known ones.
+pub(crate) fn rules_named(names: &[String], whence: &str) -> Result<BTreeSet<Rule>, CliError> {
     let mut off = BTreeSet::new();
     for name in names {
         if name.trim() == "all" {
@@ -396,11 +396,11 @@ pub(crate) fn settle(
     let data_dir = data_dir(env);
     let tools = tool_settings(&file, &data_dir);
     let context = context_settings(&file, provider.context_length)?;
-    let coach_off = rules_off(&file.coach.off, "[coach] off in the config")?;
+    let coach_off = rules_named(&file.coach.off, "[coach] off in the config")?;
     let mut model_coach_off = BTreeMap::new();
     for (name, m) in file.models.iter().filter(|(_, m)| !m.coach.off.is_empty()) {
         let whence = format!("[models.{name:?}.coach] off in the config");
-        model_coach_off.insert(name.clone(), rules_off(&m.coach.off, &whence)?);
+        model_coach_off.insert(name.clone(), rules_named(&m.coach.off, &whence)?);
     }
     let defaults = Layers::new(
         file.run.clone(),

@@ -125,8 +125,10 @@ pub(crate) fn settle(
     if let Some(rules) = settings.model_coach_off.get(&chat.model) {
         chat.coach.off.extend(rules.iter().copied());
     }
-    let flags = crate::config::rules_off(&args.coach_off, "--coach-off")?;
+    let flags = crate::config::rules_named(&args.coach_off, "--coach-off")?;
     chat.coach.off.extend(flags);
+    let on = crate::config::rules_named(&args.coach_on, "--coach-on")?;
+    on.into_iter().for_each(|rule| chat.coach.turn_on(rule));
     crate::context::apply(
         &mut chat,
         &settings.context,
@@ -740,6 +742,18 @@ mod tests {
         assert_eq!(
             two,
             [Rule::CanNudge, Rule::ToolsContext].into_iter().collect()
+        );
+        let on = |flags: &[&str]| {
+            let argv = [&["m"], flags, &["x"]].concat();
+            settle(&args(&argv), &settings(&[]), TTY, None).map(|p| p.chat.coach)
+        };
+        let coach = on(&["--coach-on", "choice-both-orders"]).unwrap();
+        assert!(coach.is_on(Rule::ChoiceBothOrders) && !coach.is_on(Rule::RoutedCall));
+        let coach = on(&["--coach-on", "routed-call", "--coach-off", "routed-call"]).unwrap();
+        assert!(!coach.is_on(Rule::RoutedCall), "off wins");
+        assert!(
+            !on(&[]).unwrap().is_on(Rule::ChoiceBothOrders),
+            "off by default"
         );
         let all = off(&["--coach-off", "all"], &[]).unwrap();
         assert_eq!(all.len(), Rule::ALL.len());

@@ -42,7 +42,9 @@ The tool-calling eval:
                        served-with-tool-or-none+greedy-tool-turns;
                        +changes-on-request: `read_only` names the read tools;
                        +routed-call: `routed_call = true`;
-                       served-without-RULE: with `[coach] off = [RULE]`; several
+                       served-without-RULE: with `[coach] off = [RULE]`;
+                       auto-with-RULE: `ollm run --coach-on RULE`, for the rules
+                       off by default (routed-call, choice-both-orders); several
                        rules joined by `+`, as in auto-without-key-hint+tools-hint,
                        are off together); the result
                        file goes to docs/eval/

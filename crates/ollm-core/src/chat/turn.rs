@@ -171,19 +171,20 @@ impl Run {
             return;
         }
         let prompt = lock(&self.shared.history).messages().last().cloned();
-        let request = prompt.and_then(|prompt| {
-            self.coach
-                .route_request(&self.settings.model, &prompt, &offer.tools)
-        });
+        let model = self.settings.model.clone();
+        let request = (prompt.as_ref())
+            .and_then(|prompt| self.coach.route_request(&model, prompt, &offer.tools));
         let Some(request) = request else { return };
         let tools = offer.tools.to_vec();
-        let cancel = self.cancel.clone();
-        let text = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => None,
-            text = self.choose(request) => text,
+        let text = self.choose_unless_cancelled(request).await;
+        let second = (prompt.as_ref()).and_then(|prompt| {
+            self.coach
+                .second_route_request(&model, prompt, &tools, text.as_deref())
+        });
+        let route = match second {
+            Some(request) => self.choose_again(request, text.as_deref(), &tools).await,
+            None => self.coach.routed(text.as_deref(), &tools),
         };
-        let route = self.coach.routed(text.as_deref(), &tools);
         if !self.settings.strategy.takes_routed_calls() {
             self.coach.routed_call_played(false);
         }
@@ -206,6 +207,35 @@ impl Run {
         tracing::debug!("coach: tool-or-none: {lead}{detail}");
         self.sink
             .coached(Rule::ToolOrNone, None, format!("{lead}{detail}"), false);
+    }
+
+    /// The choice asked again with the tools in reverse order (`choice-both-orders`),
+    /// read with the `first`; the caller is told when the second's `none` won.
+    async fn choose_again(
+        &mut self,
+        request: ProviderRequest,
+        first: Option<&str>,
+        tools: &[ollm_types::ToolSchema],
+    ) -> Route {
+        let second = self.choose_unless_cancelled(request).await;
+        tracing::debug!(reply = ?second, "coach: choice-both-orders: the reply to the second choice");
+        let route = self.coach.routed_twice(first, second.as_deref(), tools);
+        if route == Route::None {
+            let detail = "asked again with the tools in reverse order, the model chose no tool";
+            self.sink
+                .coached(Rule::ChoiceBothOrders, None, detail.to_owned(), false);
+        }
+        route
+    }
+
+    /// [`Self::choose`], or `None` when the run is cancelled first.
+    async fn choose_unless_cancelled(&mut self, request: ProviderRequest) -> Option<String> {
+        let cancel = self.cancel.clone();
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => None,
+            text = self.choose(request) => text,
+        }
     }
 
     /// The text of the reply to the `tool-or-none` request, `None` when it failed.

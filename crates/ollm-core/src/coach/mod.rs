@@ -399,10 +399,48 @@ impl Coach {
         due.then(|| route::request(&self.config, model, prompt, tools))
     }
 
+    /// After the reply `first` to [`Coach::route_request`] named a tool: the same
+    /// request with `tools` listed in reverse order (`choice-both-orders`); `None` when
+    /// the rule is off or `first` named no tool.
+    pub(crate) fn second_route_request(
+        &self,
+        model: &str,
+        prompt: &Message,
+        tools: &[ToolSchema],
+        first: Option<&str>,
+    ) -> Option<ProviderRequest> {
+        let named = first.is_some_and(|t| matches!(route::read(t, tools), Route::Tools(Some(_))));
+        (named && self.is_on(Rule::ChoiceBothOrders)).then(|| {
+            let reversed: Vec<ToolSchema> = tools.iter().rev().cloned().collect();
+            route::request(&self.config, model, prompt, &reversed)
+        })
+    }
+
+    /// Reads the replies to both choices ([`Coach::second_route_request`]): a clean
+    /// `none` in the `second` outranks the tool the `first` named; else as
+    /// [`Coach::routed`] reads the `first`.
+    pub(crate) fn routed_twice(
+        &mut self,
+        first: Option<&str>,
+        second: Option<&str>,
+        tools: &[ToolSchema],
+    ) -> Route {
+        match second.map(|t| route::read(t, tools)) {
+            Some(Route::None) => self.settle_route(Route::None, tools),
+            _ => self.routed(first, tools),
+        }
+    }
+
     /// Reads the reply to [`Coach::route_request`] (`text`, or `None` when the request
     /// failed): on a clean `none` the run offers no tools.
     pub(crate) fn routed(&mut self, text: Option<&str>, tools: &[ToolSchema]) -> Route {
         let route = text.map_or(Route::Tools(None), |t| route::read(t, tools));
+        self.settle_route(route, tools)
+    }
+
+    /// What the run does after choosing `route`: tools offered or not, withheld, and the
+    /// call obliged (`routed-call`).
+    fn settle_route(&mut self, route: Route, tools: &[ToolSchema]) -> Route {
         self.take_route(&route, tools);
         self.routed_tool = match &route {
             Route::Tools(Some(name))

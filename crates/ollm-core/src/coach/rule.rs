@@ -54,6 +54,9 @@ rules! {
     /// The tool `tool-or-none` chose is the first reply's call, its arguments constrained.
     RoutedCall = "routed-call",
         "when `tool-or-none` chose a tool, the run's first reply is a call to it alone, its arguments constrained to the tool's schema";
+    /// A tool chosen is asked again with the tools in reverse order; `none` then wins.
+    ChoiceBothOrders = "choice-both-orders",
+        "when `tool-or-none` named a tool, the choice is asked once more with the tools listed in reverse order, and a `none` there offers no tools";
     /// After a choice of `none` or of a tool that changes things, the other such tools.
     ChangesOnRequest = "changes-on-request",
         "when `tool-or-none` chose none, or a tool that changes things (one not named read-only), the other tools that change things are neither offered nor run";
@@ -133,11 +136,13 @@ rules! {
 
 impl Rule {
     /// The rules that are off unless the caller turns them on ([`CoachConfig::on`]):
-    /// `tool-or-none`, which costs a request of its own before a run's first turn, and
+    /// `tool-or-none`, which costs a request of its own before a run's first turn,
     /// `routed-call`, which showed no lift on the eval (issue 35: 0.5B 15/54 against
     /// 16/54 without it, 1.5B 21/54 both ways, one repeat each) and is kept for callers
-    /// to measure on their own models.
-    pub const ON_REQUEST: &'static [Rule] = &[Rule::ToolOrNone, Rule::RoutedCall];
+    /// to measure on their own models, and `choice-both-orders`, a second request,
+    /// measured so far on the choice alone (coach docs).
+    pub const ON_REQUEST: &'static [Rule] =
+        &[Rule::ToolOrNone, Rule::RoutedCall, Rule::ChoiceBothOrders];
 }
 
 impl fmt::Display for Rule {

@@ -228,6 +228,94 @@ fn tool_or_none_takes_the_tools_away_only_on_a_clean_none() {
     }
 }
 
+/// `choice-both-orders`: a choice that named a tool is asked once more with the tools in
+/// reverse order; a `none` there leaves the run without tools, and says so. A first
+/// `none`, or the rule off, asks once.
+#[test]
+fn a_tool_chosen_in_one_order_only_is_no_choice_of_a_tool() {
+    // (case, the rule on, the second reply, choices asked, tools offered after)
+    let cases = [
+        ("second none", true, Some(r#"{"tool": "none"}"#), 2, 0),
+        (
+            "second a tool",
+            true,
+            Some(r#"{"tool": "read_file"}"#),
+            2,
+            2,
+        ),
+        ("second unreadable", true, Some("none"), 2, 2),
+        ("rule off", false, None, 1, 2),
+    ];
+    for (case, on, second, asked, offered) in cases {
+        let mut provider = MockProvider::builder().turn(text(r#"{"tool": "list_dir"}"#));
+        if let Some(second) = second {
+            provider = provider.turn(text(second));
+        }
+        let provider = provider.turn(text("42")).build();
+        let tools = registry([
+            RecordingTool::new("list_dir"),
+            RecordingTool::new("read_file"),
+        ]);
+        let c = crate::support::client_with(provider.clone(), tools, |cfg| {
+            cfg.coach.turn_on(Rule::ToolOrNone);
+            if on {
+                cfg.coach.turn_on(Rule::ChoiceBothOrders);
+            }
+        });
+        let events = block_on(chat(&c, "what's 6 times 7?"));
+        check_events(&events);
+        assert_eq!(finish_reason(&events), FinishReason::Stop, "{case}");
+        let requests = provider.requests();
+        assert_eq!(requests.len(), asked + 1, "{case}");
+        let listed = |i: usize| {
+            let Some(ollm_types::ResponseFormat::JsonSchema { schema, .. }) =
+                &requests[i].response_format
+            else {
+                panic!("{case}: request {i} is no choice");
+            };
+            schema["properties"]["tool"]["enum"].clone()
+        };
+        assert_eq!(
+            listed(0),
+            json!(["list_dir", "read_file", "none"]),
+            "{case}"
+        );
+        if asked == 2 {
+            assert_eq!(
+                listed(1),
+                json!(["read_file", "list_dir", "none"]),
+                "{case}"
+            );
+        }
+        assert_eq!(requests[asked].tools.len(), offered, "{case}");
+        let said = events.iter().any(|e| {
+            matches!(
+                e,
+                ChatEvent::Coached {
+                    rule: Rule::ChoiceBothOrders,
+                    ..
+                }
+            )
+        });
+        assert_eq!(said, offered == 0, "{case}");
+    }
+    // A first `none` is not asked again.
+    let provider = MockProvider::builder()
+        .turn(text(r#"{"tool": "none"}"#))
+        .turn(text("42"))
+        .build();
+    let c = crate::support::client_with(
+        provider.clone(),
+        registry([RecordingTool::new("list_dir")]),
+        |cfg| {
+            cfg.coach.turn_on(Rule::ToolOrNone);
+            cfg.coach.turn_on(Rule::ChoiceBothOrders);
+        },
+    );
+    let _ = block_on(chat(&c, "thanks!"));
+    assert_eq!(provider.requests().len(), 2);
+}
+
 /// `tool-or-none` is off unless turned on, and never runs when the call is required.
 #[test]
 fn tool_or_none_is_asked_only_when_on_and_the_call_is_optional() {

@@ -42,6 +42,11 @@ pub(super) const COLUMNS: &[&str] = &["plain", "served", "native", "react", "con
 /// several joined by `+` (`auto-without-key-hint+tools-hint`) to screen a group of rules
 /// in one pass: a group that shows no change says none of its rules does at this spread.
 pub(super) const WITHOUT: &str = "auto-without-";
+/// The prefix of a column running auto with rules on that are off unless asked for
+/// (`ollm run --coach-on RULE`): `auto-with-choice-both-orders`, several joined by `+`.
+const WITH: &str = "auto-with-";
+/// The rules `ollm run --coach-on` turns on that are off by default.
+pub(super) const AUTO_TURNS_ON: &[&str] = &["routed-call", "choice-both-orders"];
 /// The prefix of a served column with one coach rule off: `served-without-RULE`.
 const SERVED_WITHOUT: &str = "served-without-";
 /// The prefix of a served column with a rule turned on that serve leaves to its config
@@ -66,7 +71,8 @@ pub(super) struct Column {
     /// Coach rules switched off (`ollm run --coach-off RULE`, or serve's `[coach]
     /// off`), for the ablation; several joined by `+`.
     pub(super) off: Option<String>,
-    /// Coach rules serve's config turns on (`[serve] tool_or_none = true`), joined by `+`.
+    /// Coach rules serve's config turns on (`[serve] tool_or_none = true`), or `ollm run
+    /// --coach-on` for the auto column, joined by `+`.
     pub(super) on: Option<String>,
 }
 
@@ -82,6 +88,13 @@ impl Column {
             return Some(Column {
                 off: Some(rule.to_owned()),
                 ..Column::of("served")
+            });
+        }
+        if let Some(rule) = rule(WITH) {
+            let known = rule.split('+').all(|r| AUTO_TURNS_ON.contains(&r));
+            return known.then(|| Column {
+                on: Some(rule.to_owned()),
+                ..Column::of("auto")
             });
         }
         if let Some(rule) = rule(SERVED_WITH) {
@@ -121,12 +134,18 @@ impl Column {
         self.off.iter().flat_map(|r| r.split('+')).collect()
     }
 
+    /// The rules switched on, one by one.
+    pub(super) fn rules_on(&self) -> Vec<&str> {
+        self.on.iter().flat_map(|r| r.split('+')).collect()
+    }
+
     /// The name in result files.
     pub(super) fn name(&self) -> String {
         match (&self.off, &self.on) {
             (Some(rule), _) if self.is_served() => format!("{SERVED_WITHOUT}{rule}"),
             (Some(rule), _) => format!("{WITHOUT}{rule}"),
-            (None, Some(rule)) => format!("{SERVED_WITH}{rule}"),
+            (None, Some(rule)) if self.is_served() => format!("{SERVED_WITH}{rule}"),
+            (None, Some(rule)) => format!("{WITH}{rule}"),
             (None, None) => self.mode.clone(),
         }
     }
@@ -147,9 +166,21 @@ mod tests {
             "served",
             "served-with-tool-or-none",
             "served-without-tool-or-none",
+            "auto-with-choice-both-orders",
+            "auto-with-routed-call+choice-both-orders",
         ] {
             assert_eq!(Column::parse(name).unwrap().name(), name);
         }
+        let on = Column::parse("auto-with-routed-call+choice-both-orders").unwrap();
+        assert_eq!(
+            (on.mode.as_str(), on.rules_on()),
+            ("auto", vec!["routed-call", "choice-both-orders"])
+        );
+        assert!(!on.is_served() && on.rules_off().is_empty());
+        assert!(
+            Column::parse("auto-with-tool-or-none").is_none(),
+            "on already"
+        );
         let off = Column::parse("auto-without-repeat-guard").unwrap();
         assert_eq!(
             (off.mode.as_str(), off.off.as_deref()),

@@ -75,6 +75,9 @@ fn command(ctx: &RunContext, column: &Column, prompt: &str) -> Command {
     for rule in column.rules_off() {
         cmd.args(["--coach-off", rule]);
     }
+    for rule in column.rules_on() {
+        cmd.args(["--coach-on", rule]);
+    }
     cmd.args([ctx.model.as_str(), prompt]);
     cmd
 }
