@@ -51,6 +51,19 @@
 //!   then ran `ls` as well; a choice of the wrong tool itself (`write_file` for "wc -l
 //!   sales.csv", the 1.5B's `run_command` for "python venv how?") is beyond this rule.
 //!   Measured in docs/tool-calling.md.
+//! - **`choice-both-orders`** (on request, [`Rule::ON_REQUEST`]): when `tool-or-none`
+//!   named a tool, the choice is asked once more with the tools listed in reverse order
+//!   (the list in its text and the names in its schema), and a clean `none` there wins:
+//!   no tools, as after a first `none`. A first `none`, a failed choice or an unclean one
+//!   is not asked again, so the rule only ever takes tools away. Why: the small models'
+//!   choice leans on the order of the list. The 1.5B, asked alone at temperature 0 on
+//!   the tuning part's 54 wordings (2026-11-27): 44 right in the order shipped, 42
+//!   reversed, wrong on different questions (`read_file` for "what's a toml file",
+//!   `write_file` for a terse "thanks" in the first order, `none` for "top region?" in
+//!   the second). A tool only when both orders name one: no-tool questions 14/15 (10/15
+//!   as shipped), tool questions 22/30 (27/30), writes 6/9 (7/9). A trade, so it stays
+//!   off until whole runs show which side wins (`ollm run --coach-on`, the eval's
+//!   `auto-with-choice-both-orders`).
 //! - **`repeat-guard`**: a call the run already made (same tool, arguments equal as
 //!   canonical JSON, keys sorted at every depth) is not run again; it is answered, not
 //!   dropped (calls and results stay 1:1), by an error result that says the model already
