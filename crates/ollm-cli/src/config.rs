@@ -189,12 +189,15 @@ pub(crate) struct ToolsEntry {
     pub(crate) workspace_context: Option<bool>,
 }
 
-/// The `[coach]` table: the small-model rules of core's coach turned off.
+/// The `[coach]` table: the small-model rules of core's coach turned off, and those off
+/// by default turned on.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct CoachEntry {
     /// Rule names, as `ollm run --coach-off` takes them (`all`: every rule).
     pub(crate) off: Vec<String>,
+    /// Rule names, as `ollm run --coach-on` takes them; `off` outranks this.
+    pub(crate) on: Vec<String>,
 }
 
 /// The rules `names` name (`all`: every rule), to turn off or on, read for `whence` (the
@@ -326,6 +329,10 @@ pub(crate) struct Settings {
     /// The rules turned off for runs of one model, by model (`[models."NAME".coach]
     /// off`), besides `coach_off`.
     pub(crate) model_coach_off: BTreeMap<String, BTreeSet<Rule>>,
+    /// The rules off by default that the file turns on (`[coach] on`).
+    pub(crate) coach_on: BTreeSet<Rule>,
+    /// The rules turned on for runs of one model (`[models."NAME".coach] on`).
+    pub(crate) model_coach_on: BTreeMap<String, BTreeSet<Rule>>,
 }
 
 /// The programs `run_command` may start unless the config says otherwise: read-only ones.
@@ -397,10 +404,18 @@ pub(crate) fn settle(
     let tools = tool_settings(&file, &data_dir);
     let context = context_settings(&file, provider.context_length)?;
     let coach_off = rules_named(&file.coach.off, "[coach] off in the config")?;
-    let mut model_coach_off = BTreeMap::new();
-    for (name, m) in file.models.iter().filter(|(_, m)| !m.coach.off.is_empty()) {
-        let whence = format!("[models.{name:?}.coach] off in the config");
-        model_coach_off.insert(name.clone(), rules_named(&m.coach.off, &whence)?);
+    let coach_on = rules_named(&file.coach.on, "[coach] on in the config")?;
+    let (mut model_coach_off, mut model_coach_on) = (BTreeMap::new(), BTreeMap::new());
+    for (name, m) in &file.models {
+        for (names, word, map) in [
+            (&m.coach.off, "off", &mut model_coach_off),
+            (&m.coach.on, "on", &mut model_coach_on),
+        ] {
+            if !names.is_empty() {
+                let whence = format!("[models.{name:?}.coach] {word} in the config");
+                map.insert(name.clone(), rules_named(names, &whence)?);
+            }
+        }
     }
     let defaults = Layers::new(
         file.run.clone(),
@@ -423,6 +438,8 @@ pub(crate) fn settle(
         defaults,
         coach_off,
         model_coach_off,
+        coach_on,
+        model_coach_on,
     })
 }
 
@@ -704,7 +721,8 @@ pub(crate) fn render_settings(s: &Settings) -> String {
         t.workspace_context
     ));
     let off: Vec<&str> = s.coach_off.iter().map(|r| r.name()).collect();
-    out.push_str(&format!("\n[coach]\noff = {off:?}\n"));
+    let on: Vec<&str> = s.coach_on.iter().map(|r| r.name()).collect();
+    out.push_str(&format!("\n[coach]\noff = {off:?}\non = {on:?}\n"));
     out.push_str(&render_models(s));
     out
 }
@@ -745,12 +763,13 @@ fn render_provider(p: &ProviderSettings, run: &RunDefaults) -> String {
 /// The `[models."NAME"]` tables: each model's window, run defaults and rules off.
 fn render_models(s: &Settings) -> String {
     let (c, runs) = (&s.context, &s.defaults.models);
-    let coach = &s.model_coach_off;
+    let (coach_off, coach_on) = (&s.model_coach_off, &s.model_coach_on);
     let mut names: Vec<&String> = c
         .models
         .keys()
         .chain(runs.keys())
-        .chain(coach.keys())
+        .chain(coach_off.keys())
+        .chain(coach_on.keys())
         .collect();
     names.sort();
     names.dedup();
@@ -763,9 +782,17 @@ fn render_models(s: &Settings) -> String {
         if let Some(run) = runs.get(model) {
             out.push_str(&crate::defaults::render(run));
         }
-        if let Some(rules) = coach.get(model) {
-            let off: Vec<&str> = rules.iter().map(|r| r.name()).collect();
-            out.push_str(&format!("coach = {{ off = {off:?} }}\n"));
+        let named = |rules: Option<&BTreeSet<Rule>>| -> Vec<&str> {
+            rules.into_iter().flatten().map(|r| r.name()).collect()
+        };
+        let (off, on) = (named(coach_off.get(model)), named(coach_on.get(model)));
+        match (off.is_empty(), on.is_empty()) {
+            (true, true) => {}
+            (false, true) => out.push_str(&format!("coach = {{ off = {off:?} }}\n")),
+            (true, false) => out.push_str(&format!("coach = {{ on = {on:?} }}\n")),
+            (false, false) => {
+                out.push_str(&format!("coach = {{ off = {off:?}, on = {on:?} }}\n"));
+            }
         }
     }
     out
@@ -1142,6 +1169,36 @@ api_key_env = "OLLM_TEST_LAB_KEY"
         check("[::1]:11434", Ollama, Some("http://[::1]:11434"));
         check("[::1]:8080", Openai, Some("http://[::1]:8080/v1"));
         check("0.0.0.0", Ollama, Some("http://127.0.0.1:11434"));
+    }
+
+    /// `[coach] on` and `[models."NAME".coach] on` name rules off by default, checked as
+    /// `off` is; `config show` prints them back in a form the file takes.
+    #[test]
+    fn the_coach_tables_turn_rules_on_by_name() {
+        let settled = |text: &str| {
+            let file = parse_file(text).unwrap();
+            settle(&flags(None, None), &Env::default(), "c".into(), Some(file))
+        };
+        let text = "[coach]\non = [\"key-hint\"]\n\
+                    [models.\"gpt\".coach]\non = [\"name-repair\"]\noff = [\"act-nudge\"]\n";
+        let s = settled(text).unwrap();
+        assert_eq!(s.coach_on, [Rule::KeyHint].into());
+        assert_eq!(
+            s.model_coach_on.get("gpt"),
+            Some(&[Rule::NameRepair].into())
+        );
+        assert_eq!(s.model_coach_off.get("gpt"), Some(&[Rule::ActNudge].into()));
+        let shown = render_settings(&s);
+        assert!(shown.contains("on = [\"key-hint\"]"), "{shown}");
+        let table = "coach = { off = [\"act-nudge\"], on = [\"name-repair\"] }";
+        assert!(shown.contains(table), "{shown}");
+        let again = shown.split("\n[models.").nth(1).expect("the model's table");
+        let again = settled(&format!("[models.{again}")).unwrap();
+        assert_eq!(again.model_coach_on, s.model_coach_on, "shown reads back");
+        let Err(CliError::Usage(message)) = settled("[coach]\non = [\"nope\"]") else {
+            panic!("an unknown rule was accepted");
+        };
+        assert!(message.contains("[coach] on"), "{message}");
     }
 
     /// `[coach] off` names rules (or `all`); an unknown name is a usage error that lists

@@ -122,8 +122,12 @@ pub(crate) fn settle(
         chat.tool_choice = choice.clone();
     }
     chat.coach.off.extend(settings.coach_off.iter().copied());
+    chat.coach.on.extend(settings.coach_on.iter().copied());
     if let Some(rules) = settings.model_coach_off.get(&chat.model) {
         chat.coach.off.extend(rules.iter().copied());
+    }
+    if let Some(rules) = settings.model_coach_on.get(&chat.model) {
+        chat.coach.on.extend(rules.iter().copied());
     }
     let flags = crate::config::rules_named(&args.coach_off, "--coach-off")?;
     chat.coach.off.extend(flags);
@@ -714,6 +718,23 @@ mod tests {
         };
         assert_eq!(off("big"), [Rule::ActNudge, Rule::ToolsContext].into());
         assert_eq!(off("small"), [Rule::ActNudge].into());
+    }
+
+    /// `[coach] on` and `[models."NAME".coach] on` turn on rules off by default (the call
+    /// repairs, say), the second for that model only; `--coach-off` still wins.
+    #[test]
+    fn the_configs_rules_on_hold_and_a_flag_off_outranks_them() {
+        let mut s = settings(&[]);
+        s.coach_on.insert(Rule::KeyHint);
+        s.model_coach_on
+            .insert("gpt".into(), [Rule::NameRepair].into());
+        let coach = |argv: &[&str]| settle(&args(argv), &s, TTY, None).unwrap().chat.coach;
+        let gpt = coach(&["gpt", "x"]);
+        assert!(gpt.is_on(Rule::KeyHint) && gpt.is_on(Rule::NameRepair));
+        let other = coach(&["qwen", "x"]);
+        assert!(other.is_on(Rule::KeyHint) && !other.is_on(Rule::NameRepair));
+        let flag = coach(&["gpt", "--coach-off", "name-repair", "x"]);
+        assert!(!flag.is_on(Rule::NameRepair) && flag.is_on(Rule::KeyHint));
     }
 
     /// `--coach-off` (repeatable, `all`) adds to what `[coach] off` turns off; an unknown

@@ -39,7 +39,7 @@ pub(crate) fn run(
 ) -> Result<(), CliError> {
     let provider = &settings.provider;
     let mut options = options(args, entry, provider.kind, &Env::from_process())?;
-    rules_off(&mut options, settings);
+    rules_switched(&mut options, settings);
     if !args.listen.ip().is_loopback() && options.keys.is_empty() {
         return Err(CliError::Usage(format!(
             "refusing to listen on {} without --api-key: only loopback addresses are open",
@@ -158,16 +158,27 @@ fn coach_switches(options: &mut Options, entry: &ServeEntry) {
     }
 }
 
-/// `[coach] off` and `[models."NAME".coach] off` hold for serve's repairs as for `ollm
-/// run`: the first for every model, the second for requests naming that model.
-fn rules_off(options: &mut Options, settings: &Settings) {
-    for (model, rules) in &settings.model_coach_off {
-        let server = options.coach.clone();
-        let coach = options.model_coach.entry(model.clone()).or_insert(server);
-        coach.off.extend(rules.iter().copied());
+/// `[coach] off` and `on`, and `[models."NAME".coach] off` and `on`, hold for serve's
+/// repairs as for `ollm run`: the first for every model, the second for requests naming
+/// that model (`off` outranks `on`).
+fn rules_switched(options: &mut Options, settings: &Settings) {
+    let per_model = [
+        (&settings.model_coach_off, true),
+        (&settings.model_coach_on, false),
+    ];
+    for (models, off) in per_model {
+        for (model, rules) in models {
+            let server = options.coach.clone();
+            let coach = options.model_coach.entry(model.clone()).or_insert(server);
+            let set = if off { &mut coach.off } else { &mut coach.on };
+            set.extend(rules.iter().copied());
+        }
     }
     let coaches = std::iter::once(&mut options.coach).chain(options.model_coach.values_mut());
-    coaches.for_each(|c| c.off.extend(settings.coach_off.iter().copied()));
+    coaches.for_each(|c| {
+        c.off.extend(settings.coach_off.iter().copied());
+        c.on.extend(settings.coach_on.iter().copied());
+    });
 }
 
 /// A rule's switch in the `[serve]` table: on, off, or as `coach` has it. Either word
@@ -393,7 +404,7 @@ mod settle_tests {
     /// `[coach] off` holds for every model's coach, `[models."NAME".coach] off` for
     /// that model's only, whether or not `[serve.models."NAME"]` gave it a coach.
     #[test]
-    fn the_configs_rules_off_hold_for_serves_coaches() {
+    fn the_configs_rules_off_and_on_hold_for_serves_coaches() {
         let mut settings = crate::config::settle(
             &crate::args::GlobalArgs::default(),
             &Env::default(),
@@ -410,7 +421,7 @@ mod settle_tests {
             ProviderKind::Openai,
         )
         .expect("settled");
-        rules_off(&mut options, &settings);
+        rules_switched(&mut options, &settings);
         let off = |coach: &CoachConfig| coach.off.iter().copied().collect::<Vec<_>>();
         assert_eq!(off(&options.coach), [Rule::ActNudge]);
         assert_eq!(off(&options.model_coach["small"]), [Rule::ActNudge]);
@@ -419,5 +430,15 @@ mod settle_tests {
             [Rule::ActNudge, Rule::ToolsContext]
         );
         assert!(options.model_coach["small"].is_on(Rule::ToolOrNone));
+        // `on` as `off`: the server's for every coach, a model's for its own.
+        settings.coach_on.insert(Rule::KeyHint);
+        settings
+            .model_coach_on
+            .insert("gpt".into(), [Rule::NameRepair].into());
+        rules_switched(&mut options, &settings);
+        let gpt = &options.model_coach["gpt"];
+        assert!(gpt.is_on(Rule::NameRepair) && gpt.is_on(Rule::KeyHint));
+        assert!(options.coach.is_on(Rule::KeyHint) && !options.coach.is_on(Rule::NameRepair));
+        assert!(!options.model_coach["small"].is_on(Rule::NameRepair));
     }
 }

@@ -413,17 +413,17 @@ impl ToolRegistry {
         ))
     }
 
-    /// Runs one call: looks the tool up, types the string values its schema types
-    /// otherwise (`"regex": "true"` as `true`, as Qwen2.5-Coder-1.5B writes them; see
-    /// `recover::typed_strings`), validates the arguments, runs it and normalises its
-    /// result. Never fails; see [`ToolOutcome`]. A panicking tool is not caught here
+    /// Runs one call under the coach's defaults: looks the tool up, validates the
+    /// arguments, runs it and normalises its result. Never fails; see [`ToolOutcome`]. A panicking tool is not caught here
     /// (the chat loop runs tools in tasks and reports panics as error results).
     pub async fn execute(&self, call: &ToolCall) -> ToolOutcome {
         self.execute_coached(call, &CoachConfig::default()).await
     }
 
-    /// [`Self::execute`] under the coach's switches: quoted values are typed only with
-    /// `typed-strings` on, the valid keys named only with `key-hint` on.
+    /// [`Self::execute`] under the coach's switches: the string values the schema types
+    /// otherwise are typed (`"regex": "true"` as `true`, as Qwen2.5-Coder-1.5B writes
+    /// them; `recover::typed_strings`) only with `typed-strings` on, the valid keys named
+    /// in an invalid-arguments result only with `key-hint` on.
     pub async fn execute_coached(&self, call: &ToolCall, coach: &CoachConfig) -> ToolOutcome {
         if !self.contains(&call.name) {
             tracing::warn!(tool = %call.name, "the model called an unknown tool");
@@ -489,12 +489,23 @@ mod tests {
         }
         let mut registry = ToolRegistry::new();
         registry.register(std::sync::Arc::new(Search)).unwrap();
+        let mut typing = CoachConfig::default();
+        typing.turn_on(Rule::TypedStrings);
         let run = |args: Value| {
             let call = ToolCall::new("1", "search", args).unwrap();
-            let registry = &registry;
-            async move { registry.execute(&call).await }
+            let (registry, typing) = (&registry, &typing);
+            async move { registry.execute_coached(&call, typing).await }
         };
-        let out = run(json!({"pattern": "50", "regex": "true", "max": "50"})).await;
+        let quoted = json!({"pattern": "50", "regex": "true", "max": "50"});
+        // Off by default: the quoted boolean is refused as written.
+        let call = ToolCall::new("1", "search", quoted.clone()).unwrap();
+        let out = registry.execute(&call).await;
+        assert!(
+            out.is_error && out.content.contains("/regex"),
+            "{}",
+            out.content
+        );
+        let out = run(quoted).await;
         assert!(!out.is_error, "{}", out.content);
         assert_eq!(out.content, r#"{"max":50,"pattern":"50","regex":true}"#);
         // What does not read as the type is still refused, with the reason.
@@ -557,8 +568,17 @@ mod tests {
         registry.register(std::sync::Arc::new(Read)).unwrap();
         // Qwen2.5-Coder-0.5B copies the schema's `type` into its arguments.
         let args = json!({"type": "object", "file": "notes.txt"});
-        let error = registry
+        let plain = registry
             .validate("read_file", args.as_object().unwrap())
+            .unwrap_err();
+        assert!(
+            !plain.contains("Valid arguments"),
+            "off by default: {plain}"
+        );
+        let mut hinting = CoachConfig::default();
+        hinting.turn_on(Rule::KeyHint);
+        let error = registry
+            .validate_coached("read_file", args.as_object().unwrap(), &hinting)
             .unwrap_err();
         assert!(
             error.starts_with("Error: invalid arguments for read_file: "),

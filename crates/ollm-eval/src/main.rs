@@ -44,7 +44,9 @@ The tool-calling eval:
                        +routed-call: `routed_call = true`;
                        served-without-RULE: with `[coach] off = [RULE]`;
                        auto-with-RULE: `ollm run --coach-on RULE`, for the rules
-                       off by default (routed-call, choice-both-orders); several
+                       off by default (routed-call, choice-both-orders, the
+                       call repairs name-repair, path-in-name, typed-strings,
+                       key-hint, tools-hint); several
                        rules joined by `+`, as in auto-without-key-hint+tools-hint,
                        are off together); the result
                        file goes to docs/eval/

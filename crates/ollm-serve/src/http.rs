@@ -115,8 +115,9 @@ pub struct Options {
     pub forward_headers: Vec<String>,
     /// The coach's switches and words, for the turn loop's runs and for the answer asked
     /// for in place of a reply that only repeats answered calls (`repair.rs`). The
-    /// default turns every rule on and names `path` as the argument a file path goes in
-    /// (`path-in-name`), as `ollm run` does.
+    /// default is the coach's (every rule on but those `Rule::ON_REQUEST` lists) and
+    /// names `path` as the argument a file path goes in (`path-in-name`, `file-as-name`),
+    /// as `ollm run` does.
     pub coach: CoachConfig,
     /// The coach for requests that name one of these models, in place of `coach` (the
     /// CLI's `[serve.models."NAME"] tool_or_none`): a small model may want the

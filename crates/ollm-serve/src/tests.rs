@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use ollm_core::ToolMode;
+use ollm_core::{Rule, ToolMode};
 use reqwest::header::HeaderMap;
 
 use ollm_bridge::{OpenAiConfig, OpenAiProvider, ProviderPool, Replica, ReplicaKind, RetryPolicy};
@@ -664,7 +664,16 @@ async fn a_path_written_into_the_tools_name_becomes_its_path_argument() {
     let mock = MockOpenAi::start().await.expect("mock");
     let reply = "```json\n{\"name\": \"read_notes.txt\", \"arguments\": {}}\n```";
     mock.push_reply(answer(reply));
-    let base = serve(&[mock.base_url()], true, None).await;
+    // `path-in-name` is off by default (no lift measured); a config turns it on.
+    let mut options = Options {
+        policy: Policy {
+            default: Repair::On,
+            ..Policy::default()
+        },
+        ..Options::default()
+    };
+    options.coach.turn_on(Rule::PathInName);
+    let base = serve_with(&[mock.base_url()], options).await;
     let (status, text) = post(&base, &body(false, true)).await;
     assert_eq!(status, 200, "{text}");
     let reply: Value = serde_json::from_str(&text).expect("json");

@@ -26,7 +26,7 @@
 //!
 //! # Decisions
 //! Each rule, what it does, the evidence, and its switch (the rule's name). All are on
-//! by default.
+//! by default but those [`Rule::ON_REQUEST`] lists.
 //! - **`tool-or-none`** (`route.rs`; on request, [`Rule::ON_REQUEST`]): before a run's
 //!   first request with tools, when the tool choice does not require a call, one short
 //!   request asks the model to name an offered tool or `none`, the server constraining the
@@ -169,11 +169,13 @@
 //!   think (greedy decoding sends reasoning models into loops). On the 0.5B the eval
 //!   finished 4 of 7 plain-words tasks at temperature 0 and about 1.3 of 7 at llama.cpp's
 //!   default 0.8 (docs/eval/history.md, issue 24).
-//! - **`name-repair`** (`recover/types.rs`): a call written as text names an offered
-//!   tool exactly, else ignoring case, a `functions.` prefix and a `:N` suffix
-//!   (`functions.read_file:0`, seen from servers' own formats).
-//! - **`path-in-name`** (`recover/mod.rs`): a call named `<verb>_<path>` with no path
-//!   (`read_config.toml`, as the 0.5B writes for "read config.toml": 5 of 38 eval tasks)
+//! - **`name-repair`** (`recover/types.rs`; off by default, below): a call's name matches
+//!   an offered tool ignoring case. The `functions.` prefix and `:N` suffix
+//!   (`functions.read_file:0`, servers' own spellings) are read for text calls whatever
+//!   the switch: they are how a format writes a name, not a small model's slip; a native
+//!   call is renamed only with the rule on.
+//! - **`path-in-name`** (`recover/mod.rs`; off by default, below): a call named
+//!   `<verb>_<path>` with no path (`read_config.toml`, as the 0.5B writes for "read config.toml": 5 of 38 eval tasks)
 //!   is the one offered `<verb>_*` tool that takes the path argument, with the rest of
 //!   the name as the path, when it looks like one (has a `.` or a `/`). Which argument
 //!   takes a path is the caller's word ([`CoachConfig::path_argument`]; the CLI says
@@ -199,16 +201,16 @@
 //!   offered tools and goes on with something else (`{"error": "File not found"}`, "The
 //!   response will be: ...", prose) runs the calls and drops the rest, which never
 //!   reaches the user: the small models write the call, then invent its result.
-//! - **`typed-strings`** (`tool.rs`): quoted values the tool's schema types otherwise
-//!   (`"regex": "true"`, `"max_results": "50"`) are typed before validation: the 1.5B
+//! - **`typed-strings`** (`tool.rs`; off by default, below): quoted values the tool's
+//!   schema types otherwise (`"regex": "true"`, `"max_results": "50"`) are typed before validation: the 1.5B
 //!   read the right file, then an invalid-arguments error on such a call made it end
 //!   with an empty answer.
-//! - **`key-hint`** (`tool.rs`): an invalid-arguments result ends with the valid keys,
-//!   their types and which are required, so a model that invented a key (small models
+//! - **`key-hint`** (`tool.rs`; off by default, below): an invalid-arguments result
+//!   ends with the valid keys, their types and which are required, so a model that invented a key (small models
 //!   copy the schema's `"type": "object"` into their arguments, or write `file` for
 //!   `path`) learns the real ones.
-//! - **`tools-hint`** (`strategy/native.rs`): a call written as text to a tool that is
-//!   not offered is answered `Unknown tool "NAME"; available: a, b`, and a malformed one
+//! - **`tools-hint`** (`strategy/native.rs`; off by default, below): a call written as
+//!   text to a tool that is not offered is answered `Unknown tool "NAME"; available: a, b`, and a malformed one
 //!   with the names to choose from: the 0.5B invents tool names (`launch_code`).
 //! - **Screened in groups, 2026-11-27** (tuning part, one repeat; docs/tool-calling.md,
 //!   fifth round): with `drop-echo`, `invented-result-cut`, `skip-repeat-turn` and
@@ -216,8 +218,12 @@
 //!   against 4/30 (13/54 against 16/54): kept. `name-repair`, `path-in-name`,
 //!   `typed-strings`, `key-hint` and `tools-hint` off together: 14/54 against 16/54 on
 //!   the 0.5B (tool tasks 4/30 both), and all nine off on the 1.5B 21/54 against 20/54;
-//!   no lift at one repeat, kept until a second repeat or another model family decides
-//!   (they answer formats these two models rarely write). `greedy-tool-turns` off: the
+//!   no lift at one repeat. A second repeat (sixth round): the 0.5B 18/54 without them
+//!   against 16/54, the 1.5B 22/54 both ways. **Off by default since** (with
+//!   `path-in-name`, `typed-strings`, `key-hint`, `tools-hint`; [`Rule::ON_REQUEST`]):
+//!   issue 35 keeps a rule only for a measured lift or a safety reason, and none of the
+//!   five guards anything. They stay switchable (`--coach-on`, `[coach] on`) for models
+//!   that write the slips they answer. `greedy-tool-turns` off: the
 //!   0.5B 12/54 and 2 unasked writes or commands against 16/54 and 0, the 1.5B 22/54
 //!   against 20/54 (through serve it took the 1.5B from 23/54 to 27-28/54): kept.
 //!

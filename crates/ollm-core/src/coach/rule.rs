@@ -139,10 +139,20 @@ impl Rule {
     /// `tool-or-none`, which costs a request of its own before a run's first turn,
     /// `routed-call`, which showed no lift on the eval (issue 35: 0.5B 15/54 against
     /// 16/54 without it, 1.5B 21/54 both ways, one repeat each) and is kept for callers
-    /// to measure on their own models, and `choice-both-orders`, a second request,
-    /// measured so far on the choice alone (coach docs).
-    pub const ON_REQUEST: &'static [Rule] =
-        &[Rule::ToolOrNone, Rule::RoutedCall, Rule::ChoiceBothOrders];
+    /// to measure on their own models, `choice-both-orders`, a second request that trades
+    /// tool tasks for restraint, and the five call repairs (`name-repair`,
+    /// `path-in-name`, `typed-strings`, `key-hint`, `tools-hint`), which showed no lift in
+    /// two repeats on either model (coach docs).
+    pub const ON_REQUEST: &'static [Rule] = &[
+        Rule::ToolOrNone,
+        Rule::RoutedCall,
+        Rule::ChoiceBothOrders,
+        Rule::NameRepair,
+        Rule::PathInName,
+        Rule::TypedStrings,
+        Rule::KeyHint,
+        Rule::ToolsHint,
+    ];
 }
 
 impl fmt::Display for Rule {
@@ -186,8 +196,8 @@ impl<'de> Deserialize<'de> for Rule {
 
 /// The coach's switches, and the words of the caller it uses (part of
 /// [`ChatConfig`](crate::ChatConfig)). The default turns on every rule but those
-/// [`Rule::ON_REQUEST`] lists, which cost a request of their own and are turned on by the
-/// caller (the CLI turns on `tool-or-none`).
+/// [`Rule::ON_REQUEST`] lists, which cost a request of their own or showed no lift, and
+/// are turned on by the caller (the CLI turns on `tool-or-none`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct CoachConfig {

@@ -97,11 +97,17 @@ enum Heard {
 /// The coach's decisions on `steps`, in a run with the rules `off` turned off (and the
 /// CLI's words), against `expected`. `seed` is the conversation it starts from.
 fn check(off: &[Rule], seed: &[Message], steps: Vec<Step>, expected: Vec<Heard>) {
+    check_with(&[], off, seed, steps, expected);
+}
+
+/// [`check`] with the rules `on` of those off by default turned on.
+fn check_with(on: &[Rule], off: &[Rule], seed: &[Message], steps: Vec<Step>, expected: Vec<Heard>) {
     let mut config = CoachConfig {
         scope: Some("this folder".into()),
         path_argument: Some("path".into()),
         ..CoachConfig::default()
     };
+    config.on.extend(on.iter().copied());
     config.off.extend(off.iter().copied());
     let tools = tools();
     let mut coach = Coach::seeded(config, seed, &tools)
@@ -110,7 +116,7 @@ fn check(off: &[Rule], seed: &[Message], steps: Vec<Step>, expected: Vec<Heard>)
         .into_iter()
         .map(|step| hear(&mut coach, &tools, step))
         .collect();
-    assert_eq!(heard, expected, "off: {off:?}");
+    assert_eq!(heard, expected, "on: {on:?}, off: {off:?}");
 }
 
 fn hear(coach: &mut Coach, tools: &ToolRegistry, step: Step) -> Heard {
@@ -676,7 +682,8 @@ fn the_recovery_rules() {
             Step::Recover(invented),
         ]
     };
-    check(
+    check_with(
+        &[Rule::NameRepair, Rule::PathInName],
         &[],
         &[],
         steps(),
@@ -686,13 +693,19 @@ fn the_recovery_rules() {
             Heard::Recovered(vec![read("a")]),
         ],
     );
+    // By default `name-repair` and `path-in-name` are off; the invented result is cut.
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![
+            Heard::Recovered(vec!["?functions.READ_FILE:0".into()]),
+            Heard::Recovered(vec!["?read_a.txt".into()]),
+            Heard::Recovered(vec![read("a")]),
+        ],
+    );
     // Off, the invented result makes the whole reply a call that cannot be read.
-    let off = [
-        Rule::NameRepair,
-        Rule::PathInName,
-        Rule::FileAsName,
-        Rule::InventedResultCut,
-    ];
+    let off = [Rule::FileAsName, Rule::InventedResultCut];
     check(
         &off,
         &[],
@@ -717,7 +730,8 @@ fn typed_strings_and_key_hint() {
     };
     let missing = "Error: invalid arguments for read_file: \"path\" is a required property";
     let hint = ". Valid arguments: path (string, required), regex (boolean)";
-    check(
+    check_with(
+        &[Rule::TypedStrings, Rule::KeyHint],
         &[],
         &[],
         steps(),
@@ -729,7 +743,7 @@ fn typed_strings_and_key_hint() {
     let quoted_error = "Error: invalid arguments for read_file: /regex: \"true\" is not of type \
                         \"boolean\"";
     check(
-        &[Rule::TypedStrings, Rule::KeyHint],
+        &[],
         &[],
         steps(),
         vec![
@@ -771,7 +785,8 @@ fn tools_hint() {
     let unknown = "{\"name\": \"launch_code\", \"arguments\": {}}";
     let steps = || vec![Step::Interpret(unknown)];
     let available = "; available: read_file, list_dir, search_text";
-    check(
+    check_with(
+        &[Rule::ToolsHint],
         &[],
         &[],
         steps(),
@@ -780,7 +795,7 @@ fn tools_hint() {
         )])],
     );
     check(
-        &[Rule::ToolsHint],
+        &[],
         &[],
         steps(),
         vec![Heard::Recovered(vec![

@@ -25,9 +25,10 @@
 //!   [`Recovered::Malformed`] when the reply is clearly a call (another block parsed, the
 //!   reply is nothing but markup, or the block ends the reply); otherwise the reply is left
 //!   as prose untouched, because a broken block amid prose is more likely an explanation.
-//! - **Names** are matched to an offered tool exactly, then ignoring case, a `functions.`
-//!   prefix and a `:N` suffix (`functions.read_file:0`; the coach's `name-repair`), then
-//!   as a path written into the name (`read_config.toml`; `path-in-name`). A well-formed call to a tool not
+//! - **Names** are matched to an offered tool exactly, then without a `functions.` prefix
+//!   and a `:N` suffix (`functions.read_file:0`, servers' own spellings), then with the
+//!   coach's `name-repair` on, ignoring case, then as a path written into the name
+//!   (`read_config.toml`; `path-in-name`) or as a file's name (`file-as-name`). A well-formed call to a tool not
 //!   on offer in a reply that is clearly a call is [`Recovered::UnknownTool`], so the
 //!   caller can answer `Error: Unknown tool "<name>"; available: ...`.
 //! - **Qwen3-Coder XML values are strings** unless the tool's JSON schema types the
@@ -97,7 +98,7 @@ pub(crate) fn recover(text: &str, offered: &OfferedTools) -> Recovery {
 /// Mistral, Llama, pythonic lists, Functionary, DeepSeek, LFM, bare or fenced JSON), per
 /// call, and only deliberate markup counts: inline code, fenced examples amid prose and
 /// drafts inside `<think>` never become calls. Names are matched to a declared tool
-/// exactly, then ignoring case, a `functions.` prefix and a `:N` suffix. The result holds
+/// exactly, or without a `functions.` prefix and a `:N` suffix. The result holds
 /// the prose without the call markup, the calls to declared tools (each with the format
 /// it came from) and, apart, what was clearly meant as a call but cannot run
 /// ([`Rejected`]). Pure text processing: nothing runs, nothing is sent.
@@ -306,7 +307,8 @@ fn resolve(call: RawCall, format: Format, offered: &OfferedTools) -> Recovered {
 }
 
 /// A native call (one the server parsed) to a tool that is not offered, repaired as the
-/// same call written as text would be: its name matched loosely (`name-repair`), or a
+/// same call written as text would be: its name matched loosely (`name-repair`, which
+/// alone also takes a server's `functions.` prefix off a native call), or a
 /// path taken out of its name (`path-in-name`, `file-as-name`). The repaired call, with
 /// its id, and the rule; `None` when the name is offered or no rule applies. Seen:
 /// llama-server parsed the 0.5B's `{"name": "backup.py", "arguments": {}}` as a native
@@ -316,7 +318,10 @@ pub(crate) fn repair_native(call: &ToolCall, offered: &OfferedTools) -> Option<(
         return None;
     }
     let args = RawArgs::Json(call.arguments.clone());
-    let (repaired, rule) = match offered.resolve(&call.name) {
+    let loosely = offered
+        .is_on(Rule::NameRepair)
+        .then(|| offered.resolve(&call.name));
+    let (repaired, rule) = match loosely.flatten() {
         Some(tool) => (
             Recovered::Call {
                 name: tool.to_owned(),

@@ -87,10 +87,17 @@ fn offered(tools: &Value) -> OfferedTools {
         Value::Object(map) => OfferedTools::new(map.iter().map(|(n, s)| (n.clone(), s.clone()))),
         other => panic!("tools must be a list or a map, got {other}"),
     };
-    tools.coached(&CoachConfig {
+    tools.coached(&repairing())
+}
+
+/// The CLI's word for the path argument, with the name repairs (off by default) on.
+fn repairing() -> CoachConfig {
+    let mut coach = CoachConfig {
         path_argument: Some("path".into()),
         ..CoachConfig::default()
-    })
+    };
+    coach.on.extend([Rule::NameRepair, Rule::PathInName]);
+    coach
 }
 
 /// The recovery as the corpus spells it: `{"call", "arguments"}`, `{"unknown"}`,
@@ -208,6 +215,12 @@ fn names_resolve_to_the_offered_spelling() {
     assert_eq!(tools.resolve("bash"), Some("Bash"));
     assert_eq!(tools.resolve("read"), None);
     assert_eq!(tools.names().collect::<Vec<_>>(), ["read_file", "Bash"]);
+    // Without `name-repair` (the default) only a server's own spelling is read.
+    let strict = tools.coached(&CoachConfig::default());
+    assert_eq!(strict.resolve("functions.read_file:3"), Some("read_file"));
+    assert_eq!(strict.resolve("Bash"), Some("Bash"));
+    assert_eq!(strict.resolve("READ_FILE"), None);
+    assert_eq!(strict.resolve("bash"), None);
 }
 
 /// The positive cases: replies that make calls.
@@ -618,7 +631,7 @@ fn the_coachs_recovery_rules_each_have_their_switch() {
     let check = |off: &[Rule], path_argument: Option<&str>, reply: &str, expected: Value| {
         let mut coach = CoachConfig {
             path_argument: path_argument.map(str::to_owned),
-            ..CoachConfig::default()
+            ..repairing()
         };
         coach.off.extend(off.iter().copied());
         let tools = all.clone().coached(&coach);
@@ -662,11 +675,28 @@ fn the_coachs_recovery_rules_each_have_their_switch() {
     );
     let invented = r#"{"name": "read_file", "arguments": {"path": "a"}}
 {"type": "error", "message": "No such file"}"#;
-    check(&[], Some("path"), invented, read);
+    check(&[], Some("path"), invented, read.clone());
     check(
         &[Rule::InventedResultCut],
         Some("path"),
         invented,
         json!([]),
     );
+    // By default the name repairs are off: a server's `functions.` spelling is still read,
+    // another case or a path in the name is not; a file's name is.
+    let default = CoachConfig {
+        path_argument: Some("path".into()),
+        ..CoachConfig::default()
+    };
+    let tools = all.clone().coached(&default);
+    let spelling = r#"{"name": "functions.read_file:0", "arguments": {"path": "a"}}"#;
+    for (reply, expected) in [
+        (spelling, read),
+        (loose, json!([{"unknown": "functions.Read_File:0"}])),
+        (named.as_str(), json!([{"unknown": "read_a.txt"}])),
+        (file, as_path),
+    ] {
+        let got = Value::Array(spelled(&recover(reply, &tools)));
+        assert_eq!(got, expected, "default: {reply}");
+    }
 }

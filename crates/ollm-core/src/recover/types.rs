@@ -43,9 +43,9 @@ pub(crate) struct OfferedTools {
 }
 
 impl OfferedTools {
-    /// Tools from `(name, argument schema)` pairs, under every rule of the coach but
-    /// `path-in-name`, which needs the caller's word for the path argument
-    /// ([`Self::coached`]).
+    /// Tools from `(name, argument schema)` pairs, under the coach's defaults (neither
+    /// `name-repair` nor `path-in-name`, which also needs the caller's word for the path
+    /// argument; [`Self::coached`]).
     pub(crate) fn new(tools: impl IntoIterator<Item = (String, Value)>) -> Self {
         Self {
             tools: tools.into_iter().collect(),
@@ -65,24 +65,24 @@ impl OfferedTools {
     }
 
     /// The offered name that `raw` means, if any (see the module docs for the rules):
-    /// exactly, or with `name-repair` on, loosely.
+    /// exactly, or without a `functions.` prefix and a `:N` suffix (servers' own
+    /// spellings, `functions.read_file:0`), or with `name-repair` on, ignoring case.
     pub(crate) fn resolve(&self, raw: &str) -> Option<&str> {
         let raw = raw.trim();
         let exact = |n: &str| self.tools.iter().find(|(t, _)| t == n);
-        if !self.is_on(Rule::NameRepair) {
-            return exact(raw).map(|(t, _)| t.as_str());
-        }
         let loose = |n: &str| self.tools.iter().find(|(t, _)| t.eq_ignore_ascii_case(n));
         let stripped = raw.strip_prefix("functions.").unwrap_or(raw);
         let stripped = match stripped.rsplit_once(':') {
             Some((head, tail)) if tail.chars().all(|c| c.is_ascii_digit()) => head,
             _ => stripped,
         };
-        exact(raw)
-            .or_else(|| loose(raw))
-            .or_else(|| exact(stripped))
-            .or_else(|| loose(stripped))
-            .map(|(t, _)| t.as_str())
+        let found = exact(raw).or_else(|| exact(stripped));
+        let repair = || {
+            self.is_on(Rule::NameRepair)
+                .then(|| loose(raw).or_else(|| loose(stripped)))
+                .flatten()
+        };
+        found.or_else(repair).map(|(t, _)| t.as_str())
     }
 
     /// The offered names, in order.

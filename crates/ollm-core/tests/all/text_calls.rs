@@ -42,10 +42,7 @@ const CASES: &[Case] = &[
     Case {
         text: "{\"name\": \"launch_code\", \"arguments\": {\"file\": \"main.py\"}}",
         prose: "",
-        calls: &[(
-            "launch_code",
-            Some("Error: Unknown tool \"launch_code\"; available: read_file"),
-        )],
+        calls: &[("launch_code", Some("Error: Unknown tool \"launch_code\""))],
         nudged: false,
     },
     Case {
