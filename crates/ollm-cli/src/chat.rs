@@ -205,6 +205,7 @@ pub(crate) fn interactive(
             }
             Input::Prompt(text) => {
                 crate::mcp::before_prompt(parts.mcp.as_deref(), &state.client, rt);
+                parts.refresh_paths(&state.client);
                 answer(&text, &mut state, settings, rt);
             }
         }

@@ -253,6 +253,8 @@ pub(crate) struct Parts {
     pub(crate) mcp: Option<Arc<crate::mcp::RunServers>>,
     /// What the model is told about the working folder in runs with tools.
     pub(crate) tools_context: Option<String>,
+    /// The built-in tools' folder.
+    pub(crate) workspace: ollm_tools::Workspace,
     /// Where what `auto` learned is kept, and the server it is keyed by.
     pub(crate) learned_at: (std::path::PathBuf, String),
 }
@@ -271,6 +273,7 @@ impl Parts {
             approver: built.approver,
             mcp: None,
             tools_context: built.context,
+            workspace: built.workspace,
             learned_at: (
                 settings.data_dir.clone(),
                 settings.provider.base_url.clone(),
@@ -287,10 +290,19 @@ impl Parts {
         let mut config = config.clone();
         config.tools_context.clone_from(&self.tools_context);
         tools::tell_coach(&mut config.coach);
+        tools::tell_paths(&mut config.coach, &self.workspace);
         let client = ChatClient::new(Arc::clone(&self.provider), self.tools.clone(), config)
             .with_history(history.to_vec());
         crate::learned::seed(&self.learned_at.0, &self.learned_at.1, &client);
         Ok(client)
+    }
+
+    /// Before each prompt of a chat: the folder's paths as they are now, for the coach
+    /// (files written since the chat began can be read).
+    pub(crate) fn refresh_paths(&self, client: &ChatClient) {
+        let mut config = client.config();
+        tools::tell_paths(&mut config.coach, &self.workspace);
+        client.set_config(config);
     }
 
     /// Keeps what `client`'s runs taught `auto` about its model (`learned.rs`).

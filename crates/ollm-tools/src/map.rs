@@ -33,6 +33,9 @@ const WALK_ENTRIES: usize = 5000;
 const WALK_DEPTH: usize = 6;
 /// The most near paths suggested.
 const SUGGESTIONS: usize = 3;
+/// The most paths [`Workspace::paths`] lists: past it, a list to choose from is too long
+/// for a small model's constrained reply and the folder is not listed at all.
+pub const PATH_CHOICES: usize = 256;
 
 /// Whether a directory entry named `name` is left out of every walk: hidden entries
 /// (`.git`, `.env`) and build output.
@@ -126,6 +129,19 @@ impl Workspace {
             .take(SUGGESTIONS)
             .map(|(_, p)| p)
             .collect()
+    }
+
+    /// Every path a tool may be asked for, for a call constrained to existing paths (core's
+    /// `known-paths`): `.` and each kept path under the root, relative, directories
+    /// without their `/`; `None` when the folder holds more than [`PATH_CHOICES`], since a
+    /// list that leaves paths out would force a wrong choice where it should allow any.
+    pub fn paths(&self) -> Option<Vec<String>> {
+        let walked = self.walk();
+        if walked.len() >= PATH_CHOICES {
+            return None;
+        }
+        let paths = walked.iter().map(|p| p.trim_end_matches('/').to_owned());
+        Some(std::iter::once(".".to_owned()).chain(paths).collect())
     }
 
     /// Every kept path under the root, breadth first, within the walk's bounds.
@@ -306,6 +322,26 @@ mod tests {
             text.ends_with("Nearest existing: config/app.toml"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_paths_to_choose_from_are_every_kept_path_or_none_past_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src/bin")).unwrap();
+        std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+        std::fs::write(dir.path().join("src/bin/a.rs"), "").unwrap();
+        std::fs::write(dir.path().join(".env"), "KEY=1").unwrap();
+        std::fs::write(dir.path().join("config.toml"), "").unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let paths = ws.paths().unwrap();
+        assert_eq!(
+            paths,
+            [".", "config.toml", "src", "src/bin", "src/bin/a.rs"]
+        );
+        for i in 0..PATH_CHOICES {
+            std::fs::write(dir.path().join(format!("f{i}.txt")), "").unwrap();
+        }
+        assert_eq!(ws.paths(), None, "past the bound, no list");
     }
 
     #[test]

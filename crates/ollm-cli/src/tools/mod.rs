@@ -56,6 +56,14 @@ pub(crate) struct Built {
     /// What the model is told about the folder (core's `tools_context`), unless the
     /// config turned it off.
     pub(crate) context: Option<String>,
+    /// The folder the tools work in, whose paths the coach's `known-paths` offers.
+    pub(crate) workspace: Workspace,
+}
+
+/// Tells the coach the paths the built-in tools can reach in `ws` now (`known-paths`,
+/// which holds a routed call's path to them): none when the folder holds too many.
+pub(crate) fn tell_paths(coach: &mut CoachConfig, ws: &Workspace) {
+    coach.paths = ws.paths().unwrap_or_default();
 }
 
 /// The approval policy and the registry of the built-in tools for the working directory.
@@ -73,6 +81,7 @@ pub(crate) fn build(settings: &Settings, approval: Mode) -> Result<Built, crate:
         approver,
         registry,
         context,
+        workspace: ws,
     })
 }
 
@@ -97,6 +106,19 @@ mod tests {
         assert!(context.contains(&cwd.display().to_string()), "{context}");
         settings.tools.workspace_context = false;
         assert_eq!(build(&settings, Mode::Headless).unwrap().context, None);
+    }
+
+    #[test]
+    fn the_coach_is_told_the_folders_paths_as_they_are_now() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.toml"), "port = 1").unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let mut coach = CoachConfig::default();
+        tell_paths(&mut coach, &ws);
+        assert_eq!(coach.paths, [".", "config.toml"]);
+        std::fs::write(dir.path().join("port.txt"), "1").unwrap();
+        tell_paths(&mut coach, &ws);
+        assert_eq!(coach.paths, [".", "config.toml", "port.txt"]);
     }
 
     #[test]

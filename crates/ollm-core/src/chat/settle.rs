@@ -145,7 +145,8 @@ impl RunSettings {
     /// What the next reply is offered: `required` and a named tool bind only until the
     /// run's first call (see the chat module's Decisions); no tools at all when the coach
     /// withholds them (the next reply is to answer); only the tool the model chose, by
-    /// name, for the turn that is to call it (`routed-call`).
+    /// name, for the turn that is to call it (`routed-call`), its path argument one of
+    /// the caller's paths (`known-paths`).
     pub(super) fn offer(&self, coach: &Coach) -> Offer<'_> {
         if coach.withholds_tools() {
             return Offer {
@@ -155,9 +156,13 @@ impl RunSettings {
         }
         let routed = coach.routed_call();
         if let Some(at) = routed.and_then(|name| self.offered.iter().position(|t| t.name == name)) {
+            let tools = match coach.routed_schema(&self.offered[at]) {
+                Some(known) => Cow::Owned(vec![known]),
+                None => Cow::Borrowed(&self.offered[at..=at]),
+            };
             return Offer {
                 choice: ToolChoice::Tool(self.offered[at].name.clone()),
-                tools: Cow::Borrowed(&self.offered[at..=at]),
+                tools,
             };
         }
         let choice = if coach.made_calls() && self.choice.requires_call() {

@@ -51,6 +51,17 @@
 //!   then ran `ls` as well; a choice of the wrong tool itself (`write_file` for "wc -l
 //!   sales.csv", the 1.5B's `run_command` for "python venv how?") is beyond this rule.
 //!   Measured in docs/tool-calling.md.
+//! - **`known-paths`** (applies only with `routed-call` on): the call `routed-call` asks
+//!   for holds its path argument ([`CoachConfig::path_argument`]) to the caller's list of
+//!   the paths that exist ([`CoachConfig::paths`]; the CLI lists `.` and the working
+//!   folder's entries, hidden ones and build output left out as in every walk, and none
+//!   at all past 256), as an `enum` in the schema the server constrains the reply to.
+//!   Why: in the 0.5B's routed calls through serve on the tuning part (`06-56-09Z`), the
+//!   tool was chosen and the path invented in 12 of its 25 failed tool tasks
+//!   (`/path/to/service`, `launch_date.txt`, `/home/user/todos.txt`), each answered
+//!   "not found" and then from memory. A list that left paths out would force a wrong
+//!   one, so a folder too large is not listed. `ollm serve` lists nothing: the client's
+//!   folder is not its to see.
 //! - **`choice-both-orders`** (on request, [`Rule::ON_REQUEST`]): when `tool-or-none`
 //!   named a tool, the choice is asked once more with the tools listed in reverse order
 //!   (the list in its text and the names in its schema), and a clean `none` there wins:
@@ -548,6 +559,25 @@ impl Coach {
         self.routed_tool
             .as_deref()
             .filter(|_| !self.withholds_tools())
+    }
+
+    /// The schema `tool` is offered under in the turn that is to call it
+    /// (`routed-call`): with `known-paths` on, its path argument holds one of the
+    /// caller's paths; `None` when the rule is off, the caller listed no paths or named
+    /// no path argument, or the tool takes none.
+    pub(crate) fn routed_schema(&self, tool: &ToolSchema) -> Option<ToolSchema> {
+        let key = self.config.path_argument.as_deref()?;
+        if !self.is_on(Rule::KnownPaths) || self.config.paths.is_empty() {
+            return None;
+        }
+        let mut tool = tool.clone();
+        let property = tool.parameters.get_mut("properties")?.get_mut(key)?;
+        let mut known = serde_json::json!({"type": "string", "enum": self.config.paths});
+        if let Some(about) = property.get("description") {
+            known["description"] = about.clone();
+        }
+        *property = known;
+        Some(tool)
     }
 
     /// After the turn that was to call the chosen tool, however it went, given whether

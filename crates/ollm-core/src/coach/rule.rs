@@ -54,6 +54,9 @@ rules! {
     /// The tool `tool-or-none` chose is the first reply's call, its arguments constrained.
     RoutedCall = "routed-call",
         "when `tool-or-none` chose a tool, the run's first reply is a call to it alone, its arguments constrained to the tool's schema";
+    /// The routed call's path argument is one of the caller's existing paths.
+    KnownPaths = "known-paths",
+        "the call `routed-call` asks for takes its path argument from the caller's list of existing paths (the CLI: the working folder's), under the schema";
     /// A tool chosen is asked again with the tools in reverse order; `none` then wins.
     ChoiceBothOrders = "choice-both-orders",
         "when `tool-or-none` named a tool, the choice is asked once more with the tools listed in reverse order, and a `none` there offers no tools";
@@ -220,6 +223,11 @@ pub struct CoachConfig {
     /// overwrote the file. Every other tool changes things, and `changes-on-request`
     /// withholds those `tool-or-none` did not choose; empty turns that rule off too.
     pub read_only: BTreeSet<String>,
+    /// The paths the caller's tools can reach (the CLI: `.` and the working folder's
+    /// entries, when there are at most 256), which `known-paths` makes the only values
+    /// of a routed call's [`path_argument`](Self::path_argument); empty (the default)
+    /// turns that rule off.
+    pub paths: Vec<String>,
 }
 
 impl CoachConfig {

@@ -387,6 +387,54 @@ fn a_chosen_tool_is_called_under_its_schema_then_the_model_answers() {
     assert_eq!(history.messages().last().unwrap().text(), "It holds a.txt.");
 }
 
+/// `known-paths`: the routed call's path argument is held to the caller's paths (the
+/// 0.5B asked for `/path/to/service` and `launch_date.txt` where `config.toml` and
+/// `launch.txt` existed); off, or with no paths listed, the tool's own schema stands.
+#[test]
+fn a_routed_calls_path_is_one_of_the_callers_paths() {
+    let parameters = json!({"type": "object", "required": ["path"],
+        "properties": {"path": {"type": "string", "description": "relative path"}}});
+    let run = |known_paths: bool, paths: &[&str]| {
+        let tool = RecordingTool::new("read_file")
+            .schema(parameters.clone())
+            .returns(json!("port = 7341"));
+        let provider = MockProvider::builder()
+            .turn(text(r#"{"tool": "read_file"}"#))
+            .turn(text(
+                r#"{"tool": "read_file", "arguments": {"path": "config.toml"}}"#,
+            ))
+            .turn(text("7341"))
+            .build();
+        let c = crate::support::client_with(provider.clone(), registry([tool.clone()]), |cfg| {
+            cfg.coach.turn_on(Rule::ToolOrNone);
+            cfg.coach.turn_on(Rule::RoutedCall);
+            cfg.coach.read_only = ["read_file".to_owned()].into();
+            cfg.coach.path_argument = Some("path".into());
+            cfg.coach.paths = paths.iter().map(|p| (*p).to_owned()).collect();
+            if !known_paths {
+                cfg.coach.turn_off(Rule::KnownPaths);
+            }
+        });
+        let events = block_on(chat(&c, "which port does config.toml set?"));
+        check_events(&events);
+        assert_eq!(tool.call_count(), 1);
+        let requests = provider.requests();
+        let Some(ollm_types::ResponseFormat::JsonSchema { schema, .. }) =
+            &requests[1].response_format
+        else {
+            panic!("the call is not constrained");
+        };
+        schema["oneOf"][0]["properties"]["arguments"]["properties"]["path"].clone()
+    };
+    let known = run(true, &[".", "config.toml", "src"]);
+    assert_eq!(known["enum"], json!([".", "config.toml", "src"]), "{known}");
+    assert_eq!(known["description"], "relative path");
+    for (on, paths) in [(false, &[".", "config.toml"][..]), (true, &[][..])] {
+        let own = run(on, paths);
+        assert_eq!(own, parameters["properties"]["path"], "on {on}, {paths:?}");
+    }
+}
+
 /// `routed-call`, when the reply is not the call (a server that does not enforce the
 /// schema): nothing of it is recorded and the run's own strategy plays on, with every
 /// tool and no more choices.
