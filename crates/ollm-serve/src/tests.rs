@@ -2221,6 +2221,8 @@ async fn a_command_the_prompt_did_not_ask_for_never_reaches_the_client() {
         mock.push_reply(answer("I made shopping.txt."));
         let mut options = Options::default();
         options.coach.turn_on(ollm_core::Rule::ToolOrNone);
+        // The write chosen stands (`changes-both-orders` would ask again; core tests it).
+        options.coach.turn_off(ollm_core::Rule::ChangesBothOrders);
         if read_only {
             options.coach.read_only = ["read_file".to_owned()].into();
         }

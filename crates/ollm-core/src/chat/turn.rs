@@ -182,7 +182,10 @@ impl Run {
                 .second_route_request(&model, prompt, &tools, text.as_deref())
         });
         let route = match second {
-            Some(request) => self.choose_again(request, text.as_deref(), &tools).await,
+            Some((request, rule)) => {
+                self.choose_again(request, rule, text.as_deref(), &tools)
+                    .await
+            }
             None => self.coach.routed(text.as_deref(), &tools),
         };
         if !self.settings.strategy.takes_routed_calls() {
@@ -209,21 +212,22 @@ impl Run {
             .coached(Rule::ToolOrNone, None, format!("{lead}{detail}"), false);
     }
 
-    /// The choice asked again with the tools in reverse order (`choice-both-orders`),
-    /// read with the `first`; the caller is told when the second's `none` won.
+    /// The choice asked again with the tools in reverse order by `rule`
+    /// (`choice-both-orders`, `changes-both-orders`), read with the `first`; the caller
+    /// is told when the second's `none` won.
     async fn choose_again(
         &mut self,
         request: ProviderRequest,
+        rule: Rule,
         first: Option<&str>,
         tools: &[ollm_types::ToolSchema],
     ) -> Route {
         let second = self.choose_unless_cancelled(request).await;
-        tracing::debug!(reply = ?second, "coach: choice-both-orders: the reply to the second choice");
+        tracing::debug!(reply = ?second, %rule, "coach: the reply to the second choice");
         let route = self.coach.routed_twice(first, second.as_deref(), tools);
         if route == Route::None {
             let detail = "asked again with the tools in reverse order, the model chose no tool";
-            self.sink
-                .coached(Rule::ChoiceBothOrders, None, detail.to_owned(), false);
+            self.sink.coached(rule, None, detail.to_owned(), false);
         }
         route
     }

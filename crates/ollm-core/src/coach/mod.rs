@@ -75,6 +75,18 @@
 //!   as shipped), tool questions 22/30 (27/30), writes 6/9 (7/9). A trade, so it stays
 //!   off until whole runs show which side wins (`ollm run --coach-on`, the eval's
 //!   `auto-with-choice-both-orders`).
+//! - **`changes-both-orders`**: `choice-both-orders` for a choice of a tool that changes
+//!   things only (one the caller does not name in [`CoachConfig::read_only`]; none when
+//!   it names none): asked again with the tools in reverse order, a clean `none` there
+//!   wins, and the run offers no tools. A write or a command the user did not ask for is
+//!   a safety bug (issue 35); the choice is where it starts: the 0.5B through serve
+//!   chose `run_command` for a question that needed no tool and ran 14 commands (held-out
+//!   part, 2026-11-27), the 1.5B chose `write_file` for a terse "thanks" and
+//!   `run_command` for "python venv how?". A read chosen costs nothing more, so the
+//!   rule's price is one short request on the prompts that ask for a change, and the
+//!   risk a write task's choice turns to `none` in the second order (the 1.5B, choice
+//!   alone at temperature 0: writes 7/9 in the order shipped, 6/9 when both orders had
+//!   to name a tool). Measured in docs/tool-calling.md.
 //! - **`repeat-guard`**: a call the run already made (same tool, arguments equal as
 //!   canonical JSON, keys sorted at every depth) is not run again; it is answered, not
 //!   dropped (calls and results stay 1:1), by an error result that says the model already
@@ -430,20 +442,26 @@ impl Coach {
     }
 
     /// After the reply `first` to [`Coach::route_request`] named a tool: the same
-    /// request with `tools` listed in reverse order (`choice-both-orders`); `None` when
-    /// the rule is off or `first` named no tool.
+    /// request with `tools` listed in reverse order, and the rule that asks it
+    /// (`choice-both-orders` for any tool, `changes-both-orders` for one that changes
+    /// things); `None` when neither is due or `first` named no tool.
     pub(crate) fn second_route_request(
         &self,
         model: &str,
         prompt: &Message,
         tools: &[ToolSchema],
         first: Option<&str>,
-    ) -> Option<ProviderRequest> {
-        let named = first.is_some_and(|t| matches!(route::read(t, tools), Route::Tools(Some(_))));
-        (named && self.is_on(Rule::ChoiceBothOrders)).then(|| {
-            let reversed: Vec<ToolSchema> = tools.iter().rev().cloned().collect();
-            route::request(&self.config, model, prompt, &reversed)
-        })
+    ) -> Option<(ProviderRequest, Rule)> {
+        let Some(Route::Tools(Some(named))) = first.map(|t| route::read(t, tools)) else {
+            return None;
+        };
+        let read_only = &self.config.read_only;
+        let changes = !read_only.is_empty() && !read_only.contains(&named);
+        let rule = [Rule::ChoiceBothOrders, Rule::ChangesBothOrders]
+            .into_iter()
+            .find(|&r| self.is_on(r) && (r == Rule::ChoiceBothOrders || changes))?;
+        let reversed: Vec<ToolSchema> = tools.iter().rev().cloned().collect();
+        Some((route::request(&self.config, model, prompt, &reversed), rule))
     }
 
     /// Reads the replies to both choices ([`Coach::second_route_request`]): a clean

@@ -60,6 +60,9 @@ rules! {
     /// A tool chosen is asked again with the tools in reverse order; `none` then wins.
     ChoiceBothOrders = "choice-both-orders",
         "when `tool-or-none` named a tool, the choice is asked once more with the tools listed in reverse order, and a `none` there offers no tools";
+    /// A tool that changes things, chosen, is asked again in reverse order; `none` wins.
+    ChangesBothOrders = "changes-both-orders",
+        "when `tool-or-none` named a tool that changes things (one not named read-only), the choice is asked once more with the tools listed in reverse order, and a `none` there offers no tools";
     /// After a choice of `none` or of a tool that changes things, the other such tools.
     ChangesOnRequest = "changes-on-request",
         "when `tool-or-none` chose none, or a tool that changes things (one not named read-only), the other tools that change things are neither offered nor run";

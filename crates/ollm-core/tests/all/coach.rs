@@ -316,6 +316,67 @@ fn a_tool_chosen_in_one_order_only_is_no_choice_of_a_tool() {
     assert_eq!(provider.requests().len(), 2);
 }
 
+/// `changes-both-orders` (on by default): a choice of a tool that changes things is asked
+/// again in reverse order, and a `none` there offers no tools, so nothing is written or
+/// run; a choice of a read tool is not asked again, nor is any with the rule off.
+#[test]
+fn a_change_chosen_in_one_order_only_is_no_choice_of_a_tool() {
+    // (case, first choice, the rule on, the second reply, choices asked, tools offered)
+    let cases = [
+        (
+            "write, second none",
+            "write_file",
+            true,
+            Some(r#"{"tool": "none"}"#),
+            2,
+            0,
+        ),
+        (
+            "write, second write",
+            "write_file",
+            true,
+            Some(r#"{"tool": "write_file"}"#),
+            2,
+            2,
+        ),
+        ("read", "read_file", true, None, 1, 2),
+        ("rule off", "write_file", false, None, 1, 2),
+    ];
+    for (case, first, on, second, asked, offered) in cases {
+        let choice = format!(r#"{{"tool": "{first}"}}"#);
+        let mut provider = MockProvider::builder().turn(text(&choice));
+        if let Some(second) = second {
+            provider = provider.turn(text(second));
+        }
+        let provider = provider.turn(text("Paris")).build();
+        let write = RecordingTool::new("write_file");
+        let tools = registry([RecordingTool::new("read_file"), write.clone()]);
+        let c = crate::support::client_with(provider.clone(), tools, |cfg| {
+            cfg.coach.turn_on(Rule::ToolOrNone);
+            cfg.coach.read_only = ["read_file".to_owned()].into();
+            if !on {
+                cfg.coach.turn_off(Rule::ChangesBothOrders);
+            }
+        });
+        let events = block_on(chat(&c, "capital of France?"));
+        check_events(&events);
+        let requests = provider.requests();
+        assert_eq!(requests.len(), asked + 1, "{case}");
+        assert_eq!(requests[asked].tools.len(), offered, "{case}");
+        assert_eq!(write.call_count(), 0, "{case}");
+        let said = events.iter().any(|e| {
+            matches!(
+                e,
+                ChatEvent::Coached {
+                    rule: Rule::ChangesBothOrders,
+                    ..
+                }
+            )
+        });
+        assert_eq!(said, offered == 0, "{case}");
+    }
+}
+
 /// `tool-or-none` is off unless turned on, and never runs when the call is required.
 #[test]
 fn tool_or_none_is_asked_only_when_on_and_the_call_is_optional() {
@@ -483,6 +544,7 @@ fn a_chosen_tool_that_may_change_things_is_never_obliged() {
     let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
         cfg.coach.turn_on(Rule::ToolOrNone);
         cfg.coach.turn_on(Rule::RoutedCall);
+        cfg.coach.turn_off(Rule::ChangesBothOrders);
         cfg.coach.read_only = ["list_dir".to_owned()].into();
     });
     let events = block_on(chat(&c, "backup.py keep days?"));
@@ -570,6 +632,8 @@ fn a_tool_that_changes_things_runs_only_when_the_choice_named_it() {
         let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
             cfg.coach.turn_on(Rule::ToolOrNone);
             cfg.coach.read_only = ["read_file".to_owned(), "list_dir".to_owned()].into();
+            // The choice stands as made (`changes-both-orders` has its own test).
+            cfg.coach.off.insert(Rule::ChangesBothOrders);
             if !on {
                 cfg.coach.off.insert(Rule::ChangesOnRequest);
             }
