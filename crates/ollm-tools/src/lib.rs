@@ -67,7 +67,7 @@ pub mod approval;
 pub mod command;
 pub mod fs;
 mod map;
-pub use map::PATH_CHOICES;
+pub use map::{PATH_CHOICES, Paths};
 pub mod private;
 pub mod workspace;
 

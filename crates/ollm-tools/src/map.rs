@@ -37,6 +37,15 @@ const SUGGESTIONS: usize = 3;
 /// for a small model's constrained reply and the folder is not listed at all.
 pub const PATH_CHOICES: usize = 256;
 
+/// The folder's paths, relative ([`Workspace::paths`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paths {
+    /// `.` and every folder, without a trailing `/`.
+    pub folders: Vec<String>,
+    /// Every file.
+    pub files: Vec<String>,
+}
+
 /// Whether a directory entry named `name` is left out of every walk: hidden entries
 /// (`.git`, `.env`) and build output.
 pub(crate) fn skipped(name: &str) -> bool {
@@ -132,16 +141,26 @@ impl Workspace {
     }
 
     /// Every path a tool may be asked for, for a call constrained to existing paths (core's
-    /// `known-paths`): `.` and each kept path under the root, relative, directories
-    /// without their `/`; `None` when the folder holds more than [`PATH_CHOICES`], since a
-    /// list that leaves paths out would force a wrong choice where it should allow any.
-    pub fn paths(&self) -> Option<Vec<String>> {
+    /// `known-paths`): the folders, `.` first, and the files, each kept path under the
+    /// root, relative, folders without their `/`; `None` when the folder holds more than
+    /// [`PATH_CHOICES`], since a list that leaves paths out would force a wrong choice
+    /// where it should allow any.
+    pub fn paths(&self) -> Option<Paths> {
         let walked = self.walk();
         if walked.len() >= PATH_CHOICES {
             return None;
         }
-        let paths = walked.iter().map(|p| p.trim_end_matches('/').to_owned());
-        Some(std::iter::once(".".to_owned()).chain(paths).collect())
+        let mut paths = Paths {
+            folders: vec![".".to_owned()],
+            files: Vec::new(),
+        };
+        for path in walked {
+            match path.strip_suffix('/') {
+                Some(folder) => paths.folders.push(folder.to_owned()),
+                None => paths.files.push(path),
+            }
+        }
+        Some(paths)
     }
 
     /// Every kept path under the root, breadth first, within the walk's bounds.
@@ -334,10 +353,8 @@ mod tests {
         std::fs::write(dir.path().join("config.toml"), "").unwrap();
         let ws = Workspace::new(dir.path()).unwrap();
         let paths = ws.paths().unwrap();
-        assert_eq!(
-            paths,
-            [".", "config.toml", "src", "src/bin", "src/bin/a.rs"]
-        );
+        assert_eq!(paths.folders, [".", "src", "src/bin"]);
+        assert_eq!(paths.files, ["config.toml", "src/bin/a.rs"]);
         for i in 0..PATH_CHOICES {
             std::fs::write(dir.path().join(format!("f{i}.txt")), "").unwrap();
         }

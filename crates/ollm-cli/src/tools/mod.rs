@@ -60,10 +60,16 @@ pub(crate) struct Built {
     pub(crate) workspace: Workspace,
 }
 
-/// Tells the coach the paths the built-in tools can reach in `ws` now (`known-paths`,
-/// which holds a routed call's path to them): none when the folder holds too many.
+/// Tells the coach the paths the built-in read tools can take in `ws` now (`known-paths`,
+/// which holds a routed call's path to them): folders for `list_dir`, files for
+/// `read_file`, both for `search_text`; none when the folder holds too many.
 pub(crate) fn tell_paths(coach: &mut CoachConfig, ws: &Workspace) {
-    coach.paths = ws.paths().unwrap_or_default();
+    coach.paths.clear();
+    let Some(paths) = ws.paths() else { return };
+    let both = [paths.folders.clone(), paths.files.clone()].concat();
+    coach.paths.insert("list_dir".to_owned(), paths.folders);
+    coach.paths.insert("read_file".to_owned(), paths.files);
+    coach.paths.insert("search_text".to_owned(), both);
 }
 
 /// The approval policy and the registry of the built-in tools for the working directory.
@@ -115,10 +121,12 @@ mod tests {
         let ws = Workspace::new(dir.path()).unwrap();
         let mut coach = CoachConfig::default();
         tell_paths(&mut coach, &ws);
-        assert_eq!(coach.paths, [".", "config.toml"]);
+        assert_eq!(coach.paths["read_file"], ["config.toml"]);
+        assert_eq!(coach.paths["list_dir"], ["."]);
         std::fs::write(dir.path().join("port.txt"), "1").unwrap();
         tell_paths(&mut coach, &ws);
-        assert_eq!(coach.paths, [".", "config.toml", "port.txt"]);
+        assert_eq!(coach.paths["read_file"], ["config.toml", "port.txt"]);
+        assert_eq!(coach.paths["search_text"], [".", "config.toml", "port.txt"]);
     }
 
     #[test]

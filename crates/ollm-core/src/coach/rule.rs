@@ -2,7 +2,7 @@
 //! plain data that the chat loop, the recovery and the tool registry read, importing
 //! nothing of theirs (so each can ask "is this rule on?" without an import circle).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 
@@ -226,11 +226,12 @@ pub struct CoachConfig {
     /// overwrote the file. Every other tool changes things, and `changes-on-request`
     /// withholds those `tool-or-none` did not choose; empty turns that rule off too.
     pub read_only: BTreeSet<String>,
-    /// The paths the caller's tools can reach (the CLI: `.` and the working folder's
-    /// entries, when there are at most 256), which `known-paths` makes the only values
-    /// of a routed call's [`path_argument`](Self::path_argument); empty (the default)
-    /// turns that rule off.
-    pub paths: Vec<String>,
+    /// By tool, the paths its [`path_argument`](Self::path_argument) can name (the CLI:
+    /// the working folder's folders, `.` first, for `list_dir`, its files for
+    /// `read_file`, both for `search_text`, when there are at most 256), which
+    /// `known-paths` makes the only values of a routed call's path; a tool not listed,
+    /// or listed with none, keeps its own schema. Empty (the default) turns the rule off.
+    pub paths: BTreeMap<String, Vec<String>>,
 }
 
 impl CoachConfig {

@@ -471,7 +471,8 @@ fn a_routed_calls_path_is_one_of_the_callers_paths() {
             cfg.coach.turn_on(Rule::RoutedCall);
             cfg.coach.read_only = ["read_file".to_owned()].into();
             cfg.coach.path_argument = Some("path".into());
-            cfg.coach.paths = paths.iter().map(|p| (*p).to_owned()).collect();
+            let paths = paths.iter().map(|p| (*p).to_owned()).collect();
+            cfg.coach.paths = [("read_file".to_owned(), paths)].into();
             if !known_paths {
                 cfg.coach.turn_off(Rule::KnownPaths);
             }
