@@ -145,13 +145,15 @@ impl Rule {
     /// `tool-or-none`, which costs a request of its own before a run's first turn,
     /// `routed-call`, which showed no lift on the eval (issue 35: 0.5B 15/54 against
     /// 16/54 without it, 1.5B 21/54 both ways, one repeat each) and is kept for callers
-    /// to measure on their own models, `choice-both-orders`, a second request that trades
-    /// tool tasks for restraint, and the five call repairs (`name-repair`,
+    /// to measure on their own models, `known-paths`, which acts only with it and whose
+    /// lift did not hold in a second pass, `choice-both-orders`, a second request that
+    /// trades tool tasks for restraint, and the five call repairs (`name-repair`,
     /// `path-in-name`, `typed-strings`, `key-hint`, `tools-hint`), which showed no lift in
     /// two repeats on either model (coach docs).
     pub const ON_REQUEST: &'static [Rule] = &[
         Rule::ToolOrNone,
         Rule::RoutedCall,
+        Rule::KnownPaths,
         Rule::ChoiceBothOrders,
         Rule::NameRepair,
         Rule::PathInName,

@@ -473,8 +473,8 @@ fn a_routed_calls_path_is_one_of_the_callers_paths() {
             cfg.coach.path_argument = Some("path".into());
             let paths = paths.iter().map(|p| (*p).to_owned()).collect();
             cfg.coach.paths = [("read_file".to_owned(), paths)].into();
-            if !known_paths {
-                cfg.coach.turn_off(Rule::KnownPaths);
+            if known_paths {
+                cfg.coach.turn_on(Rule::KnownPaths);
             }
         });
         let events = block_on(chat(&c, "which port does config.toml set?"));
