@@ -62,9 +62,13 @@ pub(crate) struct Built {
 
 /// Tells the coach the paths the built-in read tools can take in `ws` now (`known-paths`,
 /// which holds a routed call's path to them): folders for `list_dir`, files for
-/// `read_file`, both for `search_text`; none when the folder holds too many.
+/// `read_file`, both for `search_text`; none when the folder holds too many, and no walk
+/// of the folder at all while the rule is off (the default).
 pub(crate) fn tell_paths(coach: &mut CoachConfig, ws: &Workspace) {
     coach.paths.clear();
+    if !coach.is_on(Rule::KnownPaths) {
+        return;
+    }
     let Some(paths) = ws.paths() else { return };
     let both = [paths.folders.clone(), paths.files.clone()].concat();
     coach.paths.insert("list_dir".to_owned(), paths.folders);
@@ -120,6 +124,9 @@ mod tests {
         std::fs::write(dir.path().join("config.toml"), "port = 1").unwrap();
         let ws = Workspace::new(dir.path()).unwrap();
         let mut coach = CoachConfig::default();
+        tell_paths(&mut coach, &ws);
+        assert!(coach.paths.is_empty(), "known-paths is off by default");
+        coach.turn_on(Rule::KnownPaths);
         tell_paths(&mut coach, &ws);
         assert_eq!(coach.paths["read_file"], ["config.toml"]);
         assert_eq!(coach.paths["list_dir"], ["."]);
