@@ -318,7 +318,7 @@ impl TypedTool for SearchText {
                 }
             }
             let mut text = if hits.is_empty() {
-                no_matches(&ws, &wanted, &start, limit)
+                no_matches(&ws, &wanted, &start, limit, max)
             } else {
                 format!("{note}{}", hits.join("\n"))
             };
@@ -393,7 +393,7 @@ fn looks_like_regex(text: &str) -> bool {
 /// `read_file` gives it: the Qwen2.5-Coder models searched for `data.csv` or
 /// `README.md`, then answered "0 lines" or "4597 lines" from a bare "no matches", or
 /// searched again; they meant to look at the file.
-fn no_matches(ws: &Workspace, wanted: &str, searched: &Path, limit: usize) -> String {
+fn no_matches(ws: &Workspace, wanted: &str, searched: &Path, limit: usize, max: usize) -> String {
     if let Some(text) = short_file(ws, searched) {
         return cap_output(
             &format!("no matches in that file, which is short; {text}"),
@@ -416,6 +416,9 @@ fn no_matches(ws: &Workspace, wanted: &str, searched: &Path, limit: usize) -> St
             limit,
         );
     }
+    if let Some(text) = lines_with_words(ws, &needle, searched, max) {
+        return text;
+    }
     let named: Vec<String> = ws
         .walk()
         .into_iter()
@@ -437,6 +440,63 @@ fn no_matches(ws: &Workspace, wanted: &str, searched: &Path, limit: usize) -> St
             named.join(", ")
         )
     }
+}
+
+/// Words that say nothing about what a line holds, left out of [`lines_with_words`].
+const FILLER_WORDS: &[&str] = &[
+    "about", "again", "all", "and", "any", "are", "but", "can", "could", "did", "does", "for",
+    "from", "get", "had", "has", "have", "how", "its", "not", "our", "please", "the", "that",
+    "their", "there", "these", "this", "those", "was", "were", "what", "when", "where", "which",
+    "who", "why", "with", "would", "you", "your",
+];
+
+/// The lines that hold a word of a phrase no line holds whole, the lines with the most
+/// of its words first, under a note that says so: `None` for a pattern of one word,
+/// one with no word that says something (three letters or more, not [`FILLER_WORDS`]),
+/// or when no line holds any. The 1.5B searched the notes for `plumber's number`, `launch to`
+/// and `launch date?` (eval tuning part, 2026-11-27), found nothing, and answered that
+/// the notes do not say; the lines were `Plumber: ... 5550 1234` and `The launch moves
+/// to 18 April`. Each word is matched at the start of a word, ignoring case (`launch`
+/// finds `launched`).
+fn lines_with_words(ws: &Workspace, needle: &str, searched: &Path, max: usize) -> Option<String> {
+    let mut words: Vec<String> = needle
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .map(|w| w.trim_matches('\'').trim_end_matches("'s"))
+        .filter(|w| w.chars().count() >= 3 && !FILLER_WORDS.contains(w))
+        .map(str::to_owned)
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    words.retain(|w| seen.insert(w.clone()));
+    if words.is_empty() || needle.split_whitespace().count() < 2 {
+        return None;
+    }
+    let any = words.iter().map(|w| regex::escape(w)).collect::<Vec<_>>();
+    let re = regex::RegexBuilder::new(&format!(r"\b(?:{})", any.join("|")))
+        .case_insensitive(true)
+        .build()
+        .ok()?;
+    let (mut hits, mut more) = (Vec::new(), false);
+    search(ws, searched, &re, MAX_MATCHES, &mut hits, &mut more);
+    if hits.is_empty() {
+        return None;
+    }
+    let held = |hit: &String| {
+        let line = hit.to_lowercase();
+        words.iter().filter(|w| line.contains(w.as_str())).count()
+    };
+    hits.sort_by_key(|hit| std::cmp::Reverse(held(hit)));
+    let more = more || hits.len() > max;
+    hits.truncate(max);
+    let mut text = format!(
+        "no line holds \"{}\"; lines with its words ({}), most first:\n{}",
+        needle.trim(),
+        words.join(", "),
+        hits.join("\n")
+    );
+    if more {
+        text.push_str(&format!("\n[stopped after {max} matches]"));
+    }
+    Some(text)
 }
 
 /// The text of `path`, as `read_file` shows it, when it is a file of at most

@@ -86,8 +86,23 @@ fn split_program(program: String, args: Vec<String>) -> (String, Vec<String>) {
             let rest = words.map(str::to_owned).collect();
             (first.to_owned(), rest)
         }
-        _ => (program, args),
+        _ => {
+            let args = without_program(&program, args);
+            (program, args)
+        }
     }
+}
+
+/// The arguments without a first one that repeats the program: the 1.5B wrote
+/// `{"program": "wc", "args": ["wc", "-l", "sales.csv"]}` (the whole argv), `wc` read
+/// its own name as a file, and the model answered "sales.csv doesn't exist" (eval
+/// tuning part, 2026-11-27, 3 of 3 wordings). Only with more arguments after it, so a
+/// lone repeated word (`echo echo`) is left as written.
+fn without_program(program: &str, mut args: Vec<String>) -> Vec<String> {
+    if args.len() > 1 && args[0] == program {
+        args.remove(0);
+    }
+    args
 }
 
 /// The `run_command` tool.

@@ -809,7 +809,7 @@ async fn git_status_ignores_an_fsmonitor_planted_in_the_repo_config() {
 }
 
 #[test]
-fn a_command_line_written_as_the_program_is_split_into_words() {
+fn a_command_line_written_as_the_program_or_the_args_is_split_into_words() {
     let split = |program: &str, args: &[&str]| split_program(program.into(), strings(args));
     // The 1.5B's call: {"program": "git show HEAD", "args": null}.
     assert_eq!(
@@ -827,6 +827,19 @@ fn a_command_line_written_as_the_program_is_split_into_words() {
         ("grep -r 'a b' .".into(), vec![])
     );
     assert_eq!(split("ls", &[]), ("ls".into(), vec![]));
+    // The whole argv as the arguments: the program's own name is not an argument.
+    assert_eq!(
+        split("wc", &["wc", "-l", "sales.csv"]),
+        ("wc".into(), strings(&["-l", "sales.csv"]))
+    );
+    assert_eq!(
+        split("echo", &["echo"]),
+        ("echo".into(), strings(&["echo"]))
+    );
+    assert_eq!(
+        split("git", &["log", "git"]),
+        ("git".into(), strings(&["log", "git"]))
+    );
     // The split words meet every rule: a metacharacter is still refused.
     let (program, args) = split("cat a;rm", &[]);
     assert!(matches!(

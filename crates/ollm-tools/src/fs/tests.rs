@@ -196,6 +196,12 @@ async fn search_meets_the_way_small_models_ask() {
     )
     .unwrap();
     std::fs::write(dir.path().join("data.csv"), "name,size\nsmall,1\n").unwrap();
+    std::fs::create_dir(dir.path().join("notes")).unwrap();
+    std::fs::write(
+        dir.path().join("notes/contacts.md"),
+        "- Plumber: Marek, 5550 1234\n- Dentist: Dr. Sato, 5550 9876\n",
+    )
+    .unwrap();
     let ws = Workspace::new(dir.path()).unwrap();
     let tool = SearchText::new(ws, 10_000);
     let check = |args: Value, want: &'static str| {
@@ -246,6 +252,39 @@ async fn search_meets_the_way_small_models_ask() {
          lines\nname,size\nsmall,1\n",
     )
     .await;
+    // A phrase no line holds whole: the lines with its words, the most of them first
+    // (the 1.5B searched `plumber's number`; "the" and "again" say nothing).
+    check(
+        json!({"pattern": "the plumber's number again?", "path": "notes"}),
+        "no line holds \"the plumber's number again?\"; lines with its words (plumber, \
+         number), most first:\nnotes/contacts.md:1: - Plumber: Marek, 5550 1234",
+    )
+    .await;
+    check(
+        json!({"pattern": "dentist plumber"}),
+        "no line holds \"dentist plumber\"; lines with its words (dentist, plumber), most \
+         first:\nnotes/contacts.md:1: - Plumber: Marek, 5550 1234\nnotes/contacts.md:2: - \
+         Dentist: Dr. Sato, 5550 9876",
+    )
+    .await;
+    check(
+        json!({"pattern": "sato dentist's phone"}),
+        "no line holds \"sato dentist's phone\"; lines with its words (sato, dentist, \
+         phone), most first:\nnotes/contacts.md:2: - Dentist: Dr. Sato, 5550 9876",
+    )
+    .await;
+    // "launch to": the one word that says something is enough.
+    check(
+        json!({"pattern": "dentist at"}),
+        "no line holds \"dentist at\"; lines with its words (dentist), most first:\n\
+         notes/contacts.md:2: - Dentist: Dr. Sato, 5550 9876",
+    )
+    .await;
+    // One word, filler only, or words no line holds: nothing more to show.
+    check(json!({"pattern": "plumbers"}), "no matches").await;
+    check(json!({"pattern": "what is it"}), "no matches").await;
+    check(json!({"pattern": "the plumbers"}), "no matches").await;
+    check(json!({"pattern": "launch date"}), "no matches").await;
     // A name that only part of a path holds: the paths are named.
     check(
         json!({"pattern": "data"}),
