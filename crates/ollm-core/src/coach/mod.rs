@@ -302,7 +302,7 @@ pub struct Coach {
     memory: CallMemory,
     /// The caller's tools context, for runs that offer tools.
     context: Option<String>,
-    /// The temperature of requests that offer tools.
+    /// The temperature of greedy requests (`greedy-tool-turns`, `greedy-answers`).
     temperature: Option<f32>,
     /// Whether the next reply is to answer: asked with the nudge and no tools.
     answer_due: bool,
@@ -402,15 +402,15 @@ impl Coach {
     }
 
     /// With the caller's tools context (`tools-context`; `None` in a run without tools)
-    /// and the temperature of requests that offer tools (`greedy-tool-turns`; `None` in a
-    /// run that thinks), as the run settled them.
+    /// and the temperature of greedy requests (`greedy-tool-turns`, `greedy-answers`;
+    /// `None` in a run that thinks), as the run settled them.
     pub(crate) fn for_requests(
         mut self,
         context: Option<String>,
         temperature: Option<f32>,
     ) -> Self {
         self.context = context.filter(|_| self.config.is_on(Rule::ToolsContext));
-        self.temperature = temperature.filter(|_| self.config.is_on(Rule::GreedyToolTurns));
+        self.temperature = temperature;
         self
     }
 
@@ -622,13 +622,19 @@ impl Coach {
     /// Before a request: what it carries besides the history and the options, given
     /// whether it `offers_tools` (the strategy prepares the tools after this): the tools
     /// context before the first prompt (in every request of a run with tools, so the
-    /// server's prompt cache keeps the prefix), and the tool temperature when the request
-    /// offers tools and its sampling options set none.
+    /// server's prompt cache keeps the prefix), and the tool temperature when its sampling
+    /// options set none and the request offers tools (`greedy-tool-turns`) or answers
+    /// the run's results (`greedy-answers`).
     pub(crate) fn before_request(&self, request: &mut ProviderRequest, offers_tools: bool) {
         if let Some(context) = self.context.as_deref().filter(|_| !self.routed_none) {
             text::before_first_prompt(&mut request.messages, context);
         }
-        if offers_tools && request.options.temperature.is_none() {
+        let greedy = if offers_tools {
+            self.is_on(Rule::GreedyToolTurns)
+        } else {
+            self.made_calls() && self.is_on(Rule::GreedyAnswers)
+        };
+        if greedy && request.options.temperature.is_none() {
             request.options.temperature = self.temperature;
         }
     }

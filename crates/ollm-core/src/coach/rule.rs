@@ -117,6 +117,9 @@ rules! {
     /// Requests that offer tools are greedy unless the sampling options say otherwise.
     GreedyToolTurns = "greedy-tool-turns",
         "requests that offer tools are sent the tool temperature (0) when the sampling options set none";
+    /// Requests without tools after the run's calls are greedy too.
+    GreedyAnswers = "greedy-answers",
+        "requests that offer no tools after the run's calls (the answer to their results) are sent the tool temperature (0) when the sampling options set none";
     /// A text call's name is matched loosely to an offered tool.
     NameRepair = "name-repair",
         "a call's tool name written as text matches an offered tool ignoring case, a `functions.` prefix and a `:N` suffix";
@@ -155,6 +158,7 @@ impl Rule {
         Rule::RoutedCall,
         Rule::KnownPaths,
         Rule::ChoiceBothOrders,
+        Rule::GreedyAnswers,
         Rule::NameRepair,
         Rule::PathInName,
         Rule::TypedStrings,

@@ -653,6 +653,69 @@ fn tools_context_and_greedy_tool_turns() {
 }
 
 #[test]
+fn greedy_answers() {
+    let steps = || {
+        vec![
+            Step::Request {
+                offers_tools: false,
+            },
+            Step::Calls(vec![call("read_file", json!({"path": "a"}))]),
+            Step::Request {
+                offers_tools: false,
+            },
+            Step::Request { offers_tools: true },
+        ]
+    };
+    let framed = "[Working folder: /w]\n\nq".to_owned();
+    let ran = || Heard::Calls {
+        dropped: 0,
+        sources: vec![Run],
+        record: true,
+        nudge: None,
+        stuck: None,
+        withholds: false,
+    };
+    // On request: the answer to the run's results is greedy; a request before any call
+    // is not.
+    check_with(
+        &[Rule::GreedyAnswers],
+        &[],
+        &[],
+        steps(),
+        vec![
+            Heard::Request(framed.clone(), None),
+            ran(),
+            Heard::Request(framed.clone(), Some(0.0)),
+            Heard::Request(framed.clone(), Some(0.0)),
+        ],
+    );
+    // Off by default; and on alone it leaves requests with tools to `greedy-tool-turns`.
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![
+            Heard::Request(framed.clone(), None),
+            ran(),
+            Heard::Request(framed.clone(), None),
+            Heard::Request(framed.clone(), Some(0.0)),
+        ],
+    );
+    check_with(
+        &[Rule::GreedyAnswers],
+        &[Rule::GreedyToolTurns],
+        &[],
+        steps(),
+        vec![
+            Heard::Request(framed.clone(), None),
+            ran(),
+            Heard::Request(framed.clone(), Some(0.0)),
+            Heard::Request(framed, None),
+        ],
+    );
+}
+
+#[test]
 fn drop_echo() {
     let echo = "[Working folder: /w]\n```json\n{}\n```";
     check(

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use ollm_core::Rule;
 use serde_json::Value;
 
 use super::tasks::Files;
@@ -45,8 +46,6 @@ pub(super) const WITHOUT: &str = "auto-without-";
 /// The prefix of a column running auto with rules on that are off unless asked for
 /// (`ollm run --coach-on RULE`): `auto-with-choice-both-orders`, several joined by `+`.
 const WITH: &str = "auto-with-";
-/// The rules `ollm run --coach-on` turns on that are off by default.
-pub(super) const AUTO_TURNS_ON: &[&str] = &["routed-call", "choice-both-orders"];
 /// The prefix of a served column with one coach rule off: `served-without-RULE`.
 const SERVED_WITHOUT: &str = "served-without-";
 /// The prefix of a served column with a rule turned on that serve leaves to its config
@@ -91,7 +90,11 @@ impl Column {
             });
         }
         if let Some(rule) = rule(WITH) {
-            let known = rule.split('+').all(|r| AUTO_TURNS_ON.contains(&r));
+            // The rules `ollm run --coach-on` turns on: those off by default but
+            // `tool-or-none`, which the CLI turns on itself.
+            let known = rule.split('+').all(|r| {
+                (Rule::ON_REQUEST.iter()).any(|on| on.name() == r && *on != Rule::ToolOrNone)
+            });
             return known.then(|| Column {
                 on: Some(rule.to_owned()),
                 ..Column::of("auto")
@@ -168,6 +171,7 @@ mod tests {
             "served-without-tool-or-none",
             "auto-with-choice-both-orders",
             "auto-with-routed-call+choice-both-orders",
+            "auto-with-greedy-answers",
         ] {
             assert_eq!(Column::parse(name).unwrap().name(), name);
         }
