@@ -527,13 +527,18 @@ fn mentioned_file(ws: &Workspace, needle: &str) -> Option<(String, String)> {
     found.all(|(_, text)| text == first.1).then_some(first)
 }
 
-/// The text of the one file that `needle` (lower case) names exactly, by path or by
-/// name, as `read_file` shows it: `None` when no file or several do, or it cannot be
-/// read as a small UTF-8 text.
+/// The text of the one file that `needle` (lower case) names exactly, by path, by
+/// name or by name without its extension, as `read_file` shows it: `None` when no file
+/// or several do, or it cannot be read as a small UTF-8 text. The stem too since the
+/// 0.5B searched the notes for `todo`, asked what is still open on the to-do list, and
+/// answered "no items" from the path `todo.md` named alone (eval tuning part,
+/// 2026-11-27).
 fn named_file(ws: &Workspace, needle: &str) -> Option<String> {
     let mut named = ws.walk().into_iter().filter(|p| {
         let p = p.to_lowercase();
-        !p.ends_with('/') && (p == needle || p.rsplit('/').next() == Some(needle))
+        let name = p.rsplit('/').next().unwrap_or_default();
+        let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+        !p.ends_with('/') && (p == needle || name == needle || stem == needle)
     });
     let (one, None) = (named.next()?, named.next()) else {
         return None;

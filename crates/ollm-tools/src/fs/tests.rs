@@ -285,10 +285,12 @@ async fn search_meets_the_way_small_models_ask() {
     check(json!({"pattern": "what is it"}), "no matches").await;
     check(json!({"pattern": "the plumbers"}), "no matches").await;
     check(json!({"pattern": "launch date"}), "no matches").await;
+    // A file's name without its extension (the 0.5B searched `todo` for `todo.md`).
+    check(json!({"pattern": "DATA"}), csv).await;
     // A name that only part of a path holds: the paths are named.
     check(
-        json!({"pattern": "data"}),
-        "no matches in the files' text; paths whose name contains it: data.csv",
+        json!({"pattern": "contact"}),
+        "no matches in the files' text; paths whose name contains it: notes/contacts.md",
     )
     .await;
 }
