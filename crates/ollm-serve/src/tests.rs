@@ -2268,3 +2268,33 @@ async fn a_command_the_prompt_did_not_ask_for_never_reaches_the_client() {
         }
     }
 }
+
+/// `answer-at-limit` belongs to `ollm run`: serve's runs are one turn each and hand
+/// their calls to the client, so the rule never acts there, even turned on.
+#[tokio::test]
+async fn a_call_reaches_the_client_whatever_answer_at_limit_says() {
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(FENCED_CALL));
+    mock.push_reply(answer("It says hello."));
+    let mut options = Options::default();
+    options.coach.turn_on(ollm_core::Rule::AnswerAtLimit);
+    let base = serve_with(&[mock.base_url()], options).await;
+    let (status, text) = post(&base, &body(false, true)).await;
+    assert_eq!(status, 200, "{text}");
+    let reply: Value = serde_json::from_str(&text).expect("json");
+    let calls = reply["choices"][0]["message"]["tool_calls"].as_array();
+    assert_eq!(calls.map_or(0, Vec::len), 1, "{reply}");
+    assert_eq!(mock.requests().len(), 1);
+    // A repeat answered inside the request: serve's own nudge turn, and only it.
+    let mock = MockOpenAi::start().await.expect("mock");
+    mock.push_reply(answer(FENCED_CALL));
+    mock.push_reply(answer("It says hello."));
+    mock.push_reply(answer("It says hello again."));
+    let mut options = Options::default();
+    options.coach.turn_on(ollm_core::Rule::AnswerAtLimit);
+    let base = serve_with(&[mock.base_url()], options).await;
+    let (status, text) = post(&base, &after_a_result(false)).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("It says hello."), "{text}");
+    assert_eq!(mock.requests().len(), 2);
+}

@@ -137,6 +137,9 @@ impl Turns {
         let tools = Arc::new(registry(&request.tools)?);
         let mut config = config(request, mode);
         config.coach = CoachConfig::clone(&ask.up.coach);
+        // A run here is one turn, and what follows it is serve's to decide (a nudge
+        // turn, or the client's own): never the loop's `answer-at-limit`.
+        config.coach.off.insert(Rule::AnswerAtLimit);
         config.tool_temperature = greedy(&config.coach).then_some(0.0);
         let seen = Arc::default();
         let through = Through {

@@ -118,6 +118,10 @@ pub(super) async fn run_chat(
     run.finish(reason);
 }
 
+/// The result of a call made in the reply `answer-at-limit` asks for past the turn
+/// limit: it never runs.
+const PAST_LIMIT: &str = "not run: the run reached its turn limit; answer from the results above";
+
 /// One run past its settling: everything its steps read and change.
 struct Run {
     shared: Arc<Shared>,
@@ -153,7 +157,25 @@ impl Run {
                 Err(TurnFailure::Reported) => return FinishReason::Error,
             }
         }
-        FinishReason::MaxTurns
+        self.answer_at_limit().await
+    }
+
+    /// Past the turn limit: one more reply to answer from the run's results, with no
+    /// tools and no call run, when the coach asks for it (`answer-at-limit`); the run
+    /// ends as that reply ends it, or at `MaxTurns`.
+    async fn answer_at_limit(&mut self) -> FinishReason {
+        let Some(said) = self.coach.at_limit() else {
+            return FinishReason::MaxTurns;
+        };
+        if let Some(said) = said {
+            self.say(said);
+        }
+        let span = tracing::info_span!("turn", n = self.turn);
+        match self.play_turn().instrument(span).await {
+            Ok(TurnEnd::Finish(reason)) => reason,
+            Err(TurnFailure::Reported) => FinishReason::Error,
+            _ => FinishReason::MaxTurns,
+        }
     }
 
     /// Before a turn: the coach's `tool-or-none` choice, when it is due (before the
@@ -614,8 +636,11 @@ impl Run {
         let dropped = self.coach.bound(&mut calls);
         drop_calls(made, &dropped, &reply.calls, &self.sink);
         answered.truncate(calls.len());
+        let past_limit = self.turn > self.settings.max_turns;
         for (call, answer) in calls.iter().zip(answered.iter_mut()) {
-            if answer.is_none() {
+            if answer.is_none() && past_limit {
+                *answer = Some(ToolOutcome::error(PAST_LIMIT));
+            } else if answer.is_none() {
                 *answer = self
                     .coach
                     .withheld_answer(&call.name, &self.settings.offered);

@@ -704,6 +704,17 @@ impl Coach {
         Some(said)
     }
 
+    /// When the run reached its turn limit: `Some` when one more reply is to answer from
+    /// the run's results, with no tools (`answer-at-limit`; the rule on and calls made),
+    /// holding the answer nudge unless one is already due.
+    pub(crate) fn at_limit(&mut self) -> Option<Option<Said>> {
+        if !self.is_on(Rule::AnswerAtLimit) || !self.memory.any() {
+            return None;
+        }
+        let due = std::mem::replace(&mut self.answer_due, true);
+        Some((!due).then(|| Said::new(Rule::AnswerAtLimit, false)))
+    }
+
     /// After a reply a proxy would send its client (`ollm serve`'s run of one turn), with
     /// `has_text` when it showed the client any text and `calls` the calls the client
     /// declared: the answer nudge when it has neither (`answer-after-nothing`). The proxy

@@ -63,7 +63,8 @@ impl Nudge {
             Rule::AnswerAfterIdle
             | Rule::AnswerAfterRunaway
             | Rule::AnswerAfterEmpty
-            | Rule::AnswerAfterNothing => Nudge::Answer,
+            | Rule::AnswerAfterNothing
+            | Rule::AnswerAtLimit => Nudge::Answer,
             Rule::ActNudge => Nudge::Act,
             Rule::CanNudge => Nudge::Can,
             _ => return None,
@@ -108,6 +109,7 @@ mod tests {
             (Rule::AnswerAfterIdle, Nudge::Answer),
             (Rule::AnswerAfterRunaway, Nudge::Answer),
             (Rule::AnswerAfterEmpty, Nudge::Answer),
+            (Rule::AnswerAtLimit, Nudge::Answer),
             (Rule::AnswerAfterNothing, Nudge::Answer),
             (Rule::ActNudge, Nudge::Act),
             (Rule::CanNudge, Nudge::Can),

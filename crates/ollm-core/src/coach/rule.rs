@@ -87,6 +87,9 @@ rules! {
     /// An empty answer after the run's calls is asked again, once.
     AnswerAfterEmpty = "answer-after-empty",
         "an empty answer after the run's calls is dropped and the model asked to answer, once";
+    /// A run at its turn limit with results gets one more reply, to answer, with no tools.
+    AnswerAtLimit = "answer-at-limit",
+        "a run that reaches its turn limit after calls is asked to answer from their results in one more reply, with no tools offered and no call run";
     /// A reply a proxy would send its client with nothing in it is asked for again, once.
     AnswerAfterNothing = "answer-after-nothing",
         "a reply `ollm serve` would send its client with no text and no call the client declared is asked for once more, with the answer nudge and no tools offered";
@@ -159,6 +162,7 @@ impl Rule {
         Rule::KnownPaths,
         Rule::ChoiceBothOrders,
         Rule::GreedyAnswers,
+        Rule::AnswerAtLimit,
         Rule::NameRepair,
         Rule::PathInName,
         Rule::TypedStrings,

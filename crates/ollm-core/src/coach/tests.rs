@@ -57,6 +57,8 @@ enum Step {
     Answer(&'static str, bool, bool),
     /// A reply stopped for repeating itself, with calls or not.
     Stopped(bool),
+    /// The run reached its turn limit.
+    AtLimit,
     /// A reply's calls: bounded, planned, answered and learned.
     Calls(Vec<ToolCall>),
     /// A reply's text read for calls: what it calls.
@@ -79,6 +81,8 @@ enum Heard {
     Read(String),
     /// The nudge said, by which rule, and whether the reply is dropped.
     Said(Option<(Nudge, Rule, bool)>),
+    /// At the turn limit: whether one more reply is asked for, and the nudge said.
+    AtLimit(Option<Option<(Nudge, Rule, bool)>>),
     Calls {
         /// How many calls were dropped past the bound.
         dropped: usize,
@@ -143,6 +147,10 @@ fn hear(coach: &mut Coach, tools: &ToolRegistry, step: Step) -> Heard {
         Step::Stopped(has_calls) => {
             let said = coach.after_stopped(has_calls);
             Heard::Said(said.map(|s| (s.nudge, s.rule, s.drops_reply)))
+        }
+        Step::AtLimit => {
+            let said = coach.at_limit();
+            Heard::AtLimit(said.map(|s| s.map(|s| (s.nudge, s.rule, s.drops_reply))))
         }
         Step::Calls(calls) => hear_calls(coach, tools, calls),
         Step::Recover(text) => hear_recovery(coach, tools, text),
@@ -372,6 +380,45 @@ fn answer_after_idle() {
             calls(&[Run], true, None, None),
             calls(&[Run], true, None, None),
             calls(&[Earlier, Run], true, None, None),
+        ],
+    );
+}
+
+#[test]
+fn answer_at_limit() {
+    let nudge = Some((Nudge::Answer, Rule::AnswerAtLimit, false));
+    // Before any call there is nothing to answer from; after one, the nudge; once the
+    // answer is due (here by the limit itself) one more reply but no second nudge.
+    let steps = || {
+        vec![
+            Step::AtLimit,
+            Step::Calls(vec![read_a()]),
+            Step::AtLimit,
+            Step::AtLimit,
+        ]
+    };
+    check_with(
+        &[Rule::AnswerAtLimit],
+        &[],
+        &[],
+        steps(),
+        vec![
+            Heard::AtLimit(None),
+            calls(&[Run], true, None, None),
+            Heard::AtLimit(Some(nudge)),
+            Heard::AtLimit(Some(None)),
+        ],
+    );
+    // Off by default.
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![
+            Heard::AtLimit(None),
+            calls(&[Run], true, None, None),
+            Heard::AtLimit(None),
+            Heard::AtLimit(None),
         ],
     );
 }

@@ -363,3 +363,61 @@ fn requests_that_offer_tools_are_greedy_unless_the_options_say_otherwise() {
     check(Some(0.0), None, Some(ollm_types::Think::On), None);
     check(Some(0.0), None, Some(ollm_types::Think::Off), Some(0.0));
 }
+
+/// `answer-at-limit`: a run that reaches its turn limit after calls gets one more reply,
+/// with no tools and the answer nudge, and no call of that reply runs.
+#[test]
+fn a_run_at_its_turn_limit_answers_from_its_results_with_answer_at_limit() {
+    let run = |on: bool, last: Vec<ProviderEvent>| {
+        let tool = RecordingTool::new("t").returns(json!("42"));
+        let provider = MockProvider::builder()
+            .turn(vec![ev::call("c1", "t", json!({"i": 1})), ev::finish()])
+            .turn(last)
+            .build();
+        let c = client_with(Arc::clone(&provider), registry([tool.clone()]), |cfg| {
+            cfg.max_turns = 1;
+            if on {
+                cfg.coach.on.insert(ollm_core::Rule::AnswerAtLimit);
+            }
+        });
+        let events = block_on(chat(&c, "what does t say?"));
+        check_events(&events);
+        check_history(&c.history());
+        (events, provider, tool, c)
+    };
+    let answer = || vec![ev::text("It says 42."), ev::finish()];
+    // Off (the default): the limit ends the run with no answer.
+    let (events, provider, tool, _) = run(false, answer());
+    assert_eq!(finish_reason(&events), FinishReason::MaxTurns);
+    assert_eq!((provider.request_count(), tool.call_count()), (1, 1));
+    // On: one more request, with no tools, the nudge last; the answer ends the run.
+    let (events, provider, tool, c) = run(true, answer());
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    assert_eq!((provider.request_count(), tool.call_count()), (2, 1));
+    let last = provider.requests().pop().unwrap();
+    assert!(last.tools.is_empty());
+    let nudge = last.messages.last().unwrap();
+    assert_eq!(nudge.role(), Role::User);
+    assert!(
+        nudge.text().starts_with("Now answer my question"),
+        "{}",
+        nudge.text()
+    );
+    assert!(
+        c.history()
+            .messages()
+            .iter()
+            .all(|m| m.text() != nudge.text())
+    );
+    assert_eq!(c.history().messages().last().unwrap().text(), "It says 42.");
+    // A call in that reply never runs: it is answered, and the limit ends the run.
+    let again = vec![ev::call("c2", "t", json!({"i": 2})), ev::finish()];
+    let (events, _, tool, _) = run(true, again);
+    assert_eq!(finish_reason(&events), FinishReason::MaxTurns);
+    assert_eq!(tool.call_count(), 1);
+    let refused = events.iter().any(|e| {
+        matches!(e, ChatEvent::ToolResult { call_id, content, is_error: true, .. }
+            if call_id == "c2" && content.contains("turn limit"))
+    });
+    assert!(refused, "{events:#?}");
+}
