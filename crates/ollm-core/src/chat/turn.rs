@@ -215,6 +215,11 @@ impl Run {
         }
         tracing::debug!(reply = ?text, "coach: tool-or-none: the reply to the choice");
         self.tell_route(&route, "");
+        let named = (prompt.as_ref()).and_then(|p| self.coach.overrule_none(&p.text(), &tools));
+        if let Some(file) = named {
+            let detail = format!("the message names {file}: the tools that only read are offered");
+            self.sink.coached(Rule::NamedFile, None, detail, false);
+        }
     }
 
     /// Keeps `route` as the client's latest choice ([`super::ChatClient::route`]) and

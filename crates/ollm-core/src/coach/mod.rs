@@ -494,6 +494,25 @@ impl Coach {
         self.settle_route(route, tools)
     }
 
+    /// After a choice of `none` for `prompt`: when it names one of the caller's files
+    /// ([`CoachConfig::paths`], by path or by name, a word with a `.` or a `/`), the
+    /// tools that only read are offered after all and the others stay withheld
+    /// (`named-file`); the file named, or `None` when the rule is off, the caller named
+    /// no tool read-only or the prompt names no file.
+    pub(crate) fn overrule_none(&mut self, prompt: &str, tools: &[ToolSchema]) -> Option<String> {
+        let read_only = &self.config.read_only;
+        if !self.is_on(Rule::NamedFile) || read_only.is_empty() || !self.routed_none {
+            return None;
+        }
+        let named = text::named_file(prompt, self.config.paths.values().flatten())?;
+        self.routed_none = false;
+        self.withheld = (tools.iter().map(|t| &t.name))
+            .filter(|name| !read_only.contains(*name))
+            .cloned()
+            .collect();
+        Some(named)
+    }
+
     /// What the run does after choosing `route`: tools offered or not, withheld, and the
     /// call obliged (`routed-call`).
     fn settle_route(&mut self, route: Route, tools: &[ToolSchema]) -> Route {

@@ -63,6 +63,9 @@ rules! {
     /// A tool that changes things, chosen, is asked again in reverse order; `none` wins.
     ChangesBothOrders = "changes-both-orders",
         "when `tool-or-none` named a tool that changes things (one not named read-only), the choice is asked once more with the tools listed in reverse order, and a `none` there offers no tools";
+    /// A `none` chosen for a message that names one of the caller's files offers the reads.
+    NamedFile = "named-file",
+        "when `tool-or-none` chose none for a message that names one of the caller's files, the tools that only read are offered after all; those that change things stay withheld";
     /// After a choice of `none` or of a tool that changes things, the other such tools.
     ChangesOnRequest = "changes-on-request",
         "when `tool-or-none` chose none, or a tool that changes things (one not named read-only), the other tools that change things are neither offered nor run";
@@ -161,6 +164,7 @@ impl Rule {
         Rule::RoutedCall,
         Rule::KnownPaths,
         Rule::ChoiceBothOrders,
+        Rule::NamedFile,
         Rule::GreedyAnswers,
         Rule::AnswerAtLimit,
         Rule::NameRepair,

@@ -1,6 +1,7 @@
 //! The coach's text rules: what an answer says ([`says_it_cannot`], for `can-nudge`),
 //! the tools context put before the first prompt ([`before_first_prompt`],
-//! `tools-context`) and taken off a reply that echoes it ([`drop_echo`], `drop-echo`).
+//! `tools-context`) and taken off a reply that echoes it ([`drop_echo`], `drop-echo`),
+//! and the file a message names ([`named_file`], `named-file`).
 //! Pure functions over strings and messages; the measurements are in the coach's
 //! Decisions.
 
@@ -73,9 +74,50 @@ pub(crate) fn drop_echo(raw: &mut String, context: &str) {
     raw.replace_range(..end, "");
 }
 
+/// The first of `files` (paths the caller listed; folders, ending in `/`, are skipped)
+/// that `prompt` names as a word, by its path or by its name, ignoring case. Only words
+/// with a `.` or a `/` count, so a plain word ("notes", "readme") never names a file.
+pub(crate) fn named_file<'a>(
+    prompt: &str,
+    files: impl IntoIterator<Item = &'a String>,
+) -> Option<String> {
+    let words: Vec<String> = prompt
+        .split(|c: char| c.is_whitespace() || "\"'`,;()[]<>".contains(c))
+        .map(|w| w.trim_end_matches(['.', '?', '!', ':']).to_lowercase())
+        .filter(|w| w.contains(['.', '/']))
+        .collect();
+    files.into_iter().find_map(|path| {
+        let lower = path.to_lowercase();
+        let name = lower.rsplit('/').next().unwrap_or_default();
+        let named = !lower.ends_with('/')
+            && (words.iter())
+                .any(|w| *w == lower || *w == name || w.trim_start_matches("./") == lower);
+        named.then(|| path.clone())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_is_named_by_its_path_or_its_name_as_a_word() {
+        let files: Vec<String> = ["src/", "config.toml", "src/main.rs", "README"]
+            .map(String::from)
+            .to_vec();
+        let check = |prompt: &str, expected: Option<&str>| {
+            assert_eq!(named_file(prompt, &files).as_deref(), expected, "{prompt}");
+        };
+        check("which port does config.toml set?", Some("config.toml"));
+        check("Look at `Config.TOML`, please.", Some("config.toml"));
+        check("what's in ./src/main.rs", Some("src/main.rs"));
+        check("main.rs todo?", Some("src/main.rs"));
+        // No word names a file: a kind of file, a folder, a word without a dot.
+        check("what's a toml file for?", None);
+        check("what is in src/?", None);
+        check("show me the readme", None);
+        check("how do I write a config.yaml?", None);
+    }
 
     #[test]
     fn saying_it_cannot_is_told_from_answers() {

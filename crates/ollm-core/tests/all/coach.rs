@@ -731,3 +731,55 @@ fn the_client_keeps_the_choice_its_run_made() {
     check_events(&events);
     assert_eq!(c.route(), Some(ollm_core::coach::Route::None));
 }
+
+/// `named-file`: a `none` chosen for a message that names one of the caller's files
+/// offers the tools that only read after all, never those that change things; a message
+/// that names no file, or the rule off, keeps the `none`. Rows: the prompt, rule on,
+/// the tools the reply's request offers.
+#[test]
+fn a_none_for_a_message_that_names_a_file_offers_the_reads() {
+    const READS: &[&str] = &["read_file", "list_dir"];
+    let rows: [(&str, bool, &[&str]); 4] = [
+        ("backup.py keep days?", true, READS),
+        ("how long does ./backup.py keep backups?", true, READS),
+        ("what's a python file?", true, &[]),
+        ("backup.py keep days?", false, &[]),
+    ];
+    for (prompt, on, offered) in rows {
+        let write = RecordingTool::new("write_file");
+        let tools = [
+            RecordingTool::new("read_file"),
+            RecordingTool::new("list_dir"),
+            write.clone(),
+        ];
+        let provider = MockProvider::builder()
+            .turn(text(r#"{"tool": "none"}"#))
+            .turn(vec![
+                ev::call("w1", "write_file", json!({"path": "backup.py"})),
+                ev::finish(),
+            ])
+            .turn(text("Done."))
+            .build();
+        let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
+            cfg.coach.turn_on(Rule::ToolOrNone);
+            cfg.coach.read_only = ["read_file".to_owned(), "list_dir".to_owned()].into();
+            cfg.coach
+                .paths
+                .insert("read_file".into(), vec!["backup.py".into()]);
+            if on {
+                cfg.coach.turn_on(Rule::NamedFile);
+            }
+        });
+        let events = block_on(chat(&c, prompt));
+        check_events(&events);
+        let requests = provider.requests();
+        let names: Vec<&str> = requests[1].tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, offered, "{prompt}, on {on}");
+        assert_eq!(write.call_count(), 0, "{prompt}, on {on}");
+        let told = events.iter().any(|e| {
+            matches!(e, ChatEvent::Coached { rule: Rule::NamedFile, detail, .. }
+                if detail.contains("backup.py"))
+        });
+        assert_eq!(told, !offered.is_empty(), "{prompt}, on {on}");
+    }
+}
