@@ -200,6 +200,30 @@
 //!   think (greedy decoding sends reasoning models into loops). On the 0.5B the eval
 //!   finished 4 of 7 plain-words tasks at temperature 0 and about 1.3 of 7 at llama.cpp's
 //!   default 0.8 (docs/eval/history.md, issue 24).
+//! - **`greedy-answers`** (on request, [`Rule::ON_REQUEST`]): a request that offers no
+//!   tools after the run's calls (the answer to their results, as the answer nudge asks
+//!   for it) and whose sampling options set no temperature is sent the same temperature
+//!   as `greedy-tool-turns`. Probed alone on the eval's real histories (a `read_file` or
+//!   `search_text` result, then the answer nudge), five cases: the 0.5B read the right
+//!   value 33 of 40 times at the server's default sampling and 15 of 15 greedy, the 1.5B
+//!   36 of 40 and 15 of 15. In whole runs the lift is smaller (docs/tool-calling.md,
+//!   eighth round); measured before it is turned on.
+//! - **`answer-at-limit`** (on request, [`Rule::ON_REQUEST`]): a run that reaches its turn
+//!   limit after calls gets one more reply, with the answer nudge (unless one is already
+//!   due) and no tools; a call in that reply never runs (answered "not run: the run
+//!   reached its turn limit") and the limit ends the run. Without it a run whose last
+//!   turn still called ends `max_turns` with nothing for the user: the 1.5B found the
+//!   plumber's number in its third call, repeated it in its fourth, and the answer nudge
+//!   had no turn left (the eval's limit is 4). `ollm serve` turns it off: its runs are
+//!   one turn each and hand their calls on.
+//! - **`named-file`** (on request, [`Rule::ON_REQUEST`]): when `tool-or-none` chose
+//!   `none` for a message that names one of the caller's files ([`CoachConfig::paths`];
+//!   a word with a `.` or a `/` equal to a file's path or name, ignoring case), the
+//!   tools that only read are offered after all, and those that change things stay
+//!   withheld, so it never brings a write. The 1.5B chose `none` for "backup.py keep
+//!   days?" and answered "7 days" from nothing. A kind of file ("a toml file") or a
+//!   file that does not exist names nothing. Needs the caller to name its read-only
+//!   tools; `ollm serve` lists no paths, so it never acts there.
 //! - **`name-repair`** (`recover/types.rs`; off by default, below): a call's name matches
 //!   an offered tool ignoring case. The `functions.` prefix and `:N` suffix
 //!   (`functions.read_file:0`, servers' own spellings) are read for text calls whatever

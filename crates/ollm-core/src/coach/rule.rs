@@ -156,9 +156,10 @@ impl Rule {
     /// 16/54 without it, 1.5B 21/54 both ways, one repeat each) and is kept for callers
     /// to measure on their own models, `known-paths`, which acts only with it and whose
     /// lift did not hold in a second pass, `choice-both-orders`, a second request that
-    /// trades tool tasks for restraint, and the five call repairs (`name-repair`,
+    /// trades tool tasks for restraint, the five call repairs (`name-repair`,
     /// `path-in-name`, `typed-strings`, `key-hint`, `tools-hint`), which showed no lift in
-    /// two repeats on either model (coach docs).
+    /// two repeats on either model, and the rules still to be measured on whole runs
+    /// (`greedy-answers`, `answer-at-limit`, `named-file`; coach docs).
     pub const ON_REQUEST: &'static [Rule] = &[
         Rule::ToolOrNone,
         Rule::RoutedCall,
