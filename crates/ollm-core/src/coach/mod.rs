@@ -200,14 +200,18 @@
 //!   think (greedy decoding sends reasoning models into loops). On the 0.5B the eval
 //!   finished 4 of 7 plain-words tasks at temperature 0 and about 1.3 of 7 at llama.cpp's
 //!   default 0.8 (docs/eval/history.md, issue 24).
-//! - **`greedy-answers`** (on request, [`Rule::ON_REQUEST`]): a request that offers no
-//!   tools after the run's calls (the answer to their results, as the answer nudge asks
-//!   for it) and whose sampling options set no temperature is sent the same temperature
-//!   as `greedy-tool-turns`. Probed alone on the eval's real histories (a `read_file` or
-//!   `search_text` result, then the answer nudge), five cases: the 0.5B read the right
-//!   value 33 of 40 times at the server's default sampling and 15 of 15 greedy, the 1.5B
-//!   36 of 40 and 15 of 15. In whole runs the lift is smaller (docs/tool-calling.md,
-//!   eighth round); measured before it is turned on.
+//! - **`greedy-answers`**: a request that offers no tools after the run's calls (the
+//!   answer to their results, as the answer nudge asks for it) and whose sampling
+//!   options set no temperature is sent the same temperature as `greedy-tool-turns`
+//!   (none in a run that thinks). Probed alone on the eval's real histories (a
+//!   `read_file` or `search_text` result, then the answer nudge), five cases: the 0.5B
+//!   read the right value 33 of 40 times at the server's default sampling and 15 of 15
+//!   greedy, the 1.5B 36 of 40 and 15 of 15. In whole runs on the tuning part, four
+//!   same-pass comparisons, each in its favour (docs/tool-calling.md, eighth round):
+//!   the 0.5B 16/54 against 14/54 alone and 17/54 against 16/54 with `answer-at-limit`
+//!   and `named-file`; the 1.5B's tool and write tasks 16/39 against 15/39 and 18/39
+//!   against 17/39. Small, but never the other way and backed by the probe: on by
+//!   default since 2026-11-27.
 //! - **`answer-at-limit`** (on request, [`Rule::ON_REQUEST`]): a run that reaches its turn
 //!   limit after calls gets one more reply, with the answer nudge (unless one is already
 //!   due) and no tools; a call in that reply never runs (answered "not run: the run

@@ -158,15 +158,14 @@ impl Rule {
     /// lift did not hold in a second pass, `choice-both-orders`, a second request that
     /// trades tool tasks for restraint, the five call repairs (`name-repair`,
     /// `path-in-name`, `typed-strings`, `key-hint`, `tools-hint`), which showed no lift in
-    /// two repeats on either model, and the rules still to be measured on whole runs
-    /// (`greedy-answers`, `answer-at-limit`, `named-file`; coach docs).
+    /// two repeats on either model, and `answer-at-limit` and `named-file`, which acted in
+    /// too few of the eval's runs to show a lift (coach docs).
     pub const ON_REQUEST: &'static [Rule] = &[
         Rule::ToolOrNone,
         Rule::RoutedCall,
         Rule::KnownPaths,
         Rule::ChoiceBothOrders,
         Rule::NamedFile,
-        Rule::GreedyAnswers,
         Rule::AnswerAtLimit,
         Rule::NameRepair,
         Rule::PathInName,

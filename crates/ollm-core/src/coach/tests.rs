@@ -722,21 +722,7 @@ fn greedy_answers() {
         stuck: None,
         withholds: false,
     };
-    // On request: the answer to the run's results is greedy; a request before any call
-    // is not.
-    check_with(
-        &[Rule::GreedyAnswers],
-        &[],
-        &[],
-        steps(),
-        vec![
-            Heard::Request(framed.clone(), None),
-            ran(),
-            Heard::Request(framed.clone(), Some(0.0)),
-            Heard::Request(framed.clone(), Some(0.0)),
-        ],
-    );
-    // Off by default; and on alone it leaves requests with tools to `greedy-tool-turns`.
+    // The answer to the run's results is greedy; a request before any call is not.
     check(
         &[],
         &[],
@@ -744,12 +730,24 @@ fn greedy_answers() {
         vec![
             Heard::Request(framed.clone(), None),
             ran(),
+            Heard::Request(framed.clone(), Some(0.0)),
+            Heard::Request(framed.clone(), Some(0.0)),
+        ],
+    );
+    // Off, the answer goes at the server's sampling; on alone it leaves requests with
+    // tools to `greedy-tool-turns`.
+    check(
+        &[Rule::GreedyAnswers],
+        &[],
+        steps(),
+        vec![
+            Heard::Request(framed.clone(), None),
+            ran(),
             Heard::Request(framed.clone(), None),
             Heard::Request(framed.clone(), Some(0.0)),
         ],
     );
-    check_with(
-        &[Rule::GreedyAnswers],
+    check(
         &[Rule::GreedyToolTurns],
         &[],
         steps(),

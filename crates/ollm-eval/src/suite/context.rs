@@ -171,7 +171,7 @@ mod tests {
             "served-without-tool-or-none",
             "auto-with-choice-both-orders",
             "auto-with-routed-call+choice-both-orders",
-            "auto-with-greedy-answers",
+            "auto-with-named-file+answer-at-limit",
         ] {
             assert_eq!(Column::parse(name).unwrap().name(), name);
         }
