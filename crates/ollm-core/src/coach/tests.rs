@@ -722,42 +722,19 @@ fn greedy_answers() {
         stuck: None,
         withholds: false,
     };
-    // The answer to the run's results is greedy; a request before any call is not.
-    check(
-        &[],
-        &[],
-        steps(),
-        vec![
-            Heard::Request(framed.clone(), None),
-            ran(),
-            Heard::Request(framed.clone(), Some(0.0)),
-            Heard::Request(framed.clone(), Some(0.0)),
-        ],
-    );
-    // Off, the answer goes at the server's sampling; on alone it leaves requests with
-    // tools to `greedy-tool-turns`.
-    check(
-        &[Rule::GreedyAnswers],
-        &[],
-        steps(),
-        vec![
-            Heard::Request(framed.clone(), None),
-            ran(),
-            Heard::Request(framed.clone(), None),
-            Heard::Request(framed.clone(), Some(0.0)),
-        ],
-    );
-    check(
-        &[Rule::GreedyToolTurns],
-        &[],
-        steps(),
-        vec![
-            Heard::Request(framed.clone(), None),
-            ran(),
-            Heard::Request(framed.clone(), Some(0.0)),
-            Heard::Request(framed, None),
-        ],
-    );
+    // Rows: the rules off, then the temperature of the request before any call, of the
+    // answer to the results, and of a request with tools. The answer is greedy unless
+    // `greedy-answers` is off; the rule leaves requests with tools to `greedy-tool-turns`.
+    let rows: [(&[Rule], [Option<f32>; 3]); 3] = [
+        (&[], [None, Some(0.0), Some(0.0)]),
+        (&[Rule::GreedyAnswers], [None, None, Some(0.0)]),
+        (&[Rule::GreedyToolTurns], [None, Some(0.0), None]),
+    ];
+    for (off, [before, answer, tools]) in rows {
+        let heard = |t| Heard::Request(framed.clone(), t);
+        let expected = vec![heard(before), ran(), heard(answer), heard(tools)];
+        check(off, &[], steps(), expected);
+    }
 }
 
 #[test]
