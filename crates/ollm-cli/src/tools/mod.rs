@@ -56,19 +56,20 @@ pub(crate) struct Built {
     /// What the model is told about the folder (core's `tools_context`), unless the
     /// config turned it off.
     pub(crate) context: Option<String>,
-    /// The folder the tools work in, whose paths the coach's `known-paths` and
-    /// `named-file` read.
+    /// The folder the tools work in, whose paths the coach's `known-paths`,
+    /// `named-file` and `general-check` read.
     pub(crate) workspace: Workspace,
 }
 
 /// Tells the coach the paths the built-in read tools can take in `ws` now (`known-paths`,
-/// which holds a routed call's path to them; `named-file`, which reads a message that
-/// names one): folders for `list_dir`, files for `read_file`, both for `search_text`;
-/// none when the folder holds too many, and no walk of the folder at all while both
-/// rules are off (the default).
+/// which holds a routed call's path to them; `named-file` and `general-check`, which
+/// read a message that names one): folders for `list_dir`, files for `read_file`, both
+/// for `search_text`; none when the folder holds too many, and no walk of the folder at
+/// all while the three rules are off (the default).
 pub(crate) fn tell_paths(coach: &mut CoachConfig, ws: &Workspace) {
     coach.paths.clear();
-    if !coach.is_on(Rule::KnownPaths) && !coach.is_on(Rule::NamedFile) {
+    let readers = [Rule::KnownPaths, Rule::NamedFile, Rule::GeneralCheck];
+    if !readers.iter().any(|&r| coach.is_on(r)) {
         return;
     }
     let Some(paths) = ws.paths() else { return };
@@ -128,9 +129,12 @@ mod tests {
         let mut coach = CoachConfig::default();
         tell_paths(&mut coach, &ws);
         assert!(coach.paths.is_empty(), "known-paths is off by default");
-        coach.turn_on(Rule::NamedFile);
-        tell_paths(&mut coach, &ws);
-        assert_eq!(coach.paths["read_file"], ["config.toml"]);
+        for rule in [Rule::NamedFile, Rule::GeneralCheck] {
+            let mut coach = CoachConfig::default();
+            coach.turn_on(rule);
+            tell_paths(&mut coach, &ws);
+            assert_eq!(coach.paths["read_file"], ["config.toml"], "{rule}");
+        }
         let mut coach = CoachConfig::default();
         coach.turn_on(Rule::KnownPaths);
         tell_paths(&mut coach, &ws);

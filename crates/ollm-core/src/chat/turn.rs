@@ -239,9 +239,9 @@ impl Run {
             .coached(Rule::ToolOrNone, None, format!("{lead}{detail}"), false);
     }
 
-    /// The choice asked again with the tools in reverse order by `rule`
-    /// (`choice-both-orders`, `changes-both-orders`), read with the `first`; the caller
-    /// is told when the second's `none` won.
+    /// The second question of `rule` (`general-check`, or the choice asked again with
+    /// the tools in reverse order by `choice-both-orders` or `changes-both-orders`), read
+    /// with the `first`; the caller is told when the second's `none` won.
     async fn choose_again(
         &mut self,
         request: ProviderRequest,
@@ -251,9 +251,14 @@ impl Run {
     ) -> Route {
         let second = self.choose_unless_cancelled(request).await;
         tracing::debug!(reply = ?second, %rule, "coach: the reply to the second choice");
-        let route = self.coach.routed_twice(first, second.as_deref(), tools);
+        let route = self
+            .coach
+            .routed_twice(rule, first, second.as_deref(), tools);
         if route == Route::None {
-            let detail = "asked again with the tools in reverse order, the model chose no tool";
+            let detail = match rule {
+                Rule::GeneralCheck => "asked what the message needs, the model said general",
+                _ => "asked again with the tools in reverse order, the model chose no tool",
+            };
             self.sink.coached(rule, None, detail.to_owned(), false);
         }
         route

@@ -83,6 +83,26 @@
 //!   as shipped), tool questions 22/30 (27/30), writes 6/9 (7/9). A trade, so it stays
 //!   off until whole runs show which side wins (`ollm run --coach-on`, the eval's
 //!   `auto-with-choice-both-orders`).
+//! - **`own-things`** (on request, [`Rule::ON_REQUEST`], since 2026-11-27): the
+//!   choice's text says the caller's scope ([`CoachConfig::scope`]) holds the user's own
+//!   things (their project, notes, plans, data and contacts). It was part of the choice
+//!   from the start, tuned on the 0.5B; asked alone on the tuning part's 54 wordings
+//!   (temperature 0), the sentence cost the 1.5B tool and write questions (with it 44/54:
+//!   tool 26/30, write 7/9, none 11/15; without it 47-49/54: tool 27-30/30, write 9/9,
+//!   none 10-11/15) and did nothing for the 0.5B (46-47/54 with, 47-48 without). In whole
+//!   runs (`15-28-42Z`, `15-30-36Z`) see docs/tool-calling.md, "Ninth round".
+//! - **`general-check`** (on request, [`Rule::ON_REQUEST`]): when `tool-or-none` named a
+//!   tool that only reads, for a message that names none of the caller's files
+//!   ([`CoachConfig::paths`], as `named-file` reads them), a second short request asks
+//!   what the message needs, under a schema: `general` (small talk, general knowledge,
+//!   how something is done in general), `files` or `change`; a clean `general` offers no
+//!   tools. Why: the 1.5B's choice names `read_file` for terse general questions ("toml
+//!   files: what for?", "rust for loop syntax?"), and asked by kind it says `general` for
+//!   them. Asked alone on the tuning part: the 1.5B's no-tool questions 13/15 against
+//!   11/15 without the check, its tool and write questions 33/39 against 36/39; the
+//!   0.5B 13/15 against 12/15 and 31/39 against 35/39. A trade of tool tasks for
+//!   restraint, so it stays on request (`ollm run --coach-on general-check`, the
+//!   eval's `auto-with-general-check`).
 //! - **`changes-both-orders`**: `choice-both-orders` for a choice of a tool that changes
 //!   things only (one the caller does not name in [`CoachConfig::read_only`]; none when
 //!   it names none): asked again with the tools in reverse order, a clean `none` there
@@ -477,10 +497,12 @@ impl Coach {
         due.then(|| route::request(&self.config, model, prompt, tools))
     }
 
-    /// After the reply `first` to [`Coach::route_request`] named a tool: the same
-    /// request with `tools` listed in reverse order, and the rule that asks it
-    /// (`choice-both-orders` for any tool, `changes-both-orders` for one that changes
-    /// things); `None` when neither is due or `first` named no tool.
+    /// After the reply `first` to [`Coach::route_request`] named a tool: a second
+    /// question, and the rule that asks it. `general-check`, for a tool that only reads
+    /// and a `prompt` that names none of the caller's files, asks what the message needs;
+    /// `choice-both-orders` (any tool) and `changes-both-orders` (one that changes
+    /// things) ask the choice again with `tools` listed in reverse order. `None` when
+    /// none is due or `first` named no tool.
     pub(crate) fn second_route_request(
         &self,
         model: &str,
@@ -493,6 +515,13 @@ impl Coach {
         };
         let read_only = &self.config.read_only;
         let changes = !read_only.is_empty() && !read_only.contains(&named);
+        let check = self.is_on(Rule::GeneralCheck)
+            && read_only.contains(&named)
+            && text::named_file(&prompt.text(), self.config.paths.values().flatten()).is_none();
+        if check && !self.is_on(Rule::ChoiceBothOrders) {
+            let request = route::need_request(&self.config, model, prompt, tools);
+            return Some((request, Rule::GeneralCheck));
+        }
         let rule = [Rule::ChoiceBothOrders, Rule::ChangesBothOrders]
             .into_iter()
             .find(|&r| self.is_on(r) && (r == Rule::ChoiceBothOrders || changes))?;
@@ -500,18 +529,24 @@ impl Coach {
         Some((route::request(&self.config, model, prompt, &reversed), rule))
     }
 
-    /// Reads the replies to both choices ([`Coach::second_route_request`]): a clean
-    /// `none` in the `second` outranks the tool the `first` named; else as
-    /// [`Coach::routed`] reads the `first`.
+    /// Reads the replies to both choices ([`Coach::second_route_request`], asked by
+    /// `rule`): a clean `none` in the `second` (for `general-check`, a clean `general`)
+    /// outranks the tool the `first` named; else as [`Coach::routed`] reads the `first`.
     pub(crate) fn routed_twice(
         &mut self,
+        rule: Rule,
         first: Option<&str>,
         second: Option<&str>,
         tools: &[ToolSchema],
     ) -> Route {
-        match second.map(|t| route::read(t, tools)) {
-            Some(Route::None) => self.settle_route(Route::None, tools),
-            _ => self.routed(first, tools),
+        let none = match rule {
+            Rule::GeneralCheck => second.is_some_and(route::read_general),
+            _ => second.map(|t| route::read(t, tools)) == Some(Route::None),
+        };
+        if none {
+            self.settle_route(Route::None, tools)
+        } else {
+            self.routed(first, tools)
         }
     }
 

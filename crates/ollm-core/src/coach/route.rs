@@ -11,8 +11,14 @@
 //!   right on 48 of 54 tuning-part wordings (tool 26/30, write 8/9, none 14/15), against
 //!   4/15 `none` right with a prompt that listed the folder's entries (the names pull it
 //!   to the tools) and 13/15 with one that did not name the user's own things (then it
-//!   answered "when did we move the launch to?" with `none`). The prompt that won names
-//!   the user's own things and the pronouns that point at them.
+//!   answered "when did we move the launch to?" with `none`). The prompt that won named
+//!   the user's own things and the pronouns that point at them. Since 2026-11-27 the
+//!   sentence on the user's own things is the `own-things` rule, off by default: on the
+//!   1.5B, asked the same way, it cost tool and write questions and saved no restraint,
+//!   and the 0.5B did as well without it (coach docs).
+//! - **`general-check`** asks a second question, by kind (`need_request`), only after a
+//!   read was chosen: the kinds put the 1.5B's terse general questions right where the
+//!   tool names did not, but cost tool questions, so it is on request.
 //! - **Only the run's prompt** is shown, not the history: the choice is about what this
 //!   message asks, and a short request costs well under a second on the small models.
 //! - **Anything but a clean `none` offers the tools**: a server that refuses the schema,
@@ -24,7 +30,7 @@
 use ollm_types::{GenerationOptions, Message, ProviderRequest, ResponseFormat, ToolSchema};
 use serde_json::{Value, json};
 
-use super::rule::CoachConfig;
+use super::rule::{CoachConfig, Rule};
 
 /// The most tokens the choice may take: `{"tool": "search_text"}` is about ten.
 const MAX_TOKENS: u32 = 32;
@@ -38,30 +44,50 @@ pub enum Route {
     Tools(Option<String>),
 }
 
-/// The system text of the choice: the tools, where they work, and the question.
-fn instructions(tools: &[ToolSchema], scope: Option<&str>) -> String {
+/// The tools and where they work, then (with `own`) the sentence that says the scope
+/// holds the user's own things: how both questions open, up to the question.
+fn opening(tools: &[ToolSchema], scope: Option<&str>, own: bool) -> String {
     let list: Vec<String> = tools
         .iter()
         .map(|t| format!("- {}: {}", t.name, t.description))
         .collect();
-    let (head, own) = match scope {
-        Some(scope) => (
+    let (head, end) = match scope {
+        Some(scope) if own => (
             format!("Tools that work on {scope}:"),
             format!(
                 "\n\n{} holds the user's own things: their project, notes, plans, data and \
-                 contacts.",
+                 contacts. ",
                 capitalized(scope)
             ),
         ),
-        None => ("Tools you can use:".to_owned(), String::new()),
+        Some(scope) => (format!("Tools that work on {scope}:"), "\n".to_owned()),
+        None => ("Tools you can use:".to_owned(), " ".to_owned()),
     };
+    format!("{head}\n{}{end}", list.join("\n"))
+}
+
+/// The system text of the choice: the tools, where they work, and the question.
+fn instructions(tools: &[ToolSchema], scope: Option<&str>, own: bool) -> String {
     format!(
-        "{head}\n{}{own} Does the user's message ask about something that may be written \
+        "{}Does the user's message ask about something that may be written \
          in their files (words like we, my, our, this, here, or a file's name), or ask to \
          create or change a file, or to run a command? If so, name the tool to use first. \
          If not (greetings, thanks, general knowledge, arithmetic, how to do something in \
          general), say \"none\". Answer as JSON {{\"tool\": ...}}.",
-        list.join("\n")
+        opening(tools, scope, own)
+    )
+}
+
+/// The system text of `general-check`: what the message needs, by kind.
+fn need_instructions(tools: &[ToolSchema], scope: Option<&str>) -> String {
+    format!(
+        "{}What does the user's message need? \"general\": small talk, thanks, general \
+         knowledge, arithmetic, or how something is done in general, answered without their \
+         files. \"files\": anything about their own project, notes, plans, contacts or data \
+         (a date, a name, a number, a setting, a list, a file), even without words like my \
+         or our. \"change\": create or change a file, or run a command. Answer as JSON \
+         {{\"need\": ...}}.",
+        opening(tools, scope, true)
     )
 }
 
@@ -91,18 +117,54 @@ pub(crate) fn request(
     prompt: &Message,
     tools: &[ToolSchema],
 ) -> ProviderRequest {
+    let own = config.is_on(Rule::OwnThings);
+    let system = instructions(tools, config.scope.as_deref(), own);
+    constrained(model, prompt, system, "tool_or_none", schema(tools))
+}
+
+/// The request of `general-check`: whether the run's `prompt` needs the user's files.
+pub(crate) fn need_request(
+    config: &CoachConfig,
+    model: &str,
+    prompt: &Message,
+    tools: &[ToolSchema],
+) -> ProviderRequest {
+    let system = need_instructions(tools, config.scope.as_deref());
+    let schema = json!({
+        "type": "object",
+        "properties": {"need": {"enum": ["general", "files", "change"]}},
+        "required": ["need"],
+    });
+    constrained(model, prompt, system, "general_or_files", schema)
+}
+
+/// A short, greedy request whose reply the server holds to `schema`.
+fn constrained(
+    model: &str,
+    prompt: &Message,
+    system: String,
+    name: &str,
+    schema: Value,
+) -> ProviderRequest {
     let mut request = ProviderRequest::new(model, vec![prompt.clone()]);
-    request.system = Some(instructions(tools, config.scope.as_deref()));
+    request.system = Some(system);
     request.options = GenerationOptions {
         temperature: Some(0.0),
         max_tokens: Some(MAX_TOKENS),
         ..GenerationOptions::default()
     };
     request.response_format = Some(ResponseFormat::JsonSchema {
-        name: "tool_or_none".to_owned(),
-        schema: schema(tools),
+        name: name.to_owned(),
+        schema,
     });
     request
+}
+
+/// Whether the reply to [`need_request`] is a clean `{"need": "general"}`.
+pub(crate) fn read_general(text: &str) -> bool {
+    serde_json::from_str::<Value>(text.trim())
+        .ok()
+        .is_some_and(|v| v.get("need").and_then(Value::as_str) == Some("general"))
 }
 
 /// What the reply's text chose: `None` only for a clean `{"tool": "none"}`.
@@ -171,15 +233,66 @@ mod tests {
             "{system}"
         );
         assert!(
-            system.contains("This folder holds the user's own things"),
+            !system.contains("own things"),
+            "own-things is off: {system}"
+        );
+        assert!(
+            system.contains("list_dir does it\nDoes the user's"),
             "{system}"
         );
     }
 
     #[test]
+    fn own_things_says_the_scope_holds_the_users_things() {
+        let mut config = CoachConfig {
+            scope: Some("this folder".into()),
+            ..CoachConfig::default()
+        };
+        config.turn_on(Rule::OwnThings);
+        let system = request(&config, "m", &Message::user("hi"), &tools())
+            .system
+            .unwrap();
+        assert!(
+            system.contains("list_dir does it\n\nThis folder holds the user's own things"),
+            "{system}"
+        );
+        assert!(system.contains("contacts. Does the user's"), "{system}");
+    }
+
+    #[test]
+    fn the_check_asks_what_the_message_needs_and_only_a_clean_general_counts() {
+        let prompt = Message::user("toml files: what for?");
+        let request = need_request(&CoachConfig::default(), "m", &prompt, &tools());
+        assert_eq!(request.messages, vec![prompt]);
+        assert_eq!(request.options.temperature, Some(0.0));
+        let Some(ResponseFormat::JsonSchema { schema, .. }) = &request.response_format else {
+            panic!("no schema: {:?}", request.response_format);
+        };
+        assert_eq!(
+            schema["properties"]["need"]["enum"],
+            json!(["general", "files", "change"])
+        );
+        for (text, general) in [
+            (r#"{"need": "general"}"#, true),
+            ("\n{\"need\":\"general\"} ", true),
+            (r#"{"need": "files"}"#, false),
+            (r#"{"need": "change"}"#, false),
+            ("general", false),
+            (r#"{"tool": "none"}"#, false),
+            ("", false),
+        ] {
+            assert_eq!(read_general(text), general, "{text}");
+        }
+    }
+
+    #[test]
     fn without_a_scope_the_text_names_no_folder() {
-        let system = instructions(&tools(), None);
+        let system = instructions(&tools(), None, true);
         assert!(system.starts_with("Tools you can use:"), "{system}");
         assert!(!system.contains("folder"), "{system}");
+        assert!(
+            system.contains("list_dir does it Does the user's"),
+            "{system}"
+        );
     }
 }

@@ -54,6 +54,12 @@ rules! {
     /// The tool `tool-or-none` chose is the first reply's call, its arguments constrained.
     RoutedCall = "routed-call",
         "when `tool-or-none` chose a tool, the run's first reply is a call to it alone, its arguments constrained to the tool's schema";
+    /// The choice says the caller's scope holds the user's own things.
+    OwnThings = "own-things",
+        "the `tool-or-none` choice says the caller's scope (the CLI: this folder) holds the user's own things: their project, notes, plans, data and contacts";
+    /// A read chosen for a message naming no file is checked: is the message general?
+    GeneralCheck = "general-check",
+        "when `tool-or-none` named a tool that only reads for a message that names none of the caller's files, the model is asked what the message needs (general, files or a change), and `general` offers no tools";
     /// The routed call's path argument is one of the caller's existing paths.
     KnownPaths = "known-paths",
         "the call `routed-call` asks for takes its path argument from the caller's list of existing paths (the CLI: the working folder's), under the schema";
@@ -155,8 +161,9 @@ impl Rule {
     /// `routed-call`, which showed no lift on the eval (issue 35: 0.5B 15/54 against
     /// 16/54 without it, 1.5B 21/54 both ways, one repeat each) and is kept for callers
     /// to measure on their own models, `known-paths`, which acts only with it and whose
-    /// lift did not hold in a second pass, `choice-both-orders`, a second request that
-    /// trades tool tasks for restraint, the five call repairs (`name-repair`,
+    /// lift did not hold in a second pass, `choice-both-orders` and `general-check`,
+    /// second requests that trade tool tasks for restraint, `own-things`, a sentence of
+    /// the choice that cost the 1.5B tool questions, the five call repairs (`name-repair`,
     /// `path-in-name`, `typed-strings`, `key-hint`, `tools-hint`), which showed no lift in
     /// two repeats on either model, and `answer-at-limit` and `named-file`, which acted in
     /// too few of the eval's runs to show a lift (coach docs).
@@ -165,6 +172,8 @@ impl Rule {
         Rule::RoutedCall,
         Rule::KnownPaths,
         Rule::ChoiceBothOrders,
+        Rule::OwnThings,
+        Rule::GeneralCheck,
         Rule::NamedFile,
         Rule::AnswerAtLimit,
         Rule::NameRepair,

@@ -377,6 +377,117 @@ fn a_change_chosen_in_one_order_only_is_no_choice_of_a_tool() {
     }
 }
 
+/// `general-check` (on request): a read chosen for a message that names none of the
+/// caller's files is checked by asking what the message needs, and a clean `general`
+/// offers no tools; a message that names a file, a change chosen, or the rule off asks
+/// nothing more.
+#[test]
+fn a_read_chosen_for_a_general_message_is_checked_and_general_offers_no_tools() {
+    // (case, prompt, first choice, the rule on, the check's reply, requests before the
+    // answer, tools offered)
+    let cases = [
+        (
+            "general",
+            "toml files: what for?",
+            "read_file",
+            true,
+            Some(r#"{"need": "general"}"#),
+            2,
+            2,
+        ),
+        (
+            "files",
+            "plumber phone?",
+            "read_file",
+            true,
+            Some(r#"{"need": "files"}"#),
+            2,
+            2,
+        ),
+        (
+            "not clean",
+            "plumber phone?",
+            "read_file",
+            true,
+            Some("general"),
+            2,
+            2,
+        ),
+        (
+            "names a file",
+            "what's in config.toml?",
+            "read_file",
+            true,
+            None,
+            1,
+            2,
+        ),
+        (
+            "a change",
+            "save it",
+            "write_file",
+            true,
+            Some(r#"{"tool": "write_file"}"#),
+            2,
+            2,
+        ),
+        (
+            "rule off",
+            "toml files: what for?",
+            "read_file",
+            false,
+            None,
+            1,
+            2,
+        ),
+    ];
+    for (case, prompt, first, on, second, asked, offered) in cases {
+        let choice = format!(r#"{{"tool": "{first}"}}"#);
+        let mut provider = MockProvider::builder().turn(text(&choice));
+        if let Some(second) = second {
+            provider = provider.turn(text(second));
+        }
+        let provider = provider.turn(text("an answer")).build();
+        let read = RecordingTool::new("read_file");
+        let tools = registry([read.clone(), RecordingTool::new("write_file")]);
+        let c = crate::support::client_with(provider.clone(), tools, |cfg| {
+            cfg.coach.turn_on(Rule::ToolOrNone);
+            cfg.coach.read_only = ["read_file".to_owned()].into();
+            cfg.coach.paths = [("read_file".to_owned(), vec!["config.toml".to_owned()])].into();
+            if on {
+                cfg.coach.turn_on(Rule::GeneralCheck);
+            }
+        });
+        let events = block_on(chat(&c, prompt));
+        check_events(&events);
+        let requests = provider.requests();
+        assert_eq!(requests.len(), asked + 1, "{case}");
+        let general = case == "general";
+        assert_eq!(
+            requests[asked].tools.len(),
+            if general { 0 } else { offered },
+            "{case}"
+        );
+        let checked = requests[..asked].iter().any(|r| {
+            matches!(&r.response_format,
+                Some(ollm_types::ResponseFormat::JsonSchema { schema, .. })
+                    if schema["properties"]["need"].is_object())
+        });
+        assert_eq!(checked, on && asked == 2 && first == "read_file", "{case}");
+        let said = events.iter().any(|e| {
+            matches!(
+                e,
+                ChatEvent::Coached {
+                    rule: Rule::GeneralCheck,
+                    ..
+                }
+            )
+        });
+        assert_eq!(said, general, "{case}");
+        assert_eq!(read.call_count(), 0, "{case}");
+    }
+}
+
 /// `tool-or-none` is off unless turned on, and never runs when the call is required.
 #[test]
 fn tool_or_none_is_asked_only_when_on_and_the_call_is_optional() {
