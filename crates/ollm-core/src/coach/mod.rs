@@ -90,7 +90,9 @@
 //!   (temperature 0), the sentence cost the 1.5B tool and write questions (with it 44/54:
 //!   tool 26/30, write 7/9, none 11/15; without it 47-49/54: tool 27-30/30, write 9/9,
 //!   none 10-11/15) and did nothing for the 0.5B (46-47/54 with, 47-48 without). In whole
-//!   runs (`15-28-42Z`, `15-30-36Z`) see docs/tool-calling.md, "Ninth round".
+//!   runs on the tuning part, same pass: the 1.5B 27/54 with it, 28/54 without
+//!   (`15-28-42Z`); the 0.5B 17/54 and 20/54 (`15-30-36Z`; docs/tool-calling.md, "Ninth
+//!   round").
 //! - **`general-check`** (on request, [`Rule::ON_REQUEST`]): when `tool-or-none` named a
 //!   tool that only reads, for a message that names none of the caller's files
 //!   ([`CoachConfig::paths`], as `named-file` reads them), a second short request asks
@@ -100,8 +102,10 @@
 //!   files: what for?", "rust for loop syntax?"), and asked by kind it says `general` for
 //!   them. Asked alone on the tuning part: the 1.5B's no-tool questions 13/15 against
 //!   11/15 without the check, its tool and write questions 33/39 against 36/39; the
-//!   0.5B 13/15 against 12/15 and 31/39 against 35/39. A trade of tool tasks for
-//!   restraint, so it stays on request (`ollm run --coach-on general-check`, the
+//!   0.5B 13/15 against 12/15 and 31/39 against 35/39. In whole runs, the 1.5B's tuning
+//!   part (`15-28-42Z`): restraint 14/15 against 11/15, tool tasks 12/30 against 14/30,
+//!   success 27/54 against 28/54. A trade of tool tasks for restraint, so it stays on
+//!   request (`ollm run --coach-on general-check`, the
 //!   eval's `auto-with-general-check`).
 //! - **`changes-both-orders`**: `choice-both-orders` for a choice of a tool that changes
 //!   things only (one the caller does not name in [`CoachConfig::read_only`]; none when
