@@ -3,9 +3,13 @@
 //! # Decisions
 //! - Reads are bounded: files over [`MAX_FILE_BYTES`] are neither read whole nor searched,
 //!   listings and matches are capped, and every result is cut to the output limit.
-//! - `read_file` puts one line before the contents, the path and its line count
-//!   (`data.csv: 6 lines`): Qwen2.5-Coder models asked how many lines a file has counted
-//!   wrong from the bare text (issue 24's eval).
+//! - `read_file` puts the path on a line before the contents and the line count on one
+//!   after (`data.csv:` ... `[data.csv ends: 6 lines]`): Qwen2.5-Coder models asked how
+//!   many lines a file has counted wrong from the bare text (issue 24's eval), and with
+//!   the count next to the path (`config.toml: 8 lines`) the 1.5B saved "port = 8" for
+//!   "save the port from config.toml into port.txt" (issue 35, twice in two wordings).
+//! - `list_dir` opens with a tally of the entries, files by extension and folders, and
+//!   no total (`[3 .py files, 1 .md file, 1 folder]`): see [`tally`].
 //! - `search_text` walks without following symlinks and skips hidden entries and build
 //!   output, so it cannot be led out of the folder or into `.git`.
 //! - `search_text` meets the way small models search (issue 24's eval): smart case (a
@@ -174,13 +178,19 @@ fn a_folder(ws: &Workspace, dir: &Path) -> String {
     )
 }
 
-/// A file's contents under one line naming it and counting its lines
-/// (`data.csv: 6 lines`): small models asked "how many lines" count badly, and the name
-/// tells them which of several reads a result is.
+/// A file's contents under a line naming it and over one counting its lines
+/// (`data.csv:` ... `[data.csv ends: 6 lines]`): small models asked "how many lines"
+/// count badly, the name tells them which of several reads a result is, and a count next
+/// to the name was read as the file's value (module docs).
 fn with_header(shown: &str, text: &str) -> String {
     let lines = text.lines().count();
     let unit = if lines == 1 { "line" } else { "lines" };
-    format!("{shown}: {lines} {unit}\n{text}")
+    let end = if text.ends_with('\n') || text.is_empty() {
+        ""
+    } else {
+        "\n"
+    };
+    format!("{shown}:\n{text}{end}[{shown} ends: {lines} {unit}]")
 }
 
 /// Arguments of `list_dir`.
@@ -238,6 +248,7 @@ impl TypedTool for ListDir {
             }
             names.sort();
             let total = names.len();
+            let tally = tally(&names);
             names.truncate(MAX_ENTRIES);
             let mut text = names.join("\n");
             if total > MAX_ENTRIES {
@@ -245,11 +256,46 @@ impl TypedTool for ListDir {
             }
             if total == 0 {
                 text = "(empty directory)".into();
+            } else {
+                text = format!("{tally}\n{text}");
             }
             Ok(Value::String(cap_output(&text, limit)))
         })
         .await
     }
+}
+
+/// The count of a listing's `names` (folders end in `/`), files by extension, most
+/// first, and no total: `2 .py files, 1 .md file, 1 folder`. Small models asked "how
+/// many python scripts" counted every entry of a bare listing (issue 35's eval: the 1.5B
+/// said 5 of 3 `.py` files and 2 others, in all three wordings), and led by a total
+/// they answered the total.
+fn tally(names: &[String]) -> String {
+    let folders = names.iter().filter(|n| n.ends_with('/')).count();
+    let mut kinds: Vec<(String, usize)> = Vec::new();
+    for name in names.iter().filter(|n| !n.ends_with('/')) {
+        let kind = match name.rsplit_once('.') {
+            Some((stem, ext)) if !stem.is_empty() => format!(".{}", ext.to_lowercase()),
+            _ => String::new(),
+        };
+        match kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((kind, 1)),
+        }
+    }
+    kinds.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let files = |n: usize| if n == 1 { "file" } else { "files" };
+    let mut each: Vec<String> = (kinds.iter())
+        .map(|(kind, n)| match kind.as_str() {
+            "" => format!("{n} {} without an extension", files(*n)),
+            _ => format!("{n} {kind} {}", files(*n)),
+        })
+        .collect();
+    if folders > 0 {
+        let unit = if folders == 1 { "folder" } else { "folders" };
+        each.push(format!("{folders} {unit}"));
+    }
+    format!("[{}]", each.join(", "))
 }
 
 /// Arguments of `search_text`.

@@ -69,7 +69,10 @@ fn export_writes_the_conversation_as_json_or_markdown() {
             "assistant"
         ]
     );
-    assert_eq!(messages[4].text(), "notes.txt: 2 lines\nalpha\nbeta\n");
+    assert_eq!(
+        messages[4].text(),
+        "notes.txt:\nalpha\nbeta\n[notes.txt ends: 2 lines]"
+    );
 
     let out = c.bare(&["sessions", "export", "work", "--format", "markdown"]);
     out.ok();
@@ -79,7 +82,7 @@ fn export_writes_the_conversation_as_json_or_markdown() {
         "### User\n\nread notes.txt",
         "Tool call `read_file`",
         "### Tool result: `read_file`",
-        "```\nnotes.txt: 2 lines\nalpha\nbeta\n```",
+        "```\nnotes.txt:\nalpha\nbeta\n[notes.txt ends: 2 lines]\n```",
         "### Assistant\n\nit says alpha",
     ] {
         assert!(md.contains(want), "{want:?}:\n{md}");

@@ -33,18 +33,26 @@ async fn read_and_list() {
     let out = call(&ReadFile::new(ws.clone(), 1000), json!({"path": "a.txt"}))
         .await
         .unwrap();
-    assert_eq!(out, json!("a.txt: 3 lines\nalpha\nbeta\ngamma beta\n"));
+    assert_eq!(
+        out,
+        json!("a.txt:\nalpha\nbeta\ngamma beta\n[a.txt ends: 3 lines]")
+    );
     std::fs::write(ws.root().join("one"), "x").unwrap();
     std::fs::write(ws.root().join("none"), "").unwrap();
     let reader = ReadFile::new(ws.clone(), 1000);
     let out = call(&reader, json!({"path": "one"})).await.unwrap();
-    assert_eq!(out, json!("one: 1 line\nx"));
+    assert_eq!(out, json!("one:\nx\n[one ends: 1 line]"));
     let out = call(&reader, json!({"path": "none"})).await.unwrap();
-    assert_eq!(out, json!("none: 0 lines\n"));
+    assert_eq!(out, json!("none:\n[none ends: 0 lines]"));
     let out = call(&ListDir::new(ws.clone(), 1000), json!({}))
         .await
         .unwrap();
-    assert_eq!(out, json!(".git/\na.txt\nnone\none\nsub/"));
+    assert_eq!(
+        out,
+        json!(
+            "[2 files without an extension, 1 .txt file, 2 folders]\n.git/\na.txt\nnone\none\nsub/"
+        )
+    );
     let err = call(&ReadFile::new(ws, 1000), json!({"path": "../a.txt"}))
         .await
         .unwrap_err();
@@ -232,7 +240,7 @@ async fn search_meets_the_way_small_models_ask() {
     // Nothing in one short file searched on its own: the file is shown.
     check(
         json!({"pattern": "server_port", "path": "data.csv"}),
-        "no matches in that file, which is short; data.csv: 2 lines\nname,size\nsmall,1\n",
+        "no matches in that file, which is short; data.csv:\nname,size\nsmall,1\n[data.csv ends: 2 lines]",
     )
     .await;
     // A regex that finds nothing as text is tried as one, said or not (the 1.5B sent
@@ -242,14 +250,14 @@ async fn search_meets_the_way_small_models_ask() {
     check(json!({"pattern": "^small", "regex": false}), as_regex).await;
     check(json!({"pattern": "^large", "regex": false}), "no matches").await;
     // A file's name searched in the files' text: the file is shown, as read_file would.
-    let csv = "no matches in the files' text, but that is a file; data.csv: 2 lines\nname,size\nsmall,1\n";
+    let csv = "no matches in the files' text, but that is a file; data.csv:\nname,size\nsmall,1\n[data.csv ends: 2 lines]";
     check(json!({"pattern": "data.csv"}), csv).await;
     check(json!({"pattern": "./DATA.csv"}), csv).await;
     // A pattern that mentions a file among other words: that file is shown.
     check(
         json!({"pattern": "launch code in data.csv?"}),
-        "no matches in the files' text; the pattern names the file data.csv: data.csv: 2 \
-         lines\nname,size\nsmall,1\n",
+        "no matches in the files' text; the pattern names the file data.csv: data.csv:\n\
+         name,size\nsmall,1\n[data.csv ends: 2 lines]",
     )
     .await;
     // A phrase no line holds whole: the lines with its words, the most of them first
@@ -332,6 +340,32 @@ async fn listing_a_file_shows_it() {
         .unwrap();
     assert_eq!(
         out,
-        json!("sub/b.rs is a file, not a folder; its text: sub/b.rs: 1 line\nfn beta() {}\n")
+        json!(
+            "sub/b.rs is a file, not a folder; its text: sub/b.rs:\nfn beta() {}\n[sub/b.rs ends: 1 line]"
+        )
     );
+}
+
+#[test]
+fn a_listing_is_tallied_by_extension_without_a_total() {
+    let check = |names: &[&str], want: &str| {
+        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+        assert_eq!(super::tally(&names), want, "{names:?}");
+    };
+    check(
+        &[
+            "README.md",
+            "backup.py",
+            "requirements.txt",
+            "resize.py",
+            "weather.py",
+        ],
+        "[3 .py files, 1 .md file, 1 .txt file]",
+    );
+    check(&["src/", "Cargo.toml"], "[1 .toml file, 1 folder]");
+    check(
+        &["A.PY", "b.py", "Makefile", ".env", "x/", "y/"],
+        "[2 files without an extension, 2 .py files, 2 folders]",
+    );
+    check(&[], "[]");
 }
