@@ -68,7 +68,12 @@ pub(crate) struct Built {
 /// all while the three rules are off (the default).
 pub(crate) fn tell_paths(coach: &mut CoachConfig, ws: &Workspace) {
     coach.paths.clear();
-    let readers = [Rule::KnownPaths, Rule::NamedFile, Rule::GeneralCheck];
+    let readers = [
+        Rule::KnownPaths,
+        Rule::NamedFile,
+        Rule::GeneralCheck,
+        Rule::ReadNamed,
+    ];
     if !readers.iter().any(|&r| coach.is_on(r)) {
         return;
     }
@@ -129,7 +134,7 @@ mod tests {
         let mut coach = CoachConfig::default();
         tell_paths(&mut coach, &ws);
         assert!(coach.paths.is_empty(), "known-paths is off by default");
-        for rule in [Rule::NamedFile, Rule::GeneralCheck] {
+        for rule in [Rule::NamedFile, Rule::GeneralCheck, Rule::ReadNamed] {
             let mut coach = CoachConfig::default();
             coach.turn_on(rule);
             tell_paths(&mut coach, &ws);

@@ -145,7 +145,9 @@ impl Run {
     /// Runs turns until one ends the run; says why it ended.
     async fn run_turns(&mut self) -> FinishReason {
         while self.turn <= self.settings.max_turns {
-            self.route().await;
+            if let Some(reason) = self.route().await {
+                return reason;
+            }
             let span = tracing::info_span!("turn", n = self.turn);
             match self.play_turn().instrument(span).await {
                 Ok(TurnEnd::Continue) => self.turn += 1,
@@ -179,24 +181,25 @@ impl Run {
     }
 
     /// Before a turn: the coach's `tool-or-none` choice, when it is due (before the
-    /// first turn of a run that offers tools and may answer without them). A failed or
-    /// cancelled choice offers the tools.
-    async fn route(&mut self) {
+    /// first turn of a run that offers tools and may answer without them), and the read
+    /// of a file the message names that may follow it (`read-named`); the reason the run
+    /// ends when that read does. A failed or cancelled choice offers the tools.
+    async fn route(&mut self) -> Option<FinishReason> {
         let offer = self.settings.offer(&self.coach);
         if offer.choice.requires_call() {
-            return;
+            return None;
         }
         if let Some(given) = self.given_route.take() {
             if self.coach.replay(&given, &offer.tools) {
                 self.tell_route(&given, "the choice made for this prompt before holds: ");
             }
-            return;
+            return None;
         }
         let prompt = lock(&self.shared.history).messages().last().cloned();
         let model = self.settings.model.clone();
         let request = (prompt.as_ref())
             .and_then(|prompt| self.coach.route_request(&model, prompt, &offer.tools));
-        let Some(request) = request else { return };
+        let request = request?;
         let tools = offer.tools.to_vec();
         let text = self.choose_unless_cancelled(request).await;
         let second = (prompt.as_ref()).and_then(|prompt| {
@@ -219,6 +222,41 @@ impl Run {
         if let Some(file) = named {
             let detail = format!("the message names {file}: the tools that only read are offered");
             self.sink.coached(Rule::NamedFile, None, detail, false);
+        }
+        let offered = self.settings.offer(&self.coach).tools.to_vec();
+        let read = prompt.and_then(|p| self.coach.named_read(&p.text(), &offered))?;
+        self.read_named(read).await
+    }
+
+    /// Runs `call`, the read `read-named` asked for, as if the model had made it before
+    /// the first reply (its result cut to the room the first request leaves, as a
+    /// reply's calls are to theirs); the reason the run ends when it does.
+    async fn read_named(&mut self, mut call: ToolCall) -> Option<FinishReason> {
+        call.id = self.shared.mint_id();
+        let offer = self.settings.offer(&self.coach);
+        let room = match self.check_budget(&offer).await {
+            Fitted::Send(_, room) => room,
+            Fitted::Cancelled => return Some(FinishReason::Cancelled),
+            Fitted::Refused => return Some(FinishReason::Error),
+        };
+        let path = call
+            .arguments
+            .values()
+            .next()
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let detail = format!("the message names {path}: it is read before the first reply");
+        self.sink
+            .coached(Rule::ReadNamed, Some(&call.id), detail, false);
+        let planned = Planned {
+            text: "",
+            calls: std::slice::from_ref(&call),
+            answered: vec![None],
+            room: &room,
+        };
+        match self.run_calls(planned, &[]).await {
+            TurnEnd::Finish(reason) => Some(reason),
+            TurnEnd::Continue => None,
         }
     }
 

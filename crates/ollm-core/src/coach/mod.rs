@@ -332,6 +332,7 @@ mod runaway;
 mod text;
 
 use ollm_types::{Message, ProviderRequest, ToolCall, ToolSchema};
+use serde_json::Value;
 
 pub(crate) use call_loop::{Cut, cut_reply};
 pub use memory::Source;
@@ -374,6 +375,8 @@ pub struct Coach {
     withheld: Vec<String>,
     /// Whether a result of the last turn of calls was an error.
     calls_failed: bool,
+    /// Whether the run asked `read-named` for its call already.
+    read_named: bool,
 }
 
 /// Where each call of a turn gets its result from, as [`Coach::plan`] decided.
@@ -438,6 +441,7 @@ impl Coach {
             routed_tool: None,
             routed: false,
             withheld: Vec::new(),
+            read_named: false,
             calls_failed: false,
         }
     }
@@ -578,6 +582,41 @@ impl Coach {
             .cloned()
             .collect();
         Some(named)
+    }
+
+    /// The call `read-named` makes before the run's first reply, once, right after a
+    /// `tool-or-none` choice that offers tools (a tool, no clean choice, or a `none`
+    /// that `named-file` overruled): when `prompt` names one of the caller's files
+    /// ([`CoachConfig::paths`] of the tool, as `named-file` reads them), a call with that
+    /// path alone to the one offered tool, not withheld, that only reads
+    /// ([`CoachConfig::read_only`]) and requires no argument but the path
+    /// ([`CoachConfig::path_argument`]). Its id is left to the run.
+    pub(crate) fn named_read(&mut self, prompt: &str, tools: &[ToolSchema]) -> Option<ToolCall> {
+        if !self.is_on(Rule::ReadNamed) || !self.routed || self.routed_none || self.read_named {
+            return None;
+        }
+        self.read_named = true;
+        let key = self.config.path_argument.as_deref()?;
+        let takes_the_path_alone = |tool: &ToolSchema| {
+            let required = tool.parameters.get("required").and_then(Value::as_array);
+            required.is_some_and(|r| r.len() == 1 && r[0] == key)
+        };
+        let mut readers = tools.iter().filter(|t| {
+            self.config.read_only.contains(&t.name)
+                && !self.withheld.contains(&t.name)
+                && takes_the_path_alone(t)
+        });
+        let reader = readers.next()?;
+        if readers.next().is_some() {
+            return None;
+        }
+        let file = text::named_file(prompt, self.config.paths.get(&reader.name)?)?;
+        let arguments = serde_json::Map::from_iter([(key.to_owned(), Value::String(file))]);
+        Some(ToolCall {
+            id: String::new(),
+            name: reader.name.clone(),
+            arguments,
+        })
     }
 
     /// What the run does after choosing `route`: tools offered or not, withheld, and the

@@ -72,6 +72,9 @@ rules! {
     /// A `none` chosen for a message that names one of the caller's files offers the reads.
     NamedFile = "named-file",
         "when `tool-or-none` chose none for a message that names one of the caller's files, the tools that only read are offered after all; those that change things stay withheld";
+    /// After a choice that offers tools, a file the message names is read first.
+    ReadNamed = "read-named",
+        "after a `tool-or-none` choice that offers tools, a file of the caller's that the message names is read before the first reply, by the one offered tool that only reads and takes the path alone";
     /// After a choice of `none` or of a tool that changes things, the other such tools.
     ChangesOnRequest = "changes-on-request",
         "when `tool-or-none` chose none, or a tool that changes things (one not named read-only), the other tools that change things are neither offered nor run";
@@ -175,6 +178,7 @@ impl Rule {
         Rule::OwnThings,
         Rule::GeneralCheck,
         Rule::NamedFile,
+        Rule::ReadNamed,
         Rule::AnswerAtLimit,
         Rule::NameRepair,
         Rule::PathInName,

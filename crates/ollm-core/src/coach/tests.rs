@@ -888,3 +888,52 @@ fn tools_hint() {
         ])],
     );
 }
+
+/// `read-named`: right after a choice that offers tools, the message's file is read by
+/// the one offered tool that only reads and requires the path alone; once a run; not
+/// after a `none`, with two such tools (which one is not guessed), or with the rule off.
+#[test]
+fn read_named() {
+    let schemas: Vec<ToolSchema> = tools().schemas();
+    let check = |case: &str, on: bool, read_only: &[&str], route: Route, want: Option<&str>| {
+        let mut config = CoachConfig::default();
+        config.turn_on(Rule::ToolOrNone);
+        if on {
+            config.turn_on(Rule::ReadNamed);
+        }
+        config.path_argument = Some("path".into());
+        config.read_only = read_only.iter().map(|n| (*n).to_owned()).collect();
+        for tool in ["read_file", "list_dir", "search_text"] {
+            config
+                .paths
+                .insert(tool.into(), vec!["backup.py".into(), "src/".into()]);
+        }
+        let mut coach = Coach::new(config);
+        let text = match &route {
+            Route::None => r#"{"tool": "none"}"#,
+            _ => r#"{"tool": "read_file"}"#,
+        };
+        coach.routed(Some(text), &schemas);
+        let first = coach.named_read("backup.py keep days?", &schemas);
+        let made = first.map(|c| format!("{} {}", c.name, Value::Object(c.arguments)));
+        assert_eq!(made.as_deref(), want, "{case}");
+        assert_eq!(
+            coach.named_read("backup.py keep days?", &schemas),
+            None,
+            "{case}: once"
+        );
+    };
+    let read = Some(r#"read_file {"path":"backup.py"}"#);
+    let tools = Route::Tools(Some("read_file".into()));
+    check("one reader", true, &["read_file"], tools.clone(), read);
+    check("rule off", false, &["read_file"], tools.clone(), None);
+    check("a none", true, &["read_file"], Route::None, None);
+    check(
+        "two readers",
+        true,
+        &["read_file", "list_dir"],
+        tools.clone(),
+        None,
+    );
+    check("none read-only", true, &[], tools, None);
+}

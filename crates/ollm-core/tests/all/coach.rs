@@ -894,3 +894,115 @@ fn a_none_for_a_message_that_names_a_file_offers_the_reads() {
         assert_eq!(told, !offered.is_empty(), "{prompt}, on {on}");
     }
 }
+
+/// `read-named`: after a choice that offers tools, a file of the caller's that the
+/// message names is read before the first reply, by the one offered tool that only
+/// reads and takes the path alone, and the reply's request carries the call and its
+/// result as the run's first turn. Rows: the prompt, the choice's reply, rule on, the
+/// read expected.
+#[test]
+fn a_file_the_message_names_is_read_before_the_first_reply() {
+    let rows: [(&str, &str, bool, bool); 6] = [
+        (
+            "backup.py keep days?",
+            r#"{"tool": "search_text"}"#,
+            true,
+            true,
+        ),
+        (
+            "save the port from ./config.toml into port.txt",
+            r#"{"tool": "write_file"}"#,
+            true,
+            true,
+        ),
+        ("no clean choice: backup.py?", "maybe", true, true),
+        // No file named, a choice of none, the rule off: nothing is read.
+        (
+            "what's a python file?",
+            r#"{"tool": "read_file"}"#,
+            true,
+            false,
+        ),
+        (
+            "what does backup.py mean as a name?",
+            r#"{"tool": "none"}"#,
+            true,
+            false,
+        ),
+        (
+            "backup.py keep days?",
+            r#"{"tool": "search_text"}"#,
+            false,
+            false,
+        ),
+    ];
+    for (prompt, choice, on, read) in rows {
+        let path_only = json!({"type": "object", "properties": {"path": {"type": "string"}},
+            "required": ["path"]});
+        let search = json!({"type": "object", "properties": {"pattern": {"type": "string"},
+            "path": {"type": "string"}}, "required": ["pattern"]});
+        let reader = RecordingTool::new("read_file")
+            .schema(path_only.clone())
+            .returns(json!("backup.py:\nKEEP_DAYS = 30\n"));
+        let tools = [
+            reader.clone(),
+            RecordingTool::new("search_text").schema(search),
+            RecordingTool::new("write_file").schema(path_only),
+        ];
+        let provider = MockProvider::builder()
+            .turn(text(choice))
+            .turn(text("30 days."))
+            .build();
+        let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
+            cfg.coach.turn_on(Rule::ToolOrNone);
+            cfg.coach.turn_off(Rule::ChangesBothOrders);
+            cfg.coach.path_argument = Some("path".into());
+            cfg.coach.read_only = ["read_file".to_owned(), "search_text".to_owned()].into();
+            let files = vec!["backup.py".to_owned(), "config.toml".to_owned()];
+            cfg.coach.paths.insert("read_file".into(), files.clone());
+            cfg.coach.paths.insert("search_text".into(), files);
+            if on {
+                cfg.coach.turn_on(Rule::ReadNamed);
+            }
+        });
+        let events = block_on(chat(&c, prompt));
+        check_events(&events);
+        let case = format!("{prompt}, on {on}");
+        let want: Vec<serde_json::Map<String, serde_json::Value>> = if !read {
+            Vec::new()
+        } else if prompt.contains("config.toml") {
+            vec![serde_json::Map::from_iter([(
+                "path".into(),
+                json!("config.toml"),
+            )])]
+        } else {
+            vec![serde_json::Map::from_iter([(
+                "path".into(),
+                json!("backup.py"),
+            )])]
+        };
+        let args: Vec<_> = reader.calls().into_iter().map(|c| c.arguments).collect();
+        assert_eq!(args, want, "{case}");
+        let told = events.iter().any(|e| {
+            matches!(
+                e,
+                ChatEvent::Coached {
+                    rule: Rule::ReadNamed,
+                    call_id: Some(_),
+                    ..
+                }
+            )
+        });
+        assert_eq!(told, read, "{case}");
+        let requests = provider.requests();
+        assert_eq!(requests.len(), 2, "{case}");
+        let roles: Vec<Role> = requests[1].messages.iter().map(|m| m.role()).collect();
+        let expected = if read {
+            vec![Role::User, Role::Assistant, Role::Tool]
+        } else {
+            vec![Role::User]
+        };
+        assert_eq!(roles, expected, "{case}");
+        assert_eq!(finish_reason(&events), FinishReason::Stop, "{case}");
+    }
+}
