@@ -9,7 +9,7 @@
 //!   the count next to the path (`config.toml: 8 lines`) the 1.5B saved "port = 8" for
 //!   "save the port from config.toml into port.txt" (issue 35, twice in two wordings).
 //! - `list_dir` opens with a tally of the entries, files by extension and folders, and
-//!   no total (`[3 .py files, 1 .md file, 1 folder]`): see [`tally`].
+//!   no total (`[3 .py files, 1 .md file, 1 folder]`): see `tally`.
 //! - `search_text` walks without following symlinks and skips hidden entries and build
 //!   output, so it cannot be led out of the folder or into `.git`.
 //! - `search_text` meets the way small models search (issue 24's eval): smart case (a
@@ -17,7 +17,8 @@
 //!   as a regex is tried as one and one with capitals is tried ignoring case (the result
 //!   says so); and when still nothing matched, a short file searched on its own is
 //!   shown, a file the pattern names (`data.csv`) is shown, or else the paths whose
-//!   name holds the pattern are named.
+//!   name holds the pattern are named. A search for a file's name that does match lines
+//!   shows the file after them (`searched_for_a_file`).
 //! - `write_file` asks with the path and a short diff (or the head of a new file), writes
 //!   a temporary file in the same folder and renames it over the target, so a reader never
 //!   sees half a file; the replaced file's permissions are kept.
@@ -363,13 +364,16 @@ impl TypedTool for SearchText {
                     break;
                 }
             }
-            let mut text = if hits.is_empty() {
-                no_matches(&ws, &wanted, &start, limit, max)
-            } else {
-                format!("{note}{}", hits.join("\n"))
-            };
+            if hits.is_empty() {
+                let text = no_matches(&ws, &wanted, &start, limit, max);
+                return Ok(Value::String(cap_output(&text, limit)));
+            }
+            let mut text = format!("{note}{}", hits.join("\n"));
             if more {
                 text.push_str(&format!("\n[stopped after {max} matches]"));
+            }
+            if let Some(file) = searched_for_a_file(&ws, &wanted) {
+                text.push_str(&format!("\n\nthat is also a file's name; {file}"));
             }
             Ok(Value::String(cap_output(&text, limit)))
         })
@@ -431,6 +435,24 @@ fn looks_like_regex(text: &str) -> bool {
         .any(|m| text.contains(m))
         || text.starts_with('^')
         || text.ends_with('$')
+}
+
+/// The text of the one file whose path or name the pattern is, when it has a `.` or a
+/// `/` (`backup.py`, not `backup`), as `read_file` gives it: shown after the matches.
+/// The 1.5B, asked "how many days of backups does backup.py keep?", searched for
+/// `backup.py`, got the README's line that mentions it, and answered "1 day" (issue
+/// 35's eval, twice); it meant to look at the file.
+fn searched_for_a_file(ws: &Workspace, wanted: &str) -> Option<String> {
+    let needle = wanted.trim().trim_start_matches("./").to_lowercase();
+    let base = needle.rsplit('/').next().unwrap_or_default();
+    let file_like = needle.contains('/')
+        || base
+            .rsplit_once('.')
+            .is_some_and(|(s, e)| !s.is_empty() && !e.is_empty());
+    if !file_like || needle.contains(char::is_whitespace) {
+        return None;
+    }
+    named_file(ws, &needle)
 }
 
 /// The result when nothing matched: said plainly, with the paths whose name holds the
@@ -503,12 +525,20 @@ const FILLER_WORDS: &[&str] = &[
 /// and `launch date?` (eval tuning part, 2026-11-27), found nothing, and answered that
 /// the notes do not say; the lines were `Plumber: ... 5550 1234` and `The launch moves
 /// to 18 April`. Each word is matched at the start of a word, ignoring case (`launch`
-/// finds `launched`).
+/// finds `launched`), a plural `s` of a longer word left off (`keeps` finds
+/// `KEEP_DAYS`: the 1.5B searched `backup script keeps`). At least 5 lines are shown
+/// whatever `max` says: the 1.5B asks for 1 in most searches, and this search is the
+/// tool's guess, not the one it asked for.
 fn lines_with_words(ws: &Workspace, needle: &str, searched: &Path, max: usize) -> Option<String> {
+    let max = max.max(5);
     let mut words: Vec<String> = needle
         .split(|c: char| !c.is_alphanumeric() && c != '\'')
         .map(|w| w.trim_matches('\'').trim_end_matches("'s"))
         .filter(|w| w.chars().count() >= 3 && !FILLER_WORDS.contains(w))
+        .map(|w| match w.strip_suffix('s') {
+            Some(stem) if stem.chars().count() >= 4 && !stem.ends_with('s') => stem,
+            _ => w,
+        })
         .map(str::to_owned)
         .collect();
     let mut seen = std::collections::HashSet::new();

@@ -291,7 +291,22 @@ async fn search_meets_the_way_small_models_ask() {
     // One word, filler only, or words no line holds: nothing more to show.
     check(json!({"pattern": "plumbers"}), "no matches").await;
     check(json!({"pattern": "what is it"}), "no matches").await;
-    check(json!({"pattern": "the plumbers"}), "no matches").await;
+    check(json!({"pattern": "the ferries"}), "no matches").await;
+    // A plural `s` is left off a longer word (`keeps` finds `KEEP_DAYS`), and these
+    // guessed lines are at least 5 whatever `max_results` says.
+    check(
+        json!({"pattern": "the plumbers", "max_results": 1}),
+        "no line holds \"the plumbers\"; lines with its words (plumber), most first:\n\
+         notes/contacts.md:1: - Plumber: Marek, 5550 1234",
+    )
+    .await;
+    check(
+        json!({"pattern": "dentist plumber", "max_results": 1}),
+        "no line holds \"dentist plumber\"; lines with its words (dentist, plumber), most \
+         first:\nnotes/contacts.md:1: - Plumber: Marek, 5550 1234\nnotes/contacts.md:2: - \
+         Dentist: Dr. Sato, 5550 9876",
+    )
+    .await;
     check(json!({"pattern": "launch date"}), "no matches").await;
     // A file's name without its extension (the 0.5B searched `todo` for `todo.md`).
     check(json!({"pattern": "DATA"}), csv).await;
@@ -368,4 +383,48 @@ fn a_listing_is_tallied_by_extension_without_a_total() {
         "[2 files without an extension, 2 .py files, 2 folders]",
     );
     check(&[], "[]");
+}
+
+/// A search for a file's name (with its extension) that matches lines elsewhere: the
+/// file's text follows the matches. A name without a `.` or `/`, or a phrase, does not.
+#[tokio::test]
+async fn a_search_for_a_files_name_shows_the_file_after_the_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("README.md"),
+        "backup.py runs nightly
+",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("backup.py"),
+        "KEEP_DAYS = 30
+",
+    )
+    .unwrap();
+    let tool = SearchText::new(Workspace::new(dir.path()).unwrap(), 10_000);
+    let file =
+        "\n\nthat is also a file's name; backup.py:\nKEEP_DAYS = 30\n[backup.py ends: 1 line]";
+    for (pattern, want) in [
+        (
+            "backup.py",
+            format!("README.md:1: backup.py runs nightly{file}"),
+        ),
+        (
+            "BACKUP.PY",
+            format!(
+                "no matches with that case; ignoring case:\nREADME.md:1: backup.py runs nightly{file}"
+            ),
+        ),
+        ("backup", "README.md:1: backup.py runs nightly".to_owned()),
+        (
+            "backup.py runs",
+            "README.md:1: backup.py runs nightly".to_owned(),
+        ),
+    ] {
+        let out = call(&tool, json!({"pattern": pattern, "max_results": 1}))
+            .await
+            .unwrap();
+        assert_eq!(out, json!(want), "{pattern}");
+    }
 }
