@@ -252,6 +252,19 @@
 //!   days?" and answered "7 days" from nothing. A kind of file ("a toml file") or a
 //!   file that does not exist names nothing. Needs the caller to name its read-only
 //!   tools; `ollm serve` lists no paths, so it never acts there.
+//! - **`read-named`** (on request, [`Rule::ON_REQUEST`]): right after a `tool-or-none`
+//!   choice that offers tools, when the message names one of the caller's files (as
+//!   `named-file` reads it), the one offered tool that only reads and requires the path
+//!   alone reads it, as the run's first call, before the first reply; the call is the
+//!   coach's (`Coached` with its id), and its result is cut to the first request's room.
+//!   Why: given "backup.py keep days?" the 1.5B searched for the text `backup.py` and
+//!   answered from the README's line; given "save the port from config.toml into
+//!   port.txt" it wrote an invented port. On the tuning part, same pass (`17-40-37Z`,
+//!   one repeat): the 1.5B 28/54 with it against 29/54 without (it then skipped `wc -l`
+//!   for "run wc -l on sales.csv" in two wordings, and saved the right port in one more),
+//!   the 0.5B 19/54 against 18/54, and one 0.5B run overwrote `sales.csv` after its
+//!   read, on a `write_file` choice for "run wc -l". Both models often repeat the read
+//!   as their first call. No lift, so it stays on request.
 //! - **`name-repair`** (`recover/types.rs`; off by default, below): a call's name matches
 //!   an offered tool ignoring case. The `functions.` prefix and `:N` suffix
 //!   (`functions.read_file:0`, servers' own spellings) are read for text calls whatever

@@ -168,8 +168,9 @@ impl Rule {
     /// second requests that trade tool tasks for restraint, `own-things`, a sentence of
     /// the choice that cost the 1.5B tool questions, the five call repairs (`name-repair`,
     /// `path-in-name`, `typed-strings`, `key-hint`, `tools-hint`), which showed no lift in
-    /// two repeats on either model, and `answer-at-limit` and `named-file`, which acted in
-    /// too few of the eval's runs to show a lift (coach docs).
+    /// two repeats on either model, `answer-at-limit` and `named-file`, which acted in
+    /// too few of the eval's runs to show a lift, and `read-named`, which showed none
+    /// (coach docs).
     pub const ON_REQUEST: &'static [Rule] = &[
         Rule::ToolOrNone,
         Rule::RoutedCall,
