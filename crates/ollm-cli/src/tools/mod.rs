@@ -62,10 +62,11 @@ pub(crate) struct Built {
 }
 
 /// Tells the coach the paths the built-in read tools can take in `ws` now (`known-paths`,
-/// which holds a routed call's path to them; `named-file` and `general-check`, which
-/// read a message that names one): folders for `list_dir`, files for `read_file`, both
-/// for `search_text`; none when the folder holds too many, and no walk of the folder at
-/// all while the three rules are off (the default).
+/// which holds a routed call's path to them; `named-file`, `general-check` and
+/// `read-named`, which read a message that names one): folders
+/// for `list_dir`, files for `read_file`, both for `search_text`; none when the folder
+/// holds too many, and no walk of the folder at all while those rules are off (the
+/// default).
 pub(crate) fn tell_paths(coach: &mut CoachConfig, ws: &Workspace) {
     coach.paths.clear();
     let readers = [
