@@ -849,7 +849,10 @@ mod more_output {
         assert_eq!(events[0]["name"], "read_file");
         assert_eq!(events[0]["arguments"], json!({"path": "notes.txt"}));
         assert_eq!(events[1]["id"], events[0]["id"]);
-        assert_eq!(events[1]["content"], "notes.txt: 1 line\nalpha\n");
+        assert_eq!(
+            events[1]["content"],
+            "notes.txt:\nalpha\n[notes.txt ends: 1 line]"
+        );
         assert_eq!(events[1]["is_error"], false);
         assert_eq!(events[2]["turn"], 1);
         assert_eq!(events[4]["turn"], 2);
@@ -968,9 +971,9 @@ mod more_output {
             .collect();
         assert_eq!(tools.len(), 2, "{second:#}");
         assert_eq!(tools[0]["tool_call_id"], "call_a");
-        assert_eq!(tools[0]["content"], "a.txt: 1 line\nalpha\n");
+        assert_eq!(tools[0]["content"], "a.txt:\nalpha\n[a.txt ends: 1 line]");
         assert_eq!(tools[1]["tool_call_id"], "call_b");
-        assert_eq!(tools[1]["content"], "b.txt: 1 line\nbeta\n");
+        assert_eq!(tools[1]["content"], "b.txt:\nbeta\n[b.txt ends: 1 line]");
         assert!(
             c.mock().violations().is_empty(),
             "{:?}",
@@ -1253,7 +1256,10 @@ mod run_options {
         let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["user", "assistant", "tool", "assistant", "user"]);
         assert_eq!(msgs[1]["tool_calls"][0]["id"], msgs[2]["tool_call_id"]);
-        assert_eq!(msgs[2]["content"], "notes.txt: 1 line\nalpha\n");
+        assert_eq!(
+            msgs[2]["content"],
+            "notes.txt:\nalpha\n[notes.txt ends: 1 line]"
+        );
         assert!(
             c.mock().violations().is_empty(),
             "{:?}",
@@ -1320,7 +1326,7 @@ mod openai_native {
             err.contains("⚙ read_file {\"path\":\"notes.txt\"}"),
             "{err}"
         );
-        assert!(err.contains("✓ read_file notes.txt: 1 line"), "{err}");
+        assert!(err.contains("✓ read_file notes.txt:"), "{err}");
         assert!(!err.contains("```") && !err.contains("json\n"), "{err}");
         // The model reads its call back as a structured call, without the markup.
         let second = &s.mock.requests()[1]["messages"];
@@ -1407,7 +1413,10 @@ mod openai_native {
         assert_eq!(events[0]["type"], "tool_call_started");
         assert_eq!(events[0]["arguments"], json!({"path": "notes.txt"}));
         assert_eq!(events[1]["type"], "tool_result");
-        assert_eq!(events[1]["content"], "notes.txt: 1 line\nalpha\n");
+        assert_eq!(
+            events[1]["content"],
+            "notes.txt:\nalpha\n[notes.txt ends: 1 line]"
+        );
         let text: String = events
             .iter()
             .filter(|e| e["type"] == "text_delta")
