@@ -902,39 +902,23 @@ fn a_none_for_a_message_that_names_a_file_offers_the_reads() {
 /// read expected.
 #[test]
 fn a_file_the_message_names_is_read_before_the_first_reply() {
+    const SEARCH: &str = r#"{"tool": "search_text"}"#;
+    const WRITE: &str = r#"{"tool": "write_file"}"#;
+    const READ: &str = r#"{"tool": "read_file"}"#;
+    const NONE: &str = r#"{"tool": "none"}"#;
     let rows: [(&str, &str, bool, bool); 6] = [
-        (
-            "backup.py keep days?",
-            r#"{"tool": "search_text"}"#,
-            true,
-            true,
-        ),
+        ("backup.py keep days?", SEARCH, true, true),
         (
             "save the port from ./config.toml into port.txt",
-            r#"{"tool": "write_file"}"#,
+            WRITE,
             true,
             true,
         ),
         ("no clean choice: backup.py?", "maybe", true, true),
         // No file named, a choice of none, the rule off: nothing is read.
-        (
-            "what's a python file?",
-            r#"{"tool": "read_file"}"#,
-            true,
-            false,
-        ),
-        (
-            "what does backup.py mean as a name?",
-            r#"{"tool": "none"}"#,
-            true,
-            false,
-        ),
-        (
-            "backup.py keep days?",
-            r#"{"tool": "search_text"}"#,
-            false,
-            false,
-        ),
+        ("what's a python file?", READ, true, false),
+        ("what does backup.py mean as a name?", NONE, true, false),
+        ("backup.py keep days?", SEARCH, false, false),
     ];
     for (prompt, choice, on, read) in rows {
         let path_only = json!({"type": "object", "properties": {"path": {"type": "string"}},
