@@ -17,8 +17,12 @@
 //!   as a regex is tried as one and one with capitals is tried ignoring case (the result
 //!   says so); and when still nothing matched, a short file searched on its own is
 //!   shown, a file the pattern names (`data.csv`) is shown, or else the paths whose
-//!   name holds the pattern are named. A search for a file's name that does match lines
-//!   shows the file after them (`searched_for_a_file`).
+//!   name holds the pattern are named. A search of one short file, or for a file's
+//!   name, that does match lines shows the file after them (`short_file`,
+//!   `searched_for_a_file`).
+//! - A file shown whole ends, under its line count, with what small models count or add
+//!   up wrong from its text: a checklist's open and done items, a table's totals
+//!   (`fs/summary.rs`).
 //! - `write_file` asks with the path and a short diff (or the head of a new file), writes
 //!   a temporary file in the same folder and renames it over the target, so a reader never
 //!   sees half a file; the replaced file's permissions are kept.
@@ -191,7 +195,12 @@ fn with_header(shown: &str, text: &str) -> String {
     } else {
         "\n"
     };
-    format!("{shown}:\n{text}{end}[{shown} ends: {lines} {unit}]")
+    let mut out = format!("{shown}:\n{text}{end}[{shown} ends: {lines} {unit}]");
+    if let Some(said) = summary::summary(shown, text) {
+        out.push('\n');
+        out.push_str(&said);
+    }
+    out
 }
 
 /// Arguments of `list_dir`.
@@ -372,7 +381,9 @@ impl TypedTool for SearchText {
             if more {
                 text.push_str(&format!("\n[stopped after {max} matches]"));
             }
-            if let Some(file) = searched_for_a_file(&ws, &wanted) {
+            if let Some(file) = short_file(&ws, &start) {
+                text.push_str(&format!("\n\nthat file is short; all of it: {file}"));
+            } else if let Some(file) = searched_for_a_file(&ws, &wanted) {
                 text.push_str(&format!("\n\nthat is also a file's name; {file}"));
             }
             Ok(Value::String(cap_output(&text, limit)))
@@ -578,7 +589,10 @@ fn lines_with_words(ws: &Workspace, needle: &str, searched: &Path, max: usize) -
 /// The text of `path`, as `read_file` shows it, when it is a file of at most
 /// [`SHORT_FILE_BYTES`]: a search of one short file that found nothing is answered with
 /// the file (the 1.5B searched `config/app.toml` for `server_port`, found nothing, and
-/// answered without the port).
+/// answered without the port), and one that found lines shows the file after them (the
+/// 1.5B, asked which region sold the most units, searched `sales.csv` for `units` with
+/// `max_results` 1, got the header alone, and named no region: eval tuning part,
+/// 2026-11-27, three wordings).
 fn short_file(ws: &Workspace, path: &Path) -> Option<String> {
     let meta = std::fs::metadata(path).ok()?;
     if !meta.is_file() || meta.len() > SHORT_FILE_BYTES {
@@ -822,5 +836,6 @@ fn head(sign: &str, lines: &[&str]) -> String {
     shown.join("\n")
 }
 
+mod summary;
 #[cfg(test)]
 mod tests;

@@ -246,8 +246,15 @@ async fn search_meets_the_way_small_models_ask() {
     // A regex that finds nothing as text is tried as one, said or not (the 1.5B sent
     // `.*` with `"regex": false`), and the result says so.
     let as_regex = "no matches as text; as a regular expression:\ndata.csv:2: small,1";
-    check(json!({"pattern": "^small", "path": "data.csv"}), as_regex).await;
     check(json!({"pattern": "^small", "regex": false}), as_regex).await;
+    // Lines found in one short file searched on its own: the file follows them (the
+    // 1.5B searched `sales.csv` for `units`, `max_results` 1, and got the header alone).
+    check(
+        json!({"pattern": "^small", "path": "data.csv"}),
+        "no matches as text; as a regular expression:\ndata.csv:2: small,1\n\n\
+         that file is short; all of it: data.csv:\nname,size\nsmall,1\n[data.csv ends: 2 lines]",
+    )
+    .await;
     check(json!({"pattern": "^large", "regex": false}), "no matches").await;
     // A file's name searched in the files' text: the file is shown, as read_file would.
     let csv = "no matches in the files' text, but that is a file; data.csv:\nname,size\nsmall,1\n[data.csv ends: 2 lines]";
@@ -427,4 +434,32 @@ async fn a_search_for_a_files_name_shows_the_file_after_the_matches() {
             .unwrap();
         assert_eq!(out, json!(want), "{pattern}");
     }
+}
+
+/// A checklist or a table read whole ends with what small models count or add up wrong
+/// (`fs/summary.rs`): the 1.5B read `todo.md` and answered 5 open items, then 2.
+#[tokio::test]
+async fn a_checklist_read_whole_is_counted_under_it() {
+    let (_d, ws) = setup();
+    std::fs::write(ws.root().join("todo.md"), "- [ ] a\n- [x] b\n- [ ] c\n").unwrap();
+    let out = call(&ReadFile::new(ws.clone(), 1000), json!({"path": "todo.md"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        json!(
+            "todo.md:\n- [ ] a\n- [x] b\n- [ ] c\n[todo.md ends: 3 lines]\n\
+             [todo.md: a checklist, 2 open \"[ ]\", 1 done \"[x]\"]"
+        )
+    );
+    let out = call(
+        &SearchText::new(ws, 1000),
+        json!({"pattern": "zzz", "path": "todo.md"}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        out.as_str().unwrap().ends_with("[todo.md: a checklist, 2 open \"[ ]\", 1 done \"[x]\"]"),
+        "{out}"
+    );
 }
