@@ -684,6 +684,11 @@ impl Run {
         let dropped = self.coach.bound(&mut calls);
         drop_calls(made, &dropped, &reply.calls, &self.sink);
         answered.truncate(calls.len());
+        for call in &mut calls {
+            if let Some(detail) = self.coach.dotted_path(call) {
+                (self.sink).coached(Rule::DottedPath, Some(&call.id), detail, false);
+            }
+        }
         let past_limit = self.turn > self.settings.max_turns;
         for (call, answer) in calls.iter().zip(answered.iter_mut()) {
             if answer.is_none() && past_limit {
@@ -724,7 +729,12 @@ impl Run {
     /// recorded too) or when a call was asked for the [`REPEAT_LIMIT`]th time.
     async fn run_calls(&mut self, planned: Planned<'_>, announced: &[ToolCall]) -> TurnEnd {
         let calls = planned.calls;
-        for call in calls.iter().filter(|c| !announced.contains(c)) {
+        // By id: a call the coach changed after it was announced (`dotted-path`) is the
+        // same call, told by a `Coached` event.
+        for call in calls
+            .iter()
+            .filter(|c| !announced.iter().any(|a| a.id == c.id))
+        {
             self.sink
                 .send(ChatEvent::ToolCallStarted { call: call.clone() });
         }

@@ -296,6 +296,15 @@
 //!   `{"name": "backup.py", "arguments": {}}` as one (14 unknown-tool answers for
 //!   `backup.py` in the day's eval traces). The call keeps its id and is announced
 //!   under its new name after a `Coached` event naming the rule and the call.
+//! - **`dotted-path`** (`Coach::dotted_path`, in the turn loop before a reply's calls
+//!   run): a call whose path argument ([`CoachConfig::path_argument`]) is a path the
+//!   user's message names without its leading dot (`gitignore`, `./gitignore` for
+//!   `.gitignore`; `config/env` for `config/.env`) runs with the dot. Why: the 1.5B wrote
+//!   `gitignore` for "add a .gitignore that ignores __pycache__" in two of its three
+//!   wordings, in every pass of the tuning part on 2026-11-27: a file the user did not
+//!   ask for (the eval counts it as an unasked write), and none of the one they did. It
+//!   only ever makes the path the one the user typed. A call already announced keeps
+//!   its id, and a `Coached` event with that id says what changed.
 //! - **`invented-result-cut`** (`recover/json.rs`): a reply that opens with calls to
 //!   offered tools and goes on with something else (`{"error": "File not found"}`, "The
 //!   response will be: ...", prose) runs the calls and drops the rest, which never
@@ -347,7 +356,7 @@ mod rule;
 mod runaway;
 mod text;
 
-use ollm_types::{Message, ProviderRequest, ToolCall, ToolSchema};
+use ollm_types::{Message, ProviderRequest, Role, ToolCall, ToolSchema};
 use serde_json::Value;
 
 pub(crate) use call_loop::{Cut, cut_reply};
@@ -393,6 +402,9 @@ pub struct Coach {
     calls_failed: bool,
     /// Whether the run asked `read-named` for its call already.
     read_named: bool,
+    /// The text of the run's user message (`dotted-path`): empty for a coach made
+    /// without the conversation.
+    asked: String,
 }
 
 /// Where each call of a turn gets its result from, as [`Coach::plan`] decided.
@@ -459,6 +471,7 @@ impl Coach {
             withheld: Vec::new(),
             read_named: false,
             calls_failed: false,
+            asked: String::new(),
         }
     }
 
@@ -470,7 +483,24 @@ impl Coach {
         let undeclared = config.is_on(Rule::RepeatIgnoresUndeclared);
         let mut coach = Coach::new(config);
         coach.memory = CallMemory::seeded(messages, tools, undeclared);
+        let asked = messages.iter().rev().find(|m| m.role() == Role::User);
+        coach.asked = asked.map(Message::text).unwrap_or_default();
         coach
+    }
+
+    /// On a call about to run (`dotted-path`): when its path argument
+    /// ([`CoachConfig::path_argument`]) is a path the user's message names without its
+    /// leading dot, the dot is put back; what was done, for the caller to tell.
+    pub(crate) fn dotted_path(&self, call: &mut ToolCall) -> Option<String> {
+        let key = self.config.path_argument.as_deref();
+        let key = key.filter(|_| self.is_on(Rule::DottedPath))?;
+        let given = call.arguments.get(key)?.as_str()?.to_owned();
+        let named = text::dotted_path(&self.asked, &given)?;
+        call.arguments
+            .insert(key.to_owned(), Value::String(named.clone()));
+        Some(format!(
+            "the message names {named}: the path {given} is read as it"
+        ))
     }
 
     /// With the caller's tools context (`tools-context`; `None` in a run without tools)

@@ -144,6 +144,9 @@ rules! {
     /// A call named like a file reads that file.
     FileAsName = "file-as-name",
         "a call named like a file (`config.toml`) and giving no path is the one offered `read*` tool that takes a path, with that path and only the arguments it declares";
+    /// A path the message names with a leading dot, given without it, gets the dot back.
+    DottedPath = "dotted-path",
+        "a call's path that is a path the user's message names without its leading dot (`gitignore` for `.gitignore`) is given the dot";
     /// A call followed by an invented result is the call.
     InventedResultCut = "invented-result-cut",
         "a reply that opens with calls and goes on with an invented result runs the calls and drops the rest";

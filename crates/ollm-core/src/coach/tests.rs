@@ -937,3 +937,66 @@ fn read_named() {
     );
     check("none read-only", true, &[], tools, None);
 }
+
+/// `dotted-path`: the 1.5B wrote `gitignore` for "add a .gitignore that ignores
+/// __pycache__" (eval tuning part, two wordings of three, every pass of the day).
+#[test]
+fn dotted_path() {
+    let check = |case: &str, on: bool, key: Option<&str>, path: &str, want: &str| {
+        let mut config = CoachConfig::default();
+        if !on {
+            config.turn_off(Rule::DottedPath);
+        }
+        config.path_argument = key.map(str::to_owned);
+        let asked = [Message::user("add a .gitignore that ignores __pycache__")];
+        let coach = Coach::seeded(config, &asked, &tools());
+        let mut call = ToolCall {
+            id: "c1".into(),
+            name: "write_file".into(),
+            arguments: json!({"path": path, "content": "x"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        };
+        let told = coach.dotted_path(&mut call);
+        assert_eq!(call.arguments["path"], json!(want), "{case}");
+        assert_eq!(told.is_some(), path != want, "{case}: told");
+    };
+    check(
+        "the dot put back",
+        true,
+        Some("path"),
+        "gitignore",
+        ".gitignore",
+    );
+    check(
+        "./ and no dot",
+        true,
+        Some("path"),
+        "./gitignore",
+        ".gitignore",
+    );
+    check(
+        "already dotted",
+        true,
+        Some("path"),
+        ".gitignore",
+        ".gitignore",
+    );
+    check("another name", true, Some("path"), "ignore", "ignore");
+    check("rule off", false, Some("path"), "gitignore", "gitignore");
+    check(
+        "no path argument known",
+        true,
+        None,
+        "gitignore",
+        "gitignore",
+    );
+    check(
+        "another argument",
+        true,
+        Some("file"),
+        "gitignore",
+        "gitignore",
+    );
+}

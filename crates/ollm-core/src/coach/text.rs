@@ -74,6 +74,31 @@ pub(crate) fn drop_echo(raw: &mut String, context: &str) {
     raw.replace_range(..end, "");
 }
 
+/// The path `prompt` names that `path` is without its leading dot (`.gitignore` for
+/// `gitignore`, `config/.env` for `./config/env`), ignoring case: `None` when `path`
+/// already has one, or the message names no such path. Words are split as
+/// [`named_file`] splits them.
+pub(crate) fn dotted_path(prompt: &str, path: &str) -> Option<String> {
+    let given = path.trim().trim_start_matches("./");
+    let (folder, name) = given.rsplit_once('/').map_or(("", given), |(f, n)| (f, n));
+    if name.is_empty() || name.starts_with('.') {
+        return None;
+    }
+    prompt
+        .split(|c: char| c.is_whitespace() || "\"'`,;()[]<>".contains(c))
+        .map(|w| {
+            w.trim_end_matches(['.', '?', '!', ':'])
+                .trim_start_matches("./")
+        })
+        .find(|w| {
+            let (f, n) = w.rsplit_once('/').map_or(("", *w), |(f, n)| (f, n));
+            n.strip_prefix('.')
+                .is_some_and(|n| n.eq_ignore_ascii_case(name))
+                && f.eq_ignore_ascii_case(folder)
+        })
+        .map(str::to_owned)
+}
+
 /// The first of `files` (paths the caller listed; folders, ending in `/`, are skipped)
 /// that `prompt` names as a word, by its path or by its name, ignoring case. Only words
 /// with a `.` or a `/` count, so a plain word ("notes", "readme") never names a file.
@@ -99,6 +124,40 @@ pub(crate) fn named_file<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_given_without_the_dot_the_message_names_gets_it() {
+        let check = |prompt: &str, path: &str, expected: Option<&str>| {
+            assert_eq!(
+                dotted_path(prompt, path).as_deref(),
+                expected,
+                "{prompt} / {path}"
+            );
+        };
+        check(
+            "add a .gitignore that ignores __pycache__",
+            "gitignore",
+            Some(".gitignore"),
+        );
+        check(
+            ".gitignore for __pycache__",
+            "./gitignore",
+            Some(".gitignore"),
+        );
+        check(
+            "put the key in `config/.env`.",
+            "config/env",
+            Some("config/.env"),
+        );
+        check("what's in .ENV?", "env", Some(".ENV"));
+        // The path has its dot, the message names no dotted path, or another folder.
+        check("add a .gitignore", ".gitignore", None);
+        check("add a gitignore", "gitignore", None);
+        check("edit config/.env", "env", None);
+        check("make .gitignore", "src/gitignore", None);
+        check("a sentence ends here.", "here", None);
+        check("add a .gitignore", "", None);
+    }
 
     #[test]
     fn a_file_is_named_by_its_path_or_its_name_as_a_word() {

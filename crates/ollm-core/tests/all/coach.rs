@@ -990,3 +990,40 @@ fn a_file_the_message_names_is_read_before_the_first_reply() {
         assert_eq!(finish_reason(&events), FinishReason::Stop, "{case}");
     }
 }
+
+/// `dotted-path`: a call whose path is one the message names without its leading dot
+/// runs with the dot (the 1.5B wrote `gitignore` for "add a .gitignore ..."), says so in
+/// a `Coached` event with the call's id, and the history carries the call as it ran.
+/// Off, the call runs as the model wrote it.
+#[test]
+fn a_path_the_message_names_with_a_dot_keeps_it() {
+    for on in [true, false] {
+        let path = json!({"type": "object", "properties": {"path": {"type": "string"},
+            "content": {"type": "string"}}, "required": ["path", "content"]});
+        let writer = RecordingTool::new("write_file").schema(path);
+        let written = json!({"path": "gitignore", "content": "__pycache__/"});
+        let provider = MockProvider::builder()
+            .turn(vec![ev::call("c1", "write_file", written), ev::finish()])
+            .then_forever(text("Done."))
+            .build();
+        let c = crate::support::client_with(provider.clone(), registry([writer.clone()]), |cfg| {
+            cfg.coach.path_argument = Some("path".into());
+            if !on {
+                cfg.coach.turn_off(Rule::DottedPath);
+            }
+        });
+        let events = block_on(chat(&c, "add a .gitignore that ignores __pycache__"));
+        check_events(&events);
+        let want = if on { ".gitignore" } else { "gitignore" };
+        let ran = &writer.calls()[0].arguments;
+        assert_eq!(ran["path"], json!(want), "on {on}");
+        let told = events.iter().any(|e| {
+            matches!(e, ChatEvent::Coached { rule: Rule::DottedPath, call_id: Some(id), .. }
+                if id == "c1")
+        });
+        assert_eq!(told, on);
+        let requests = provider.requests();
+        let recorded = requests[1].messages[1].tool_calls().next().unwrap();
+        assert_eq!(recorded.arguments["path"], json!(want), "on {on}");
+    }
+}

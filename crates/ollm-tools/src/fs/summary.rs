@@ -225,13 +225,17 @@ mod tests {
         check(
             "cities.TSV",
             "city\tpop\nLagos\t15.5\nOslo\t0.7\n",
-            Some("[cities.TSV: 2 rows under the header; pop: total 16.2, highest 15.5 (Lagos), lowest 0.7 (Oslo)]"),
+            Some(
+                "[cities.TSV: 2 rows under the header; pop: total 16.2, highest 15.5 (Lagos), lowest 0.7 (Oslo)]",
+            ),
         );
         // Numbers only: no label, no groups.
         check(
             "n.csv",
             "a,b\n1,2\n3,4\n",
-            Some("[n.csv: 2 rows under the header; a: total 4, highest 3, lowest 1; b: total 6, highest 4, lowest 2]"),
+            Some(
+                "[n.csv: 2 rows under the header; a: total 4, highest 3, lowest 1; b: total 6, highest 4, lowest 2]",
+            ),
         );
     }
 

@@ -459,7 +459,9 @@ async fn a_checklist_read_whole_is_counted_under_it() {
     .await
     .unwrap();
     assert!(
-        out.as_str().unwrap().ends_with("[todo.md: a checklist, 2 open \"[ ]\", 1 done \"[x]\"]"),
+        out.as_str()
+            .unwrap()
+            .ends_with("[todo.md: a checklist, 2 open \"[ ]\", 1 done \"[x]\"]"),
         "{out}"
     );
 }
