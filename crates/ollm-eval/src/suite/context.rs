@@ -52,6 +52,9 @@ const SERVED_WITHOUT: &str = "served-without-";
 /// (`[serve] tool_or_none`, `greedy_tool_turns`): `served-with-tool-or-none`, several
 /// joined by `+` (`served-with-tool-or-none+greedy-tool-turns`).
 const SERVED_WITH: &str = "served-with-";
+/// The prefix of a plain or served column whose calls run on ollm's built-in tools
+/// (`ollm-tools:served`, `ollm-tools:served-with-tool-or-none`; `toolset.rs`).
+const OLLM_TOOLS: &str = "ollm-tools:";
 /// The rules serve's config turns on (`changes-on-request` by naming the tools that
 /// only read, `[serve] read_only`).
 pub(super) const SERVE_TURNS_ON: &[&str] = &[
@@ -73,12 +76,23 @@ pub(super) struct Column {
     /// Coach rules serve's config turns on (`[serve] tool_or_none = true`), or `ollm run
     /// --coach-on` for the auto column, joined by `+`.
     pub(super) on: Option<String>,
+    /// Whether the plain loop's calls run on ollm's built-in tools (`ollm-tools:`
+    /// before a plain or served column's name; `toolset.rs`).
+    pub(super) ollm_tools: bool,
 }
 
 impl Column {
     /// `plain`, `served`, a tool mode, `auto-without-RULE`, `served-without-RULE` or
     /// `served-with-tool-or-none`.
     pub(super) fn parse(name: &str) -> Option<Column> {
+        if let Some(rest) = name.strip_prefix(OLLM_TOOLS) {
+            let plain = |c: &Column| (c.is_served() || c.mode == "plain") && !c.ollm_tools;
+            let column = Column::parse(rest).filter(plain)?;
+            return Some(Column {
+                ollm_tools: true,
+                ..column
+            });
+        }
         let rule = |prefix: &str| name.strip_prefix(prefix).filter(|r| !r.is_empty());
         if let Some(rule) = rule(WITHOUT) {
             return Some(Column::without(rule));
@@ -116,6 +130,7 @@ impl Column {
             mode: mode.to_owned(),
             off: None,
             on: None,
+            ollm_tools: false,
         }
     }
 
@@ -144,13 +159,15 @@ impl Column {
 
     /// The name in result files.
     pub(super) fn name(&self) -> String {
-        match (&self.off, &self.on) {
+        let tools = if self.ollm_tools { OLLM_TOOLS } else { "" };
+        let name = match (&self.off, &self.on) {
             (Some(rule), _) if self.is_served() => format!("{SERVED_WITHOUT}{rule}"),
             (Some(rule), _) => format!("{WITHOUT}{rule}"),
             (None, Some(rule)) if self.is_served() => format!("{SERVED_WITH}{rule}"),
             (None, Some(rule)) => format!("{WITH}{rule}"),
             (None, None) => self.mode.clone(),
-        }
+        };
+        format!("{tools}{name}")
     }
 }
 
@@ -172,6 +189,9 @@ mod tests {
             "auto-with-choice-both-orders",
             "auto-with-routed-call+choice-both-orders",
             "auto-with-named-file+answer-at-limit",
+            "ollm-tools:plain",
+            "ollm-tools:served",
+            "ollm-tools:served-with-tool-or-none",
         ] {
             assert_eq!(Column::parse(name).unwrap().name(), name);
         }
@@ -202,6 +222,9 @@ mod tests {
             (Some("tool-or-none"), None)
         );
         assert!(!Column::parse("plain").unwrap().is_served());
+        let tools = Column::parse("ollm-tools:served").unwrap();
+        assert!(tools.ollm_tools && tools.is_served());
+        assert!(!Column::parse("served").unwrap().ollm_tools);
         for bad in [
             "magic",
             "auto-without-",
@@ -209,6 +232,9 @@ mod tests {
             "served-with-",
             "served-with-repeat-guard",
             "served-without-",
+            "ollm-tools:",
+            "ollm-tools:auto",
+            "ollm-tools:ollm-tools:plain",
         ] {
             assert_eq!(Column::parse(bad), None, "{bad}");
         }

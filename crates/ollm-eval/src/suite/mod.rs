@@ -56,6 +56,7 @@ pub(crate) mod report;
 mod results;
 mod served;
 mod tasks;
+mod toolset;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -600,15 +601,16 @@ fn run_one(ctx: &RunContext, job: &Job) -> Result<RunRecord> {
         fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     let started = Instant::now();
+    let tools = job.column.ollm_tools;
     let mut run = match job.column.mode.as_str() {
-        "plain" => plain::run(ctx, &ctx.base_url, &job.task.prompt, &project)?,
+        "plain" => plain::run(ctx, &ctx.base_url, &job.task.prompt, &project, tools)?,
         "served" => {
             let name = job.column.name();
             let url = ctx
                 .served
                 .get(&name)
                 .with_context(|| format!("no serve for {name}"))?;
-            plain::run(ctx, url, &job.task.prompt, &project)?
+            plain::run(ctx, url, &job.task.prompt, &project, tools)?
         }
         _ => ollm::run(ctx, &job.column, &job.task.prompt, &project)?,
     };

@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 
 use super::context::{RUN_TIMEOUT, RunContext};
 use super::grade::{Call, Run};
+use super::toolset::OllmTools;
 
 /// `max_tokens` on every request: ollm's default cap.
 const MAX_TOKENS: u32 = 4096;
@@ -47,8 +48,16 @@ const PROGRAMS: &[&str] = &[
 const RESULT_LIMIT: usize = 16 * 1024;
 
 /// Runs `prompt` through the bare loop in `project`, against the OpenAI base URL `url`
-/// (the server's, or an `ollm serve` in front of it).
-pub(super) fn run(ctx: &RunContext, url: &str, prompt: &str, project: &Path) -> Result<Run> {
+/// (the server's, or an `ollm serve` in front of it); its calls run on the bare tools
+/// here, or on ollm's built-in tools when `ollm_tools` (`toolset.rs`).
+pub(super) fn run(
+    ctx: &RunContext,
+    url: &str,
+    prompt: &str,
+    project: &Path,
+    ollm_tools: bool,
+) -> Result<Run> {
+    let builtin = ollm_tools.then(|| OllmTools::new(project)).transpose()?;
     let deadline = Instant::now() + RUN_TIMEOUT;
     let mut messages = vec![json!({"role": "user", "content": prompt})];
     let mut seen = Run {
@@ -97,7 +106,7 @@ pub(super) fn run(ctx: &RunContext, url: &str, prompt: &str, project: &Path) -> 
         }
         messages.push(message.clone());
         for call in calls {
-            let (result, ran) = run_call(project, &call, &mut seen);
+            let (result, ran) = run_call(project, builtin.as_ref(), &call, &mut seen);
             messages.push(json!({"role": "tool", "tool_call_id": call["id"], "content": result}));
             if let Some(last) = seen.calls.last_mut() {
                 last.ran = ran;
@@ -116,9 +125,14 @@ fn note_coached(seen: &mut Run, reply: &Value) {
     }
 }
 
-/// Records one server-parsed call in `seen` and runs it: its result text, and whether it
-/// ran.
-fn run_call(project: &Path, call: &Value, seen: &mut Run) -> (String, bool) {
+/// Records one server-parsed call in `seen` and runs it (on `builtin` when given): its
+/// result text, and whether it ran.
+fn run_call(
+    project: &Path,
+    builtin: Option<&OllmTools>,
+    call: &Value,
+    seen: &mut Run,
+) -> (String, bool) {
     let name = call["function"]["name"].as_str().unwrap_or_default();
     let raw = call["function"]["arguments"].as_str().unwrap_or("{}");
     let args: Value = serde_json::from_str(raw).unwrap_or(Value::Null);
@@ -133,7 +147,11 @@ fn run_call(project: &Path, call: &Value, seen: &mut Run) -> (String, bool) {
             false,
         );
     }
-    match execute(project, name, &args) {
+    let result = match builtin {
+        Some(tools) => tools.execute(name, &args),
+        None => execute(project, name, &args),
+    };
+    match result {
         Ok(mut text) => {
             text.truncate(floor_char_boundary(&text, RESULT_LIMIT));
             (text, true)
