@@ -65,22 +65,9 @@ pub(super) fn run(
         ..Run::default()
     };
     for _ in 0..ctx.max_turns {
-        let mut body = json!({"model": ctx.model, "messages": messages, "tools": ctx.tools,
-            "max_tokens": MAX_TOKENS, "stream": false});
-        if let Some(t) = ctx.temperature {
-            body["temperature"] = json!(t);
-        }
-        let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+        let Some(reply) = ask(ctx, url, &messages, deadline)? else {
             seen.finish = Some("timeout".into());
             return Ok(seen);
-        };
-        let reply = match post(url, "/chat/completions", &body.to_string(), left) {
-            Ok(reply) => reply,
-            Err(_) if Instant::now() >= deadline => {
-                seen.finish = Some("timeout".into());
-                return Ok(seen);
-            }
-            Err(err) => return Err(err),
         };
         seen.turns += 1;
         let (status, text) = reply;
@@ -115,6 +102,29 @@ pub(super) fn run(
     }
     seen.finish = Some("max_turns".into());
     Ok(seen)
+}
+
+/// One turn's request with `messages`: the reply's status and body, or `None` when the
+/// run's `deadline` passed before or during it.
+fn ask(
+    ctx: &RunContext,
+    url: &str,
+    messages: &[Value],
+    deadline: Instant,
+) -> Result<Option<(u16, String)>> {
+    let mut body = json!({"model": ctx.model, "messages": messages, "tools": ctx.tools,
+        "max_tokens": MAX_TOKENS, "stream": false});
+    if let Some(t) = ctx.temperature {
+        body["temperature"] = json!(t);
+    }
+    let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+        return Ok(None);
+    };
+    match post(url, "/chat/completions", &body.to_string(), left) {
+        Ok(reply) => Ok(Some(reply)),
+        Err(_) if Instant::now() >= deadline => Ok(None),
+        Err(err) => Err(err),
+    }
 }
 
 /// Counts the coach's rule that `ollm serve` names in a reply (`ollm.repair.rule`: the
