@@ -20,8 +20,8 @@
 //!   name holds the pattern are named. A search of one short file, or for a file's
 //!   name, that does match lines shows the file after them (`short_file`,
 //!   `searched_for_a_file`).
-//! - A file shown whole ends, under its line count, with what small models count or add
-//!   up wrong from its text: a checklist's open and done items, a table's totals
+//! - A file shown whole opens, under its name, with what small models count or add up
+//!   wrong from its text: a checklist's open and done items, a table's totals
 //!   (`fs/summary.rs`).
 //! - `write_file` asks with the path and a short diff (or the head of a new file), writes
 //!   a temporary file in the same folder and renames it over the target, so a reader never
@@ -186,7 +186,11 @@ fn a_folder(ws: &Workspace, dir: &Path) -> String {
 /// A file's contents under a line naming it and over one counting its lines
 /// (`data.csv:` ... `[data.csv ends: 6 lines]`): small models asked "how many lines"
 /// count badly, the name tells them which of several reads a result is, and a count next
-/// to the name was read as the file's value (module docs).
+/// to the name was read as the file's value (module docs). A checklist's or a table's
+/// summary (`fs/summary.rs`) comes first, under the name: the repeat guard answers a
+/// repeated call with the head of its result, and the 1.5B answered "2 open" right
+/// after a repeat whose head cut the summary off at the end of the file (eval tuning
+/// part, 2026-11-27, two wordings).
 fn with_header(shown: &str, text: &str) -> String {
     let lines = text.lines().count();
     let unit = if lines == 1 { "line" } else { "lines" };
@@ -195,12 +199,8 @@ fn with_header(shown: &str, text: &str) -> String {
     } else {
         "\n"
     };
-    let mut out = format!("{shown}:\n{text}{end}[{shown} ends: {lines} {unit}]");
-    if let Some(said) = summary::summary(shown, text) {
-        out.push('\n');
-        out.push_str(&said);
-    }
-    out
+    let said = summary::summary(shown, text).map_or(String::new(), |s| format!("{s}\n"));
+    format!("{shown}:\n{said}{text}{end}[{shown} ends: {lines} {unit}]")
 }
 
 /// Arguments of `list_dir`.

@@ -1,4 +1,4 @@
-//! What a small model cannot work out from a file's text, said on one line under it:
+//! What a small model cannot work out from a file's text, said on one line over it:
 //! the open and done items of a checklist, and the totals of a table.
 //!
 //! # Decisions
@@ -28,11 +28,11 @@ const MAX_GROUPS: usize = 2;
 /// Distinct values a column may hold to be grouped by.
 const MAX_GROUP_VALUES: usize = 12;
 
-/// The summary line for the file shown as `shown` with `text`: `[todo.md: a checklist,
-/// 3 open "[ ]", 2 done "[x]"]` or `[sales.csv: 8 rows under the header; ...]`.
+/// The summary line for the file shown as `shown` with `text`: `[a checklist, 3 open
+/// "[ ]", 2 done "[x]"]` or `[8 rows under the header; ...]`.
 pub(super) fn summary(shown: &str, text: &str) -> Option<String> {
     let said = checklist(text).or_else(|| table(shown, text))?;
-    Some(format!("[{shown}: {said}]"))
+    Some(format!("[{said}]"))
 }
 
 /// `a checklist, N open "[ ]", M done "[x]"`, for at least two items.
@@ -195,12 +195,12 @@ mod tests {
         check(
             "todo.md",
             todo,
-            Some("[todo.md: a checklist, 3 open \"[ ]\", 2 done \"[x]\"]"),
+            Some("[a checklist, 3 open \"[ ]\", 2 done \"[x]\"]"),
         );
         check(
             "plan.md",
             "1. [X] draft\n2) [ ] review\n  * [ ] nested\n+ [x] ship",
-            Some("[plan.md: a checklist, 2 open \"[ ]\", 2 done \"[x]\"]"),
+            Some("[a checklist, 2 open \"[ ]\", 2 done \"[x]\"]"),
         );
         // One item, boxes that are not list items, and plain lists: nothing to count.
         check("a.md", "- [ ] only one\n", None);
@@ -217,7 +217,7 @@ mod tests {
             "data/sales.csv",
             sales,
             Some(
-                "[data/sales.csv: 8 rows under the header; units: total 895, highest 150 \
+                "[8 rows under the header; units: total 895, highest 150 \
                  (east), lowest 70 (west); units by region, most first: east 290, north 250, \
                  south 205, west 150; units by month, most first: feb 460, jan 435]",
             ),
@@ -226,7 +226,7 @@ mod tests {
             "cities.TSV",
             "city\tpop\nLagos\t15.5\nOslo\t0.7\n",
             Some(
-                "[cities.TSV: 2 rows under the header; pop: total 16.2, highest 15.5 (Lagos), lowest 0.7 (Oslo)]",
+                "[2 rows under the header; pop: total 16.2, highest 15.5 (Lagos), lowest 0.7 (Oslo)]",
             ),
         );
         // Numbers only: no label, no groups.
@@ -234,7 +234,7 @@ mod tests {
             "n.csv",
             "a,b\n1,2\n3,4\n",
             Some(
-                "[n.csv: 2 rows under the header; a: total 4, highest 3, lowest 1; b: total 6, highest 4, lowest 2]",
+                "[2 rows under the header; a: total 4, highest 3, lowest 1; b: total 6, highest 4, lowest 2]",
             ),
         );
     }
@@ -252,7 +252,7 @@ mod tests {
         check(
             "a.csv",
             "k,v\na,inf\nb,1e3\n",
-            Some("[a.csv: 2 rows under the header]"),
+            Some("[2 rows under the header]"),
         );
     }
 }
