@@ -15,8 +15,9 @@
 //! - `search_text` meets the way small models search (issue 24's eval): smart case (a
 //!   pattern without capitals ignores case); when nothing matched, a pattern that reads
 //!   as a regex is tried as one and one with capitals is tried ignoring case (the result
-//!   says so); and when still nothing matched, a short file searched on its own is
-//!   shown, a file the pattern names (`data.csv`) is shown, or else the paths whose
+//!   says so); and when still nothing matched, the lines that match elsewhere in the
+//!   folder are shown for a search of one file or folder (`elsewhere`), a short file
+//!   searched on its own is shown, a file the pattern names (`data.csv`) is shown, or else the paths whose
 //!   name holds the pattern are named. A search of one short file, or for a file's
 //!   name, that does match lines shows the file after them (`short_file`,
 //!   `searched_for_a_file`).
@@ -374,7 +375,8 @@ impl TypedTool for SearchText {
                 }
             }
             if hits.is_empty() {
-                let text = no_matches(&ws, &wanted, &start, limit, max);
+                let text = elsewhere(&ws, &tries, &start, max)
+                    .unwrap_or_else(|| no_matches(&ws, &wanted, &start, limit, max));
                 return Ok(Value::String(cap_output(&text, limit)));
             }
             let mut text = format!("{note}{}", hits.join("\n"));
@@ -464,6 +466,55 @@ fn searched_for_a_file(ws: &Workspace, wanted: &str) -> Option<String> {
         return None;
     }
     named_file(ws, &needle)
+}
+
+/// The result when a search of one file or folder found nothing and the rest of the
+/// working folder has matching lines: those lines (at least 5, at most 20), under a
+/// note that says where they are, and then the file searched, when it is short. The
+/// 1.5B searched `Cargo.toml` for the port the service listens on (it is in
+/// `config.toml`), and `cities.csv` for the units sold (they are in `sales.csv`), got
+/// "no matches" and the file it had picked, and answered from memory (eval tuning
+/// part, 2026-11-27). `None` when the search was of the whole folder or nothing else
+/// matches either.
+fn elsewhere(
+    ws: &Workspace,
+    tries: &[(regex::Regex, &'static str)],
+    searched: &Path,
+    max: usize,
+) -> Option<String> {
+    if searched == ws.root() {
+        return None;
+    }
+    let shown = ws.display(searched);
+    let inside = |hit: &String| {
+        hit.strip_prefix(&shown)
+            .is_some_and(|rest| rest.starts_with(':') || rest.starts_with('/'))
+    };
+    let max = max.clamp(5, 20);
+    let (mut hits, mut more) = (Vec::new(), false);
+    for (re, _) in tries {
+        search(ws, ws.root(), re, MAX_MATCHES, &mut hits, &mut more);
+        hits.retain(|hit| !inside(hit));
+        if !hits.is_empty() {
+            break;
+        }
+    }
+    if hits.is_empty() {
+        return None;
+    }
+    let more = more || hits.len() > max;
+    hits.truncate(max);
+    let mut text = format!(
+        "no matches in {shown}; elsewhere in the folder:\n{}",
+        hits.join("\n")
+    );
+    if more {
+        text.push_str(&format!("\n[stopped after {max} matches]"));
+    }
+    if let Some(file) = short_file(ws, searched) {
+        text.push_str(&format!("\n\n{shown}, which is short: {file}"));
+    }
+    Some(text)
 }
 
 /// The result when nothing matched: said plainly, with the paths whose name holds the

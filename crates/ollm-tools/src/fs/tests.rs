@@ -243,6 +243,20 @@ async fn search_meets_the_way_small_models_ask() {
         "no matches in that file, which is short; data.csv:\nname,size\nsmall,1\n[data.csv ends: 2 lines]",
     )
     .await;
+    // Nothing in the file searched, but lines elsewhere: those lines, then the file (the
+    // 1.5B searched `Cargo.toml` for the port; it is in `config.toml`). A folder too.
+    check(
+        json!({"pattern": "plumber", "path": "data.csv"}),
+        "no matches in data.csv; elsewhere in the folder:\n\
+         notes/contacts.md:1: - Plumber: Marek, 5550 1234\n\n\
+         data.csv, which is short: data.csv:\nname,size\nsmall,1\n[data.csv ends: 2 lines]",
+    )
+    .await;
+    check(
+        json!({"pattern": "Maintainer", "path": "notes"}),
+        "no matches in notes; elsewhere in the folder:\nREADME.md:3: Maintainer: Dana Okafor",
+    )
+    .await;
     // A regex that finds nothing as text is tried as one, said or not (the 1.5B sent
     // `.*` with `"regex": false`), and the result says so.
     let as_regex = "no matches as text; as a regular expression:\ndata.csv:2: small,1";
