@@ -304,7 +304,11 @@
 //!   wordings, in every pass of the tuning part on 2026-11-27: a file the user did not
 //!   ask for (the eval counts it as an unasked write), and none of the one they did. It
 //!   only ever makes the path the one the user typed. A call already announced keeps
-//!   its id, and a `Coached` event with that id says what changed.
+//!   its id, and a `Coached` event with that id says what changed. Measured on the
+//!   1.5B's tuning part: the `.gitignore` intent 3/3 and 2/3 in the two passes with it
+//!   against 1/3 in each pass before, writes nobody asked for 1 against 3; it acted in
+//!   one run of each pass, the model writing the dot itself in the others
+//!   (docs/tool-calling.md, "Eleventh round").
 //! - **`invented-result-cut`** (`recover/json.rs`): a reply that opens with calls to
 //!   offered tools and goes on with something else (`{"error": "File not found"}`, "The
 //!   response will be: ...", prose) runs the calls and drops the rest, which never
