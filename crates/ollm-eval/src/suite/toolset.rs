@@ -9,7 +9,9 @@
 //!   on tool tasks. The two differ in two things: serve's repair against the CLI's, and
 //!   the plain loop's bare tools against ollm's, whose results are written for small
 //!   models (a listing's tally, a file's line count, a search's fallbacks, a checklist's
-//!   count). These columns hold the tools equal, so what is left is serve (issue 37).
+//!   count). These columns hold the tools equal, so what is left is serve's repair and
+//!   what only the CLI sends (the working-folder line; issue 37). On 2026-11-27 the tools
+//!   turned out not to be the gap: the 1.5B through serve scored 11/33 with either.
 //! - **As the CLI builds them** for `ollm run --yes` in the eval: the default
 //!   [`ToolConfig`] (its allowlist of programs, its output limit), every call approved.
 //!   The audit log goes beside the project, never in it, where it would count as a
