@@ -145,7 +145,11 @@ struct Serve {
 
 impl Serve {
     fn start(ollm: &Path, upstream: SocketAddr) -> Result<Serve> {
-        let config = tempfile::NamedTempFile::new().context("an empty config file")?;
+        let config = tempfile::NamedTempFile::new().context("a config file")?;
+        // The gateway's own cost: serve's `tool-or-none` choice, on as it ships, is a
+        // model request of its own (one more per prompt), not overhead, and the mock
+        // upstream streams the same reply to it.
+        std::fs::write(config.path(), "[serve]\ntool_or_none = false\n")?;
         let mut child = Command::new(ollm)
             .arg("--config")
             .arg(config.path())

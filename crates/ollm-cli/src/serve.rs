@@ -131,15 +131,20 @@ fn options(
     Ok(options)
 }
 
-/// The `[serve]` table's coach switches, the server's and each model's own, and the
-/// client tools it names read-only (for every model: the tools are the clients').
+/// The `[serve]` table's coach switches, the server's (on by default, as in `ollm
+/// run`: [`ServeEntry::tool_or_none`]) and each model's own, and the client tools it
+/// takes as read-only (for every model: the tools are the clients').
 fn coach_switches(options: &mut Options, entry: &ServeEntry) {
-    options.coach.read_only = entry.read_only.iter().cloned().collect();
-    set_rule(&mut options.coach, Rule::ToolOrNone, entry.tool_or_none);
+    options.coach.read_only = entry.read_only().into_iter().collect();
+    set_rule(
+        &mut options.coach,
+        Rule::ToolOrNone,
+        Some(entry.tool_or_none()),
+    );
     set_rule(
         &mut options.coach,
         Rule::GreedyToolTurns,
-        entry.greedy_tool_turns,
+        Some(entry.greedy_tool_turns()),
     );
     set_rule(&mut options.coach, Rule::RoutedCall, entry.routed_call);
     for (model, m) in &entry.models {
@@ -320,12 +325,12 @@ mod settle_tests {
             let options = settle(&[], file, ProviderKind::Openai).expect("settled");
             options.coach.is_on(Rule::ToolOrNone)
         };
-        assert!(!routed(""), "serve's default");
+        assert!(routed(""), "serve's default, as ollm run's");
         assert!(routed("tool_or_none = true"));
         assert!(!routed("tool_or_none = false"));
         let per_model = settle(
             &[],
-            "[models.small]\ntool_or_none = true\n[models.big]\nrepair = \"flag\"\n",
+            "tool_or_none = false\n[models.small]\ntool_or_none = true\n[models.big]\nrepair = \"flag\"\n",
             ProviderKind::Openai,
         )
         .expect("settled");
@@ -355,10 +360,20 @@ mod settle_tests {
             ["read_file"],
             "every model's"
         );
-        let greedy = settle(&[], "greedy_tool_turns = true", ProviderKind::Openai)
-            .expect("settled")
-            .coach;
-        assert!(greedy.on.contains(&Rule::GreedyToolTurns));
+        let greedy = |file: &str| {
+            let coach = settle(&[], file, ProviderKind::Openai)
+                .expect("settled")
+                .coach;
+            coach.on.contains(&Rule::GreedyToolTurns) && coach.is_on(Rule::GreedyToolTurns)
+        };
+        assert!(greedy(""), "serve's default, as ollm run's");
+        assert!(!greedy("greedy_tool_turns = false"));
+        let default_read_only = settle(&[], "", ProviderKind::Openai).expect("settled");
+        let read = &default_read_only.coach.read_only;
+        assert!(read.contains("read_file") && read.contains("list_directory"));
+        assert!(!read.contains("write_file") && !read.contains("run_command"));
+        let none = settle(&[], "read_only = []", ProviderKind::Openai).expect("settled");
+        assert!(none.coach.read_only.is_empty(), "nothing withheld");
         let routed = settle(
             &[],
             "routed_call = true\n[models.big]\nrouted_call = false\n",

@@ -117,7 +117,9 @@ pub struct Options {
     /// for in place of a reply that only repeats answered calls (`repair.rs`). The
     /// default is the coach's (every rule on but those `Rule::ON_REQUEST` lists) and
     /// names `path` as the argument a file path goes in (`path-in-name`, `file-as-name`),
-    /// as `ollm run` does.
+    /// as `ollm run` does. The `[serve]` table ([`ServeEntry`](crate::ServeEntry)) also
+    /// turns on `tool-or-none` and `greedy-tool-turns` and names read-only tools unless
+    /// it says otherwise, as `ollm serve` ships.
     pub coach: CoachConfig,
     /// The coach for requests that name one of these models, in place of `coach` (the
     /// CLI's `[serve.models."NAME"] tool_or_none`): a small model may want the

@@ -57,7 +57,7 @@ use std::sync::Arc;
 use axum::http::HeaderName;
 use ollm_bridge::ProviderPool;
 
-pub use config::{ServeEntry, ServeKeyEntry, ServeModelEntry};
+pub use config::{READ_ONLY_BY_NAME, ServeEntry, ServeKeyEntry, ServeModelEntry};
 pub use error::ServeError;
 pub use http::Options;
 pub use policy::{ClientKey, Policy, Repair};

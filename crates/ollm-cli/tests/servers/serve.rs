@@ -96,8 +96,9 @@ fn the_serve_table_and_the_flags_set_the_policy_per_model_and_per_key() {
     }
     s.mock.set_models(&["plain", "careful", "chosen"]);
     let o = Ollm::new();
+    // The policy alone: no `tool-or-none` choice, which would take a scripted reply.
     o.write_config(
-        "[serve]\nrepair = \"on\"\n\n[serve.models.careful]\nrepair = \"flag\"\n\n\
+        "[serve]\nrepair = \"on\"\ntool_or_none = false\n\n[serve.models.careful]\nrepair = \"flag\"\n\n\
          [serve.keys.agent]\napi_key_env = \"OLLM_TEST_AGENT_KEY\"\nrepair = \"off\"\n",
     );
     let env = [("OLLM_TEST_AGENT_KEY", "agent-key")];
