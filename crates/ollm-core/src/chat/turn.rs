@@ -49,6 +49,9 @@ use crate::tool::ToolOutcome;
 enum TurnEnd {
     Continue,
     Finish(FinishReason),
+    /// The run is stuck (`repeat-limit`) and the coach asks for one more reply, to answer
+    /// (`answer-at-repeat-limit`); the run ends after it.
+    LastWord,
 }
 
 /// Why a turn did not end.
@@ -112,6 +115,7 @@ pub(super) async fn run_chat(
         turn: 1,
         total: Usage::default(),
         routed: false,
+        last_word: None,
         given_route: options.route.clone(),
     };
     let reason = run.run_turns().await;
@@ -121,6 +125,10 @@ pub(super) async fn run_chat(
 /// The result of a call made in the reply `answer-at-limit` asks for past the turn
 /// limit: it never runs.
 const PAST_LIMIT: &str = "not run: the run reached its turn limit; answer from the results above";
+
+/// The result of a call made in the reply `answer-at-repeat-limit` asks for: it never runs.
+const PAST_REPEAT_LIMIT: &str =
+    "not run: the run repeated a call too often; answer from the results above";
 
 /// One run past its settling: everything its steps read and change.
 struct Run {
@@ -136,6 +144,9 @@ struct Run {
     total: Usage,
     /// Whether the turn being played is to call the tool the model chose (`routed-call`).
     routed: bool,
+    /// The result every call of the reply being played gets instead of running: the
+    /// run's last reply, which is to answer (`answer-at-limit`, `answer-at-repeat-limit`).
+    last_word: Option<&'static str>,
     /// The `tool-or-none` choice made for this prompt before ([`ChatOptions::route`]),
     /// until the run plays it.
     given_route: Option<Route>,
@@ -152,6 +163,11 @@ impl Run {
             match self.play_turn().instrument(span).await {
                 Ok(TurnEnd::Continue) => self.turn += 1,
                 Ok(TurnEnd::Finish(reason)) => return reason,
+                Ok(TurnEnd::LastWord) => {
+                    self.turn += 1;
+                    let (unrun, otherwise) = (PAST_REPEAT_LIMIT, FinishReason::Repetition);
+                    return self.last_word(unrun, otherwise).await;
+                }
                 Err(TurnFailure::Fallback(fallback)) => {
                     self.settings.fall_back(&self.shared, &self.sink, fallback);
                 }
@@ -172,11 +188,19 @@ impl Run {
         if let Some(said) = said {
             self.say(said);
         }
+        self.last_word(PAST_LIMIT, FinishReason::MaxTurns).await
+    }
+
+    /// The run's last reply, asked for by the coach to answer from the run's results (it
+    /// withholds the tools): each of its calls is answered `unrun` and never runs; the
+    /// run ends as the reply ends it, or with `otherwise`.
+    async fn last_word(&mut self, unrun: &'static str, otherwise: FinishReason) -> FinishReason {
+        self.last_word = Some(unrun);
         let span = tracing::info_span!("turn", n = self.turn);
         match self.play_turn().instrument(span).await {
             Ok(TurnEnd::Finish(reason)) => reason,
             Err(TurnFailure::Reported) => FinishReason::Error,
-            _ => FinishReason::MaxTurns,
+            _ => otherwise,
         }
     }
 
@@ -256,6 +280,7 @@ impl Run {
         };
         match self.run_calls(planned, &[]).await {
             TurnEnd::Finish(reason) => Some(reason),
+            TurnEnd::LastWord => Some(FinishReason::Repetition),
             TurnEnd::Continue => None,
         }
     }
@@ -689,14 +714,12 @@ impl Run {
                 (self.sink).coached(Rule::DottedPath, Some(&call.id), detail, false);
             }
         }
-        let past_limit = self.turn > self.settings.max_turns;
         for (call, answer) in calls.iter().zip(answered.iter_mut()) {
-            if answer.is_none() && past_limit {
-                *answer = Some(ToolOutcome::error(PAST_LIMIT));
-            } else if answer.is_none() {
-                *answer = self
-                    .coach
-                    .withheld_answer(&call.name, &self.settings.offered);
+            if answer.is_none() {
+                *answer = match self.last_word {
+                    Some(unrun) => Some(ToolOutcome::error(unrun)),
+                    None => (self.coach).withheld_answer(&call.name, &self.settings.offered),
+                };
             }
         }
         let planned = Planned {
@@ -824,14 +847,15 @@ impl Run {
             let record = self.settings.strategy.record(turn);
             self.sink.record(&self.shared, record);
         }
+        if let Some(i) = after.stuck {
+            warn_stuck(&self.sink, &calls[i], after.last_word);
+        }
         if let Some(said) = after.nudge {
             self.say(said);
         }
         match after.stuck {
-            Some(i) => {
-                warn_stuck(&self.sink, &calls[i]);
-                TurnEnd::Finish(FinishReason::Repetition)
-            }
+            Some(_) if after.last_word => TurnEnd::LastWord,
+            Some(_) => TurnEnd::Finish(FinishReason::Repetition),
             None => TurnEnd::Continue,
         }
     }
@@ -1026,13 +1050,19 @@ fn answer_unrun(sink: &Sink, call: &ToolCall, result: &ToolOutcome, repeat: bool
     });
 }
 
-/// Warns that the run ends because the model kept asking for `call`.
-fn warn_stuck(sink: &Sink, call: &ToolCall) {
+/// Warns that the run ends because the model kept asking for `call`, after a `last_word`
+/// to answer when the coach asks for one (`answer-at-repeat-limit`).
+fn warn_stuck(sink: &Sink, call: &ToolCall, last_word: bool) {
     let mut args = String::new();
     canonical(&call.arguments_value(), &mut args);
+    let end = if last_word {
+        "its calls were stopped and it is asked to answer"
+    } else {
+        "the run was stopped"
+    };
     let detail = format!(
         "the model asked for the same call {REPEAT_LIMIT} times ({} {args}) instead of \
-         answering from its result; the run was stopped",
+         answering from its result; {end}",
         call.name
     );
     sink.coached(Rule::RepeatLimit, None, detail, true);

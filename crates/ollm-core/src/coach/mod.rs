@@ -138,6 +138,7 @@
 //!   `FinishReason::Repetition` and a `Repetition` warning, after the turn is recorded.
 //!   Twins inside one reply count once: the real model wrote the same call twice in the
 //!   reply after its result, which ended the run with no answer where the nudge gets one.
+//!   `answer-at-repeat-limit` may ask for one reply more first.
 //! - **`skip-repeat-turn`**: a turn all of whose calls were answered from earlier results
 //!   is not recorded (its calls still get their results as events, 1:1). With the
 //!   repeated call and its "not run again" result in the history the 0.5B answers with
@@ -158,6 +159,21 @@
 //! - **`answer-after-empty`**: an empty answer after the run's calls is not recorded; the
 //!   answer nudge follows, with no tools offered, once per run. The 1.5B read the file,
 //!   then ended its next reply at once, twice in 21 runs: the user got nothing.
+//! - **`answer-at-repeat-limit`**: a run `repeat-limit` stops, when the reply that
+//!   stopped it was not itself asked for as the answer, gets one more reply: the answer
+//!   nudge, no tools offered, and a call in it never runs (answered "not run: the
+//!   run repeated a call too often"); the run ends as that reply ends it, or
+//!   `Repetition`, whatever the turn limit (as `answer-at-limit`'s reply). What `answer-after-runaway` is to a reply that loops in its text, this
+//!   is to a run that loops in its calls: the limit counts a call across turns, so the
+//!   turns before it often ran fresh calls too and no nudge was ever said. In the 0.5B's
+//!   two last passes of the tuning part (`20-22-56Z`, `21-12-34Z`) 6 of its 60 tool
+//!   runs ended so, with no answer, 4 of them with the answer already in a result
+//!   (`search_text` had shown `todo.md`'s "3 open" and `sales.csv`'s "east 290", a
+//!   `read_file` of `config.toml` its port). It never acts in a run that would have
+//!   answered, and offers nothing to call, so its price is one request in runs that
+//!   would end with nothing for the user; a reply already asked for as the answer that
+//!   still calls ends the run as before (the model was told once). Not yet measured in
+//!   whole runs: `auto-without-answer-at-repeat-limit` is its ablation.
 //! - **`answer-after-nothing`** (applied by `ollm serve`, whose runs are one turn each,
 //!   so a nudge the run says has no turn to be answered in): a reply that would reach
 //!   serve's client with no text and no call the client declared (the calls to
@@ -452,10 +468,13 @@ impl Said {
 pub(crate) struct AfterCalls {
     /// Whether the turn is recorded (`skip-repeat-turn` drops a turn of repeats only).
     pub(crate) record: bool,
-    /// The nudge that follows it (`answer-after-idle`).
+    /// The nudge that follows it (`answer-after-idle`, `answer-at-repeat-limit`).
     pub(crate) nudge: Option<Said>,
     /// The call asked for too often, which ends the run (`repeat-limit`).
     pub(crate) stuck: Option<usize>,
+    /// Whether the run, stuck, gets one more reply to answer first, with no tools and no
+    /// call run (`answer-at-repeat-limit`).
+    pub(crate) last_word: bool,
 }
 
 impl Coach {
@@ -941,7 +960,8 @@ impl Coach {
 
     /// On calls, after their `results`: learns them, and says whether the turn is
     /// recorded, whether the answer nudge follows (none of its calls ran: each repeated
-    /// an earlier one, or named a tool not in `tools`) and whether the run ends.
+    /// an earlier one, or named a tool not in `tools`; or the run is stuck and was not
+    /// asked for the answer yet) and whether the run ends.
     pub(crate) fn after_calls(
         &mut self,
         tools: &ToolRegistry,
@@ -949,19 +969,27 @@ impl Coach {
         plan: &CallPlan,
         results: &[ToolOutcome],
     ) -> AfterCalls {
+        // These calls came in a reply asked for as the answer: the model was told.
+        let told = self.answer_due;
         let stuck = self.memory.learn(&plan.identities, results);
         self.calls_failed = results.iter().any(|r| r.is_error);
         let stuck = stuck.filter(|_| self.is_on(Rule::RepeatLimit));
+        let last_word = stuck.is_some() && !told && self.is_on(Rule::AnswerAtRepeatLimit);
         let earlier = |i: usize| plan.sources[i] == Source::Earlier;
         let idle = (0..calls.len()).all(|i| !tools.contains(&calls[i].name) || earlier(i));
-        self.answer_due = self.is_on(Rule::AnswerAfterIdle) && idle && stuck.is_none();
+        let idle = self.is_on(Rule::AnswerAfterIdle) && idle && stuck.is_none();
+        self.answer_due = idle || last_word;
+        let rule = if last_word {
+            Rule::AnswerAtRepeatLimit
+        } else {
+            Rule::AnswerAfterIdle
+        };
         let repeats = !calls.is_empty() && (0..calls.len()).all(earlier);
         AfterCalls {
             record: !(repeats && self.is_on(Rule::SkipRepeatTurn)),
-            nudge: self
-                .answer_due
-                .then(|| Said::new(Rule::AnswerAfterIdle, false)),
+            nudge: self.answer_due.then(|| Said::new(rule, false)),
             stuck,
+            last_word,
         }
     }
 }

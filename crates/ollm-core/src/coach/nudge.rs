@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::rule::{CoachConfig, Rule};
 
 /// Asks for the answer: after a turn none of whose calls ran, after a runaway reply that
-/// followed a result, after an empty answer.
+/// followed a result, after an empty answer, at the repeat limit and at the turn limit.
 pub(crate) const ANSWER: &str = "Now answer my question in plain words, without calling any tool.";
 
 /// Asks an answer that showed how to call a tool to call it.
@@ -64,6 +64,7 @@ impl Nudge {
             | Rule::AnswerAfterRunaway
             | Rule::AnswerAfterEmpty
             | Rule::AnswerAfterNothing
+            | Rule::AnswerAtRepeatLimit
             | Rule::AnswerAtLimit => Nudge::Answer,
             Rule::ActNudge => Nudge::Act,
             Rule::CanNudge => Nudge::Can,
@@ -109,6 +110,7 @@ mod tests {
             (Rule::AnswerAfterIdle, Nudge::Answer),
             (Rule::AnswerAfterRunaway, Nudge::Answer),
             (Rule::AnswerAfterEmpty, Nudge::Answer),
+            (Rule::AnswerAtRepeatLimit, Nudge::Answer),
             (Rule::AnswerAtLimit, Nudge::Answer),
             (Rule::AnswerAfterNothing, Nudge::Answer),
             (Rule::ActNudge, Nudge::Act),

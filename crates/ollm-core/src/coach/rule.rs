@@ -99,6 +99,9 @@ rules! {
     /// An empty answer after the run's calls is asked again, once.
     AnswerAfterEmpty = "answer-after-empty",
         "an empty answer after the run's calls is dropped and the model asked to answer, once";
+    /// A run the repeat limit stops gets one more reply, to answer, with no tools.
+    AnswerAtRepeatLimit = "answer-at-repeat-limit",
+        "a run the repeat limit stops, when it has not asked for the answer yet, is asked to answer from its results in one more reply, with no tools offered and no call run";
     /// A run at its turn limit with results gets one more reply, to answer, with no tools.
     AnswerAtLimit = "answer-at-limit",
         "a run that reaches its turn limit after calls is asked to answer from their results in one more reply, with no tools offered and no call run";

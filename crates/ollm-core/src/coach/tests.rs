@@ -323,6 +323,68 @@ fn repeat_limit() {
 }
 
 #[test]
+fn answer_at_repeat_limit() {
+    // The 0.5B's loop: its first call, then that call again beside a fresh one (no turn
+    // idle, so no nudge yet), then the first call a third time.
+    let list = || call("list_dir", json!({"path": "."}));
+    let steps = || {
+        vec![
+            Step::Calls(vec![read_a()]),
+            Step::Calls(vec![read_a(), list()]),
+            Step::Calls(vec![list(), read_a()]),
+        ]
+    };
+    let first = || calls(&[Run], true, None, None);
+    let mixed = || calls(&[Earlier, Run], true, None, None);
+    let third = |nudge, stuck| calls(&[Earlier, Earlier], false, nudge, stuck);
+    let last_word = Some(Rule::AnswerAtRepeatLimit);
+    check(
+        &[],
+        &[],
+        steps(),
+        vec![first(), mixed(), third(last_word, Some(1))],
+    );
+    check(
+        &[Rule::AnswerAtRepeatLimit],
+        &[],
+        steps(),
+        vec![first(), mixed(), third(None, Some(1))],
+    );
+    // Without the limit nothing is stuck, and the idle turn gets the idle nudge.
+    let idle = Some(Rule::AnswerAfterIdle);
+    check(
+        &[Rule::RepeatLimit],
+        &[],
+        steps(),
+        vec![first(), mixed(), third(idle, None)],
+    );
+    // A reply asked for as the answer that still repeats the call ends the run: the model
+    // was told once. After the idle nudge:
+    let told = (0..3).map(|_| Step::Calls(vec![read_a()])).collect();
+    let repeat = |nudge, stuck| calls(&[Earlier], false, nudge, stuck);
+    check(
+        &[],
+        &[],
+        told,
+        vec![first(), repeat(idle, None), repeat(None, Some(0))],
+    );
+    // After the nudge that follows a stopped reply:
+    let steps = vec![
+        Step::Calls(vec![read_a()]),
+        Step::Calls(vec![read_a(), list()]),
+        Step::Stopped(false),
+        Step::Calls(vec![read_a()]),
+    ];
+    let said = Some((Nudge::Answer, Rule::AnswerAfterRunaway, true));
+    check(
+        &[],
+        &[],
+        steps,
+        vec![first(), mixed(), Heard::Said(said), repeat(None, Some(0))],
+    );
+}
+
+#[test]
 fn skip_repeat_turn() {
     let steps = || {
         vec![

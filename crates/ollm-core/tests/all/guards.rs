@@ -206,6 +206,66 @@ fn a_runaway_after_a_result_is_asked_again_once() {
     }
 }
 
+/// `answer-at-repeat-limit`: a run the repeat limit stops before any nudge (the turn
+/// before the third ask ran a fresh call beside its repeat) gets one more reply, with no
+/// tools and the answer nudge; a call in that reply never runs.
+#[test]
+fn a_run_stuck_at_the_repeat_limit_answers_from_its_results() {
+    let run = |on: bool, last: Vec<ProviderEvent>| {
+        let tool = RecordingTool::new("list_dir").returns(json!("todo.md: 3 open"));
+        let provider = MockProvider::builder()
+            .turn(call_turn("c1", json!({"path": "."})))
+            .turn(vec![
+                ev::call("c2", "list_dir", json!({"path": "."})),
+                ev::call("c3", "list_dir", json!({"path": "notes"})),
+                ev::finish(),
+            ])
+            .turn(call_turn("c4", json!({"path": "."})))
+            .turn(last)
+            .build();
+        let c = client_with(provider.clone(), registry([tool.clone()]), |cfg| {
+            if !on {
+                cfg.coach.off.insert(Rule::AnswerAtRepeatLimit);
+            }
+        });
+        let events = block_on(chat(&c, "how many todos are open?"));
+        check_events(&events);
+        check_history(&c.history());
+        (events, provider, tool, c)
+    };
+    let answer = || vec![ev::text("3 are open."), ev::finish()];
+    // Off: the third ask ends the run with no answer.
+    let (events, provider, tool, _) = run(false, answer());
+    assert_eq!(finish_reason(&events), FinishReason::Repetition);
+    assert_eq!((provider.request_count(), tool.call_count()), (3, 2));
+    // On (the default): one more request, with no tools and the nudge last; the answer
+    // ends the run, and the nudge leaves the history.
+    let (events, provider, tool, c) = run(true, answer());
+    assert_eq!(finish_reason(&events), FinishReason::Stop);
+    assert_eq!(warnings(&events, WarningKind::Repetition), 1);
+    assert_eq!((provider.request_count(), tool.call_count()), (4, 2));
+    let last = provider.requests().pop().unwrap();
+    assert!(last.tools.is_empty());
+    assert_eq!(last.messages.last().unwrap().text(), said(Nudge::Answer));
+    let history = c.history();
+    let texts: Vec<String> = history.messages().iter().map(|m| m.text()).collect();
+    assert_eq!(count_text(&texts, &said(Nudge::Answer)), 0, "{texts:?}");
+    assert_eq!(texts.last().unwrap(), "3 are open.");
+    // A call in that reply never runs: it is answered, and the run ends as stuck.
+    let again = vec![
+        ev::call("c5", "list_dir", json!({"path": "x"})),
+        ev::finish(),
+    ];
+    let (events, provider, tool, _) = run(true, again);
+    assert_eq!(finish_reason(&events), FinishReason::Repetition);
+    assert_eq!((provider.request_count(), tool.call_count()), (4, 2));
+    let refused = events.iter().any(|e| {
+        matches!(e, ChatEvent::ToolResult { call_id, content, is_error: true, .. }
+            if call_id == "c5" && content.contains("repeated a call too often"))
+    });
+    assert!(refused, "{events:#?}");
+}
+
 #[test]
 fn a_reply_that_repeats_itself_is_stopped() {
     // The stream never finishes: only the detector can end this turn.
