@@ -58,7 +58,7 @@ pub(crate) fn short_warning(w: &Warning) -> String {
 pub(crate) fn coach_warning(rule: Rule) -> Option<&'static str> {
     Some(match rule {
         Rule::RepeatGuard => "the model repeated a call; answered from the earlier result",
-        Rule::RepeatLimit => "the model kept asking for the same call; stopped the run",
+        Rule::RepeatLimit => "the model kept asking for the same call; stopped its calls",
         Rule::RunawayStop => "the model's reply kept repeating itself; stopped it",
         Rule::CallLoopCut => "the model kept writing calls; ran the ones before it looped",
         Rule::ListedToolsCut => "the model listed several tools at once; ran only the first",
