@@ -63,10 +63,10 @@ pub(crate) struct Built {
 
 /// Tells the coach the paths the built-in read tools can take in `ws` now (`known-paths`,
 /// which holds a routed call's path to them; `named-file`, `general-check` and
-/// `read-named`, which read a message that names one): folders
+/// `read-named` and `read-source`, which read a message that names one): folders
 /// for `list_dir`, files for `read_file`, both for `search_text`; none when the folder
-/// holds too many, and no walk of the folder at all while those rules are off (the
-/// default).
+/// holds too many, and no walk of the folder at all while those rules are off
+/// (`read-source` is on by default).
 pub(crate) fn tell_paths(coach: &mut CoachConfig, ws: &Workspace) {
     coach.paths.clear();
     let readers = [
@@ -74,6 +74,7 @@ pub(crate) fn tell_paths(coach: &mut CoachConfig, ws: &Workspace) {
         Rule::NamedFile,
         Rule::GeneralCheck,
         Rule::ReadNamed,
+        Rule::ReadSource,
     ];
     if !readers.iter().any(|&r| coach.is_on(r)) {
         return;
@@ -133,10 +134,19 @@ mod tests {
         std::fs::write(dir.path().join("config.toml"), "port = 1").unwrap();
         let ws = Workspace::new(dir.path()).unwrap();
         let mut coach = CoachConfig::default();
+        coach.turn_off(Rule::ReadSource);
         tell_paths(&mut coach, &ws);
-        assert!(coach.paths.is_empty(), "known-paths is off by default");
-        for rule in [Rule::NamedFile, Rule::GeneralCheck, Rule::ReadNamed] {
+        assert!(coach.paths.is_empty(), "no rule that reads them");
+        let readers = [
+            Rule::NamedFile,
+            Rule::GeneralCheck,
+            Rule::ReadNamed,
+            Rule::ReadSource,
+        ];
+        for rule in readers {
             let mut coach = CoachConfig::default();
+            coach.turn_off(Rule::ReadSource);
+            coach.off.remove(&rule);
             coach.turn_on(rule);
             tell_paths(&mut coach, &ws);
             assert_eq!(coach.paths["read_file"], ["config.toml"], "{rule}");

@@ -248,14 +248,15 @@ impl Run {
             self.sink.coached(Rule::NamedFile, None, detail, false);
         }
         let offered = self.settings.offer(&self.coach).tools.to_vec();
-        let read = prompt.and_then(|p| self.coach.named_read(&p.text(), &offered))?;
-        self.read_named(read).await
+        let (read, rule) = prompt.and_then(|p| self.coach.named_read(&p.text(), &offered))?;
+        self.read_named(read, rule).await
     }
 
-    /// Runs `call`, the read `read-named` asked for, as if the model had made it before
-    /// the first reply (its result cut to the room the first request leaves, as a
-    /// reply's calls are to theirs); the reason the run ends when it does.
-    async fn read_named(&mut self, mut call: ToolCall) -> Option<FinishReason> {
+    /// Runs `call`, the read `rule` (`read-named`, `read-source`) asked for, as if the
+    /// model had made it before the first reply (its result cut to the room the first
+    /// request leaves, as a reply's calls are to theirs); the reason the run ends when
+    /// it does.
+    async fn read_named(&mut self, mut call: ToolCall, rule: Rule) -> Option<FinishReason> {
         call.id = self.shared.mint_id();
         let offer = self.settings.offer(&self.coach);
         let room = match self.check_budget(&offer).await {
@@ -270,8 +271,7 @@ impl Run {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let detail = format!("the message names {path}: it is read before the first reply");
-        self.sink
-            .coached(Rule::ReadNamed, Some(&call.id), detail, false);
+        self.sink.coached(rule, Some(&call.id), detail, false);
         let planned = Planned {
             text: "",
             calls: std::slice::from_ref(&call),

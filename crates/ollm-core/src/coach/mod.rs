@@ -284,6 +284,15 @@
 //!   the 0.5B 19/54 against 18/54, and one 0.5B run overwrote `sales.csv` after its
 //!   read, on a `write_file` choice for "run wc -l". Both models often repeat the read
 //!   as their first call. No lift, so it stays on request.
+//! - **`read-source`**: `read-named`'s read, for a narrower case: the message names one
+//!   of the caller's files and a file that does not exist (`text::names_new_file`), a
+//!   change's target. "Save the port from config.toml into port.txt": the 1.5B chose
+//!   `write_file` (or `read_file`) and wrote an invented port without reading, in every
+//!   wording of every pass of the tuning part (0/3 each). A message naming only an
+//!   existing file ("run wc -l on sales.csv", which the 0.5B chose `write_file` for,
+//!   and then overwrote the file after `read-named`'s read) gets no read. It adds one
+//!   read, never a write.
+//!   Measured in docs/tool-calling.md.
 //! - **`name-repair`** (`recover/types.rs`; off by default, below): a call's name matches
 //!   an offered tool ignoring case. The `functions.` prefix and `:N` suffix
 //!   (`functions.read_file:0`, servers' own spellings) are read for text calls whatever
@@ -659,11 +668,27 @@ impl Coach {
     /// ([`CoachConfig::paths`] of the tool, as `named-file` reads them), a call with that
     /// path alone to the one offered tool, not withheld, that only reads
     /// ([`CoachConfig::read_only`]) and requires no argument but the path
-    /// ([`CoachConfig::path_argument`]). Its id is left to the run.
-    pub(crate) fn named_read(&mut self, prompt: &str, tools: &[ToolSchema]) -> Option<ToolCall> {
-        if !self.is_on(Rule::ReadNamed) || !self.routed || self.routed_none || self.read_named {
+    /// ([`CoachConfig::path_argument`]). `read-source` makes the same call only when
+    /// `prompt` also names a file that does not exist, a change's target ("save the port
+    /// from config.toml into port.txt").
+    /// The call, its id left to the run, and the rule that asked for it.
+    pub(crate) fn named_read(
+        &mut self,
+        prompt: &str,
+        tools: &[ToolSchema],
+    ) -> Option<(ToolCall, Rule)> {
+        if !self.routed || self.routed_none || self.read_named {
             return None;
         }
+        let rule = if self.is_on(Rule::ReadNamed) {
+            Rule::ReadNamed
+        } else if self.is_on(Rule::ReadSource)
+            && text::names_new_file(prompt, self.config.paths.values().flatten())
+        {
+            Rule::ReadSource
+        } else {
+            return None;
+        };
         self.read_named = true;
         let key = self.config.path_argument.as_deref()?;
         let takes_the_path_alone = |tool: &ToolSchema| {
@@ -681,11 +706,12 @@ impl Coach {
         }
         let file = text::named_file(prompt, self.config.paths.get(&reader.name)?)?;
         let arguments = serde_json::Map::from_iter([(key.to_owned(), Value::String(file))]);
-        Some(ToolCall {
+        let call = ToolCall {
             id: String::new(),
             name: reader.name.clone(),
             arguments,
-        })
+        };
+        Some((call, rule))
     }
 
     /// What the run does after choosing `route`: tools offered or not, withheld, and the

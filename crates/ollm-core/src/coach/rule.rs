@@ -75,6 +75,9 @@ rules! {
     /// After a choice that offers tools, a file the message names is read first.
     ReadNamed = "read-named",
         "after a `tool-or-none` choice that offers tools, a file of the caller's that the message names is read before the first reply, by the one offered tool that only reads and takes the path alone";
+    /// A file the message names, with a file it names that does not exist, is read first.
+    ReadSource = "read-source",
+        "after a `tool-or-none` choice that offers tools, for a message that names one of the caller's files and a file that does not exist, the existing file is read before the first reply, as `read-named` reads it";
     /// After a choice of `none` or of a tool that changes things, the other such tools.
     ChangesOnRequest = "changes-on-request",
         "when `tool-or-none` chose none, or a tool that changes things (one not named read-only), the other tools that change things are neither offered nor run";

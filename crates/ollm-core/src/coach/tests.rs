@@ -977,7 +977,7 @@ fn read_named() {
         };
         coach.routed(Some(text), &schemas);
         let first = coach.named_read("backup.py keep days?", &schemas);
-        let made = first.map(|c| format!("{} {}", c.name, Value::Object(c.arguments)));
+        let made = first.map(|(c, _)| format!("{} {}", c.name, Value::Object(c.arguments)));
         assert_eq!(made.as_deref(), want, "{case}");
         assert_eq!(
             coach.named_read("backup.py keep days?", &schemas),
@@ -998,6 +998,51 @@ fn read_named() {
         None,
     );
     check("none read-only", true, &[], tools, None);
+}
+
+/// `read-source`: after a choice that offers tools, for a message that names an
+/// existing file and one that does not exist, the existing one is read first (the 1.5B
+/// chose `write_file` or `read_file` for "save the port from config.toml into port.txt"
+/// and wrote an invented port, every wording, every pass); not for a message naming
+/// only the existing file ("run wc -l on sales.csv", which the 0.5B chose `write_file`
+/// for), after a choice of `none`, nor with the rule off.
+#[test]
+fn read_source() {
+    let mut schemas: Vec<ToolSchema> = tools().schemas();
+    schemas.push(Fake("write_file").schema());
+    let check = |case: &str, on: bool, chosen: &str, prompt: &str, want: Option<&str>| {
+        let mut config = CoachConfig::default();
+        config.turn_on(Rule::ToolOrNone);
+        if !on {
+            config.turn_off(Rule::ReadSource);
+        }
+        config.path_argument = Some("path".into());
+        config.read_only = ["read_file".to_owned()].into();
+        config
+            .paths
+            .insert("read_file".into(), vec!["config.toml".into()]);
+        let mut coach = Coach::new(config);
+        coach.routed(Some(&format!(r#"{{"tool": "{chosen}"}}"#)), &schemas);
+        let made = coach.named_read(prompt, &schemas);
+        let made =
+            made.map(|(c, rule)| format!("{rule}: {} {}", c.name, Value::Object(c.arguments)));
+        assert_eq!(made.as_deref(), want, "{case}");
+    };
+    let into = "save the port from config.toml into port.txt";
+    let read = Some(r#"read-source: read_file {"path":"config.toml"}"#);
+    check("a write from a file", true, "write_file", into, read);
+    check("rule off", false, "write_file", into, None);
+    check("a read chosen", true, "read_file", into, read);
+    check("none chosen", true, "none", into, None);
+    let only = "run wc -l on config.toml";
+    check("no new file", true, "write_file", only, None);
+    check(
+        "no file",
+        true,
+        "write_file",
+        "save hello into port.txt",
+        None,
+    );
 }
 
 /// `dotted-path`: the 1.5B wrote `gitignore` for "add a .gitignore that ignores

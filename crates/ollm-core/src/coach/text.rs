@@ -121,9 +121,58 @@ pub(crate) fn named_file<'a>(
     })
 }
 
+/// Whether `prompt` names a file that is not one of `files` (the caller's paths): a
+/// word, split as [`named_file`] splits them, whose last part is a name with an
+/// extension of one to five letters or digits, one a letter (`port.txt`, not `1.5` or
+/// `example.com/`), that is no listed file's path or name, ignoring case.
+pub(crate) fn names_new_file<'a>(
+    prompt: &str,
+    files: impl IntoIterator<Item = &'a String> + Clone,
+) -> bool {
+    let known = |word: &str| {
+        files.clone().into_iter().any(|path| {
+            let lower = path.to_lowercase();
+            let name = lower.rsplit('/').next().unwrap_or_default();
+            word == lower || word == name || word.trim_start_matches("./") == lower
+        })
+    };
+    prompt
+        .split(|c: char| c.is_whitespace() || "\"'`,;()[]<>".contains(c))
+        .map(|w| w.trim_end_matches(['.', '?', '!', ':']).to_lowercase())
+        .filter(|w| !w.contains("://"))
+        .any(|w| {
+            let name = w.rsplit('/').next().unwrap_or_default();
+            let file_like = name.rsplit_once('.').is_some_and(|(stem, ext)| {
+                !stem.is_empty()
+                    && (1..=5).contains(&ext.len())
+                    && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                    && ext.chars().any(|c| c.is_ascii_alphabetic())
+            });
+            file_like && !known(&w)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_the_message_names_that_does_not_exist_is_new() {
+        let files = ["config.toml".to_owned(), "src/main.rs".to_owned()];
+        let check = |prompt: &str, expected: bool| {
+            assert_eq!(names_new_file(prompt, &files), expected, "{prompt}");
+        };
+        check("save the port from config.toml into port.txt", true);
+        check("config port -> notes/port.txt.", true);
+        check("copy main.rs to src/old.rs", true);
+        // Only files that exist, none, or words that are no file.
+        check("what port does config.toml set?", false);
+        check("fix src/main.rs please", false);
+        check("save the port", false);
+        check("bump the version to 1.5", false);
+        check("see https://example.com/a.html", false);
+        check("the config.TOML file", false);
+    }
 
     #[test]
     fn a_path_given_without_the_dot_the_message_names_gets_it() {
