@@ -338,21 +338,25 @@ fn answer_at_repeat_limit() {
     let mixed = || calls(&[Earlier, Run], true, None, None);
     let third = |nudge, stuck| calls(&[Earlier, Earlier], false, nudge, stuck);
     let last_word = Some(Rule::AnswerAtRepeatLimit);
-    check(
+    let on = [Rule::AnswerAtRepeatLimit];
+    check_with(
+        &on,
         &[],
         &[],
         steps(),
         vec![first(), mixed(), third(last_word, Some(1))],
     );
+    // Off by default (on request: no lift measured).
     check(
-        &[Rule::AnswerAtRepeatLimit],
+        &[],
         &[],
         steps(),
         vec![first(), mixed(), third(None, Some(1))],
     );
     // Without the limit nothing is stuck, and the idle turn gets the idle nudge.
     let idle = Some(Rule::AnswerAfterIdle);
-    check(
+    check_with(
+        &on,
         &[Rule::RepeatLimit],
         &[],
         steps(),
@@ -362,7 +366,8 @@ fn answer_at_repeat_limit() {
     // was told once. After the idle nudge:
     let told = (0..3).map(|_| Step::Calls(vec![read_a()])).collect();
     let repeat = |nudge, stuck| calls(&[Earlier], false, nudge, stuck);
-    check(
+    check_with(
+        &on,
         &[],
         &[],
         told,
@@ -376,7 +381,8 @@ fn answer_at_repeat_limit() {
         Step::Calls(vec![read_a()]),
     ];
     let said = Some((Nudge::Answer, Rule::AnswerAfterRunaway, true));
-    check(
+    check_with(
+        &on,
         &[],
         &[],
         steps,

@@ -224,8 +224,8 @@ fn a_run_stuck_at_the_repeat_limit_answers_from_its_results() {
             .turn(last)
             .build();
         let c = client_with(provider.clone(), registry([tool.clone()]), |cfg| {
-            if !on {
-                cfg.coach.off.insert(Rule::AnswerAtRepeatLimit);
+            if on {
+                cfg.coach.turn_on(Rule::AnswerAtRepeatLimit);
             }
         });
         let events = block_on(chat(&c, "how many todos are open?"));
