@@ -65,8 +65,8 @@ pub(crate) struct Built {
 /// which holds a routed call's path to them; `named-file`, `general-check` and
 /// `read-named` and `read-source`, which read a message that names one): folders
 /// for `list_dir`, files for `read_file`, both for `search_text`; none when the folder
-/// holds too many, and no walk of the folder at all while those rules are off
-/// (`read-source` is on by default).
+/// holds too many, and no walk of the folder at all while those rules are off (the
+/// default).
 pub(crate) fn tell_paths(coach: &mut CoachConfig, ws: &Workspace) {
     coach.paths.clear();
     let readers = [
@@ -134,9 +134,11 @@ mod tests {
         std::fs::write(dir.path().join("config.toml"), "port = 1").unwrap();
         let ws = Workspace::new(dir.path()).unwrap();
         let mut coach = CoachConfig::default();
-        coach.turn_off(Rule::ReadSource);
         tell_paths(&mut coach, &ws);
-        assert!(coach.paths.is_empty(), "no rule that reads them");
+        assert!(
+            coach.paths.is_empty(),
+            "no rule that reads them, by default"
+        );
         let readers = [
             Rule::NamedFile,
             Rule::GeneralCheck,
@@ -145,8 +147,6 @@ mod tests {
         ];
         for rule in readers {
             let mut coach = CoachConfig::default();
-            coach.turn_off(Rule::ReadSource);
-            coach.off.remove(&rule);
             coach.turn_on(rule);
             tell_paths(&mut coach, &ws);
             assert_eq!(coach.paths["read_file"], ["config.toml"], "{rule}");

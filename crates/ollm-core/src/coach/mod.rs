@@ -289,15 +289,20 @@
 //!   the 0.5B 19/54 against 18/54, and one 0.5B run overwrote `sales.csv` after its
 //!   read, on a `write_file` choice for "run wc -l". Both models often repeat the read
 //!   as their first call. No lift, so it stays on request.
-//! - **`read-source`**: `read-named`'s read, for a narrower case: the message names one
+//! - **`read-source`** (on request, [`Rule::ON_REQUEST`]): `read-named`'s read, for a narrower case: the message names one
 //!   of the caller's files and a file that does not exist (`text::names_new_file`), a
 //!   change's target. "Save the port from config.toml into port.txt": the 1.5B chose
 //!   `write_file` (or `read_file`) and wrote an invented port without reading, in every
 //!   wording of every pass of the tuning part (0/3 each). A message naming only an
 //!   existing file ("run wc -l on sales.csv", which the 0.5B chose `write_file` for,
 //!   and then overwrote the file after `read-named`'s read) gets no read. It adds one
-//!   read, never a write.
-//!   Measured in docs/tool-calling.md.
+//!   read, never a write. Measured on the tuning part (one repeat, `23-19-01Z` and
+//!   `23-54-09Z`): it acted in two runs of each model, the port task's casual and
+//!   polite wordings, and passed none. The models then had the port (the 1.5B answered
+//!   "7341" both times) but searched the file again, the repeat turn got the answer
+//!   nudge, which offers no tools, and nothing was written; the 0.5B's reply listed
+//!   the tools and `listed-tools-cut` kept its repeated read. No lift, so on request:
+//!   what the write still lacks is a turn with the tools after the idle one.
 //! - **`name-repair`** (`recover/types.rs`; off by default, below): a call's name matches
 //!   an offered tool ignoring case. The `functions.` prefix and `:N` suffix
 //!   (`functions.read_file:0`, servers' own spellings) are read for text calls whatever

@@ -178,7 +178,7 @@ impl Rule {
     /// the choice that cost the 1.5B tool questions, the five call repairs (`name-repair`,
     /// `path-in-name`, `typed-strings`, `key-hint`, `tools-hint`), which showed no lift in
     /// two repeats on either model, `answer-at-limit` and `named-file`, which acted in
-    /// too few of the eval's runs to show a lift, and `read-named` and
+    /// too few of the eval's runs to show a lift, and `read-named`, `read-source` and
     /// `answer-at-repeat-limit`, which showed none (coach docs).
     pub const ON_REQUEST: &'static [Rule] = &[
         Rule::ToolOrNone,
@@ -191,6 +191,7 @@ impl Rule {
         Rule::ReadNamed,
         Rule::AnswerAtLimit,
         Rule::AnswerAtRepeatLimit,
+        Rule::ReadSource,
         Rule::NameRepair,
         Rule::PathInName,
         Rule::TypedStrings,

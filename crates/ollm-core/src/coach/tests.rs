@@ -1019,8 +1019,8 @@ fn read_source() {
     let check = |case: &str, on: bool, chosen: &str, prompt: &str, want: Option<&str>| {
         let mut config = CoachConfig::default();
         config.turn_on(Rule::ToolOrNone);
-        if !on {
-            config.turn_off(Rule::ReadSource);
+        if on {
+            config.turn_on(Rule::ReadSource);
         }
         config.path_argument = Some("path".into());
         config.read_only = ["read_file".to_owned()].into();
