@@ -391,6 +391,84 @@ fn answer_at_repeat_limit() {
 }
 
 #[test]
+fn retry_after_idle() {
+    // The small models' dead end: a listing, then the same listing again.
+    let list = || call("list_dir", json!({"path": "."}));
+    let retried = |nudge| Heard::Calls {
+        dropped: 0,
+        sources: vec![Earlier],
+        record: false,
+        nudge,
+        stuck: None,
+        withholds: false,
+    };
+    let first = || calls(&[Run], true, None, None);
+    let retry = Some(Rule::RetryAfterIdle);
+    let idle = Some(Rule::AnswerAfterIdle);
+    let on = [Rule::RetryAfterIdle];
+    // A different call after the retry nudge runs; the next repeat gets the answer nudge.
+    let steps = || {
+        vec![
+            Step::Calls(vec![list()]),
+            Step::Calls(vec![list()]),
+            Step::Calls(vec![read_a()]),
+            Step::Calls(vec![read_a()]),
+        ]
+    };
+    let moved_on = vec![
+        first(),
+        retried(retry),
+        first(),
+        calls(&[Earlier], false, idle, None),
+    ];
+    check_with(&on, &[], &[], steps(), moved_on);
+    // Off by default: the first repeat gets the answer nudge.
+    let off = vec![
+        first(),
+        calls(&[Earlier], false, idle, None),
+        first(),
+        calls(&[Earlier], false, idle, None),
+    ];
+    check(&[], &[], steps(), off);
+    // The same call a third time still meets the repeat limit.
+    let again = (0..3).map(|_| Step::Calls(vec![list()])).collect();
+    let stuck = calls(&[Earlier], false, None, Some(0));
+    check_with(&on, &[], &[], again, vec![first(), retried(retry), stuck]);
+    // A turn that named only a tool not offered is idle but repeats nothing: the answer.
+    let unknown = vec![Step::Calls(vec![call("multiply", json!({"a": 6}))])];
+    let refused = calls(&[Run], true, idle, None);
+    check_with(&on, &[], &[], unknown, vec![refused]);
+}
+
+#[test]
+fn the_retry_turn_offers_only_the_tools_that_read() {
+    let mut tools = tools();
+    tools.register(Arc::new(Fake("write_file"))).unwrap();
+    let mut config = CoachConfig::default();
+    config.on.insert(Rule::RetryAfterIdle);
+    config.read_only = ["read_file", "list_dir", "search_text"]
+        .map(String::from)
+        .into();
+    let mut coach = Coach::new(config);
+    let turn = |coach: &mut Coach| hear_calls(coach, &tools, vec![read_a()]);
+    turn(&mut coach);
+    assert!(coach.withheld().is_empty());
+    turn(&mut coach);
+    assert_eq!(coach.withheld(), ["write_file"]);
+    let refused = coach
+        .withheld_answer("write_file", &tools.schemas())
+        .unwrap();
+    assert!(refused.is_error, "{}", refused.content);
+    // The next turn of calls offers every tool again.
+    hear_calls(
+        &mut coach,
+        &tools,
+        vec![call("list_dir", json!({"path": "."}))],
+    );
+    assert!(coach.withheld().is_empty());
+}
+
+#[test]
 fn skip_repeat_turn() {
     let steps = || {
         vec![
