@@ -144,17 +144,6 @@
 //!   repeated call and its "not run again" result in the history the 0.5B answers with
 //!   the same call again or talks about the error (0-2 of 4 probes, tools offered or
 //!   not; docs/tool-calling.md).
-//! - **`retry-after-idle`** (on request): the run's first turn whose calls all repeat
-//!   earlier ones is followed by the retry nudge instead of the answer nudge: the
-//!   result is above, make a different call or answer. The reply after it is offered
-//!   only the tools that read ([`CoachConfig::read_only`]; every tool when the caller
-//!   named none), so the nudge cannot invite a write; a second turn of repeats gets the
-//!   answer nudge. Both models' biggest class of failed tool tasks is a dead-end first
-//!   call (a listing, a search that missed or matched one line) repeated at once, after
-//!   which the answer nudge gets an answer from names alone (docs/tool-calling.md,
-//!   twelfth round). Probed on four of them with the 0.5B, it made a different call in
-//!   two and passed one. A third ask of the same call still meets `repeat-limit`, so it
-//!   is measured with `answer-at-repeat-limit`.
 //! - **`answer-after-idle`**: a turn none of whose calls ran, because each repeated an
 //!   earlier call or named a tool that is not offered, is followed by the answer nudge,
 //!   and the next reply is asked for with no tools offered. A turn with an unknown tool
@@ -164,6 +153,15 @@
 //!   `unknown_tool` calls, with the nudge it answers "42" (2 of 2 probes). A call it
 //!   still writes as text is read and run as usual, and a turn with a fresh call offers
 //!   the tools again, so a two-step task goes on.
+//!   A turn of repeats is where both models' failed tool tasks most often end (a listing
+//!   or a search that missed, then the same call), so a retry turn was tried in its
+//!   place (`retry-after-idle`, 2026-11-28): the first turn of repeats told the model
+//!   its result was above and asked for a different call or the answer, with only the
+//!   tools that read offered. It lost on both models' tuning part (0.5B 10/54 against
+//!   17/54 in the same pass; 1.5B 24/54 against 35-36/54 in four passes before): most
+//!   runs that repeat had their answer already, and with tools still on offer the 1.5B
+//!   answered "I'm sorry, but I cannot assist with that request" where the answer nudge
+//!   gets the value. It was removed; the answer nudge keeps the tools away.
 //! - **`answer-after-runaway`**: a reply after a result that the runaway detector stops
 //!   (the 0.5B lists the same calls line after line) is not recorded; the answer nudge
 //!   follows, once per run, with no tools.
@@ -448,12 +446,6 @@ pub struct Coach {
     /// The tools that change things the choice did not name, neither offered nor run
     /// this run (`changes-on-request`).
     withheld: Vec<String>,
-    /// Whether the run already told the model that its calls repeated earlier ones
-    /// (`retry-after-idle`).
-    retried: bool,
-    /// The tools withheld from the reply that follows that nudge: those that change
-    /// things (`retry-after-idle`); empty otherwise.
-    retry_withheld: Vec<String>,
     /// Whether a result of the last turn of calls was an error.
     calls_failed: bool,
     /// Whether the run asked `read-named` for its call already.
@@ -528,8 +520,6 @@ impl Coach {
             routed_tool: None,
             routed: false,
             withheld: Vec::new(),
-            retried: false,
-            retry_withheld: Vec::new(),
             read_named: false,
             calls_failed: false,
             asked: String::new(),
@@ -803,11 +793,7 @@ impl Coach {
     /// The tools this run neither offers nor runs, whatever the model writes
     /// (`changes-on-request`): a call to one is answered as a call to a tool not offered.
     pub(crate) fn withheld(&self) -> &[String] {
-        if self.retry_withheld.is_empty() {
-            &self.withheld
-        } else {
-            &self.retry_withheld
-        }
+        &self.withheld
     }
 
     /// The answer to a call to `name` when the run withholds that tool
@@ -818,12 +804,11 @@ impl Coach {
         name: &str,
         offered: &[ToolSchema],
     ) -> Option<ToolOutcome> {
-        let withheld = self.withheld();
-        if !withheld.iter().any(|w| w == name) {
+        if !self.withheld.iter().any(|w| w == name) {
             return None;
         }
         let available: Vec<&str> = (offered.iter().map(|t| t.name.as_str()))
-            .filter(|n| !withheld.iter().any(|w| w == n))
+            .filter(|n| !self.withheld.iter().any(|w| w == n))
             .collect();
         Some(ToolOutcome::error(format!(
             "Tool \"{name}\" is not offered for this message: it changes things, and the user \
@@ -1037,42 +1022,20 @@ impl Coach {
         let last_word = stuck.is_some() && !told && self.is_on(Rule::AnswerAtRepeatLimit);
         let earlier = |i: usize| plan.sources[i] == Source::Earlier;
         let idle = (0..calls.len()).all(|i| !tools.contains(&calls[i].name) || earlier(i));
-        let repeats = !calls.is_empty() && (0..calls.len()).all(earlier);
-        let retry = self.retry(tools, repeats && !told && stuck.is_none());
-        let idle = self.is_on(Rule::AnswerAfterIdle) && idle && stuck.is_none() && !retry;
+        let idle = self.is_on(Rule::AnswerAfterIdle) && idle && stuck.is_none();
         self.answer_due = idle || last_word;
         let rule = if last_word {
             Rule::AnswerAtRepeatLimit
-        } else if retry {
-            Rule::RetryAfterIdle
         } else {
             Rule::AnswerAfterIdle
         };
+        let repeats = !calls.is_empty() && (0..calls.len()).all(earlier);
         AfterCalls {
             record: !(repeats && self.is_on(Rule::SkipRepeatTurn)),
-            nudge: (self.answer_due || retry).then(|| Said::new(rule, false)),
+            nudge: self.answer_due.then(|| Said::new(rule, false)),
             stuck,
             last_word,
         }
-    }
-
-    /// After a turn of calls: whether the retry nudge follows it (`retry-after-idle`:
-    /// the rule on, the turn's calls all `repeats` of earlier ones, and the run not told
-    /// so yet); if so, the next reply is offered the tools of `tools` that only read
-    /// ([`CoachConfig::read_only`]; all of them when the caller named none), else the
-    /// tools withheld for that reply are offered again.
-    fn retry(&mut self, tools: &ToolRegistry, repeats: bool) -> bool {
-        self.retry_withheld.clear();
-        if !self.is_on(Rule::RetryAfterIdle) || !repeats || self.retried {
-            return false;
-        }
-        self.retried = true;
-        let read_only = &self.config.read_only;
-        if !read_only.is_empty() {
-            let changes = tools.names().into_iter().filter(|n| !read_only.contains(n));
-            self.retry_withheld = changes.chain(self.withheld.iter().cloned()).collect();
-        }
-        true
     }
 }
 

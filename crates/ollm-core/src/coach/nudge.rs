@@ -13,11 +13,6 @@ use super::rule::{CoachConfig, Rule};
 /// followed a result, after an empty answer, at the repeat limit and at the turn limit.
 pub(crate) const ANSWER: &str = "Now answer my question in plain words, without calling any tool.";
 
-/// After a turn of repeats: the result is there already; a different call, or the answer.
-const RETRY: &str = "That call was made already; its result is above. If it does not hold the \
-answer to my question, make a different call now (read a whole file, or another file); else \
-answer in plain words.";
-
 /// Asks an answer that showed how to call a tool to call it.
 const ACT: &str = "Do not tell me how to call the tools: call the one you need yourself now, \
 then answer my question from its result.";
@@ -43,8 +38,6 @@ pub enum Nudge {
     Act,
     /// The tools do reach what the answer said it cannot.
     Can,
-    /// A repeated call's result is above: call differently, or answer.
-    Retry,
 }
 
 impl Nudge {
@@ -54,7 +47,6 @@ impl Nudge {
             Nudge::Answer => ANSWER.to_owned(),
             Nudge::Act => ACT.to_owned(),
             Nudge::Can => can(config.scope.as_deref()),
-            Nudge::Retry => RETRY.to_owned(),
         }
     }
 
@@ -76,13 +68,12 @@ impl Nudge {
             | Rule::AnswerAtLimit => Nudge::Answer,
             Rule::ActNudge => Nudge::Act,
             Rule::CanNudge => Nudge::Can,
-            Rule::RetryAfterIdle => Nudge::Retry,
             _ => return None,
         })
     }
 
     /// Whether the reply to this nudge is asked for with no tools offered: the answer
-    /// nudge asks for words; the act, can and retry nudges ask for a call.
+    /// nudge asks for words; the act and can nudges ask for a call.
     pub fn withholds_tools(self) -> bool {
         self == Nudge::Answer
     }
@@ -105,7 +96,7 @@ mod tests {
         );
         let text = Nudge::Can.text(&CoachConfig::default());
         assert!(!text.contains("folder"), "{text}");
-        for nudge in [Nudge::Answer, Nudge::Act, Nudge::Can, Nudge::Retry] {
+        for nudge in [Nudge::Answer, Nudge::Act, Nudge::Can] {
             assert_eq!(nudge.message(&folder).text(), nudge.text(&folder));
         }
     }
@@ -116,7 +107,6 @@ mod tests {
             .filter_map(|&r| Nudge::said_by(r).map(|n| (r, n)))
             .collect();
         let want = vec![
-            (Rule::RetryAfterIdle, Nudge::Retry),
             (Rule::AnswerAfterIdle, Nudge::Answer),
             (Rule::AnswerAfterRunaway, Nudge::Answer),
             (Rule::AnswerAfterEmpty, Nudge::Answer),
@@ -127,9 +117,9 @@ mod tests {
             (Rule::CanNudge, Nudge::Can),
         ];
         assert_eq!(said, want);
-        let withholding: Vec<bool> = [Nudge::Answer, Nudge::Act, Nudge::Can, Nudge::Retry]
+        let withholding: Vec<bool> = [Nudge::Answer, Nudge::Act, Nudge::Can]
             .map(Nudge::withholds_tools)
             .to_vec();
-        assert_eq!(withholding, [true, false, false, false]);
+        assert_eq!(withholding, [true, false, false]);
     }
 }

@@ -93,9 +93,6 @@ rules! {
     /// A turn of repeats only is not recorded.
     SkipRepeatTurn = "skip-repeat-turn",
         "a turn whose calls all repeat earlier ones is not recorded in the history";
-    /// After the run's first turn of repeats only, a different call or the answer.
-    RetryAfterIdle = "retry-after-idle",
-        "after the run's first turn whose calls all repeat earlier ones, the model is told so and asked for a different call or the answer, with the tools that only read offered; the answer nudge follows the next such turn";
     /// After a turn none of whose calls ran, the answer nudge, and no tools.
     AnswerAfterIdle = "answer-after-idle",
         "after a turn none of whose calls ran (repeats, unknown tools) the model is asked to answer, with no tools offered";
@@ -182,8 +179,7 @@ impl Rule {
     /// `path-in-name`, `typed-strings`, `key-hint`, `tools-hint`), which showed no lift in
     /// two repeats on either model, `answer-at-limit` and `named-file`, which acted in
     /// too few of the eval's runs to show a lift, and `read-named`, `read-source` and
-    /// `answer-at-repeat-limit`, which showed none, and `retry-after-idle`, new and being
-    /// measured (coach docs).
+    /// `answer-at-repeat-limit`, which showed none (coach docs).
     pub const ON_REQUEST: &'static [Rule] = &[
         Rule::ToolOrNone,
         Rule::RoutedCall,
@@ -196,7 +192,6 @@ impl Rule {
         Rule::AnswerAtLimit,
         Rule::AnswerAtRepeatLimit,
         Rule::ReadSource,
-        Rule::RetryAfterIdle,
         Rule::NameRepair,
         Rule::PathInName,
         Rule::TypedStrings,

@@ -266,41 +266,6 @@ fn a_run_stuck_at_the_repeat_limit_answers_from_its_results() {
     assert!(refused, "{events:#?}");
 }
 
-/// `retry-after-idle`: a listing repeated at once gets the retry nudge, with only the
-/// tools that read offered; the different call that follows runs, the answer ends the
-/// run, and the nudge leaves the history.
-#[test]
-fn a_repeated_listing_is_asked_for_a_different_call_with_the_reads_alone() {
-    let list = RecordingTool::new("list_dir").returns(json!("notes/"));
-    let write = RecordingTool::new("write_file").returns(json!("written"));
-    let provider = MockProvider::builder()
-        .turn(call_turn("c1", json!({"path": "."})))
-        .turn(call_turn("c2", json!({"path": "."})))
-        .turn(call_turn("c3", json!({"path": "notes"})))
-        .turn(vec![ev::text("3 are open."), ev::finish()])
-        .build();
-    let tools = registry([list.clone(), write.clone()]);
-    let c = client_with(provider.clone(), tools, |cfg| {
-        cfg.coach.turn_on(Rule::RetryAfterIdle);
-        cfg.coach.read_only = ["list_dir".to_owned()].into();
-    });
-    let events = block_on(chat(&c, "how many todos are open?"));
-    check_events(&events);
-    assert_eq!(finish_reason(&events), FinishReason::Stop);
-    assert_eq!((provider.request_count(), list.call_count()), (4, 2));
-    let requests = provider.requests();
-    let offered =
-        |i: usize| -> Vec<String> { requests[i].tools.iter().map(|t| t.name.clone()).collect() };
-    assert_eq!(offered(1), ["list_dir", "write_file"]);
-    assert_eq!(offered(2), ["list_dir"]);
-    assert_eq!(offered(3), ["list_dir", "write_file"]);
-    let nudged = requests[2].messages.last().unwrap().text();
-    assert_eq!(nudged, said(Nudge::Retry));
-    let texts: Vec<String> = c.history().messages().iter().map(|m| m.text()).collect();
-    assert_eq!(count_text(&texts, &said(Nudge::Retry)), 0, "{texts:?}");
-    assert_eq!(texts.last().unwrap(), "3 are open.");
-}
-
 #[test]
 fn a_reply_that_repeats_itself_is_stopped() {
     // The stream never finishes: only the detector can end this turn.
