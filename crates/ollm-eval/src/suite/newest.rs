@@ -14,6 +14,9 @@
 //!   files out and shows their baseline `auto` rows only in the ablation table, so here
 //!   too an ablation's baseline is not an `auto` figure: it answers what a rule changes,
 //!   on the tuning part only.
+//! - **Only files that ran a part's whole task set** give its figures: a run on a few
+//!   of its tasks (`--tasks`, to measure a rule that acts only there) stays in the
+//!   columns table, and its success is over those tasks only.
 //! - **Sampling is part of the key**: a run at temperature 0 is not a newer figure of
 //!   the default column, whose sampling is what a user of a stock server gets.
 //! - **Per part, every measure**: calls and seconds per task too are over that part's
@@ -49,8 +52,26 @@ pub(super) struct Newest<'a> {
     pub(super) name: &'a str,
 }
 
-/// The newest measures for each model, sampling, column and part among `files`.
+/// The most tasks any of `files` measured of each part: a part's whole task set.
+fn whole_parts(files: &[(ResultFile, String)]) -> [usize; 2] {
+    let mut most = [0; 2];
+    for (file, _) in files.iter().filter(|(f, _)| counts(f)) {
+        for column in &file.columns {
+            for (rank, part) in PARTS.iter().enumerate() {
+                if let Some(m) = measures::measure(&file.runs, column, Some(part)) {
+                    most[rank] = most[rank].max(m.tasks);
+                }
+            }
+        }
+    }
+    most
+}
+
+/// The newest measures for each model, sampling, column and part among `files`, over
+/// the part's whole task set: a file run on some of its tasks (`--tasks`) measured a
+/// change there, not what the column does on the part.
 pub(super) fn select(files: &[(ResultFile, String)]) -> BTreeMap<Key, Newest<'_>> {
+    let whole = whole_parts(files);
     let mut out: BTreeMap<Key, Newest<'_>> = BTreeMap::new();
     for (file, name) in files.iter().filter(|(f, _)| counts(f)) {
         for column in &file.columns {
@@ -58,6 +79,9 @@ pub(super) fn select(files: &[(ResultFile, String)]) -> BTreeMap<Key, Newest<'_>
                 let Some(m) = measures::measure(&file.runs, column, Some(part)) else {
                     continue;
                 };
+                if m.tasks < whole[rank] {
+                    continue;
+                }
                 let key = (
                     file.model.clone(),
                     file.sampling.clone(),
@@ -221,6 +245,17 @@ mod tests {
                 ("auto", "held-out", "docs/eval/e-cold.json"),
             ],
         );
+    }
+
+    #[test]
+    fn a_file_run_on_some_of_a_parts_tasks_gives_no_figure_of_the_part() {
+        let mut whole = file("2026-11-26T10-00-00Z", &["auto"], &["tuning"], true);
+        let mut second = whole.runs[0].clone();
+        second.task = "another.casual".into();
+        whole.runs.push(second);
+        let some = file("2026-11-26T12-00-00Z", &["auto", "plain"], &["tuning"], true);
+        let files = vec![(whole, "whole".into()), (some, "some".into())];
+        check(files, &[("auto", "tuning", "whole")]);
     }
 
     #[test]
