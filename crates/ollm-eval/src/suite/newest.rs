@@ -253,7 +253,12 @@ mod tests {
         let mut second = whole.runs[0].clone();
         second.task = "another.casual".into();
         whole.runs.push(second);
-        let some = file("2026-11-26T12-00-00Z", &["auto", "plain"], &["tuning"], true);
+        let some = file(
+            "2026-11-26T12-00-00Z",
+            &["auto", "plain"],
+            &["tuning"],
+            true,
+        );
         let files = vec![(whole, "whole".into()), (some, "some".into())];
         check(files, &[("auto", "tuning", "whole")]);
     }
