@@ -62,11 +62,13 @@ pub(crate) struct Built {
 }
 
 /// Tells the coach the paths the built-in read tools can take in `ws` now (`known-paths`,
-/// which holds a routed call's path to them; `named-file`, `general-check` and
-/// `read-named` and `read-source`, which read a message that names one): folders
+/// which holds a routed call's path to them; `named-file`, `general-check`,
+/// `read-named`, `read-source` and `change-after-idle`, which read a message that names
+/// one, or a file that is not one of them): folders
 /// for `list_dir`, files for `read_file`, both for `search_text`; none when the folder
-/// holds too many, and no walk of the folder at all while those rules are off (the
-/// default).
+/// holds too many, and no walk of the folder at all while those rules are off
+/// (`read-source` and `change-after-idle` are on by default, for a message that names
+/// a file to write).
 pub(crate) fn tell_paths(coach: &mut CoachConfig, ws: &Workspace) {
     coach.paths.clear();
     let readers = [
@@ -75,6 +77,7 @@ pub(crate) fn tell_paths(coach: &mut CoachConfig, ws: &Workspace) {
         Rule::GeneralCheck,
         Rule::ReadNamed,
         Rule::ReadSource,
+        Rule::ChangeAfterIdle,
     ];
     if !readers.iter().any(|&r| coach.is_on(r)) {
         return;
@@ -135,18 +138,22 @@ mod tests {
         let ws = Workspace::new(dir.path()).unwrap();
         let mut coach = CoachConfig::default();
         tell_paths(&mut coach, &ws);
-        assert!(
-            coach.paths.is_empty(),
-            "no rule that reads them, by default"
-        );
+        assert_eq!(coach.paths["read_file"], ["config.toml"], "by default");
+        let mut coach = CoachConfig::default();
+        coach.turn_off(Rule::ReadSource);
+        coach.turn_off(Rule::ChangeAfterIdle);
+        tell_paths(&mut coach, &ws);
+        assert!(coach.paths.is_empty(), "no rule that reads them");
         let readers = [
             Rule::NamedFile,
             Rule::GeneralCheck,
             Rule::ReadNamed,
             Rule::ReadSource,
+            Rule::ChangeAfterIdle,
         ];
         for rule in readers {
-            let mut coach = CoachConfig::default();
+            let mut coach = CoachConfig::all_off();
+            coach.off.remove(&rule);
             coach.turn_on(rule);
             tell_paths(&mut coach, &ws);
             assert_eq!(coach.paths["read_file"], ["config.toml"], "{rule}");

@@ -386,7 +386,9 @@ impl Run {
         self.settings.strategy = own;
         self.routed = false;
         let made = self.coach.call_count() > calls;
-        self.coach.routed_call_played(made);
+        if let Some(said) = self.coach.routed_call_played(made) {
+            self.say(said);
+        }
         match played {
             Err(TurnFailure::Fallback(_)) => {
                 tracing::debug!("coach: routed-call: the server refused the constrained call");
@@ -718,7 +720,7 @@ impl Run {
             if answer.is_none() {
                 *answer = match self.last_word {
                     Some(unrun) => Some(ToolOutcome::error(unrun)),
-                    None => (self.coach).withheld_answer(&call.name, &self.settings.offered),
+                    None => (self.coach).withheld_answer(call, &self.settings.offered),
                 };
             }
         }
@@ -800,7 +802,26 @@ impl Run {
             self.record_calls_unfinished(partial, &results, CANCELLED_RESULT);
             return TurnEnd::Finish(FinishReason::Cancelled);
         }
+        self.check_change(calls, &plan).await;
         self.record_calls(&planned, &plan, results)
+    }
+
+    /// Asks what the message needs when `change-after-idle` may oblige a change after
+    /// these calls (see [`Coach::change_check`]), and tells the coach the reply.
+    async fn check_change(&mut self, calls: &[ToolCall], plan: &CallPlan) {
+        let model = self.settings.model.clone();
+        let tools = &self.settings.tools;
+        let Some(request) = self.coach.change_check(&model, tools, calls, plan) else {
+            return;
+        };
+        let text = self.choose_unless_cancelled(request).await;
+        self.coach.confirm_change(text.as_deref());
+        let detail = format!(
+            "asked what the message needs: {}",
+            text.as_deref().unwrap_or("no reply")
+        );
+        self.sink
+            .coached(Rule::ChangeAfterIdle, None, detail, false);
     }
 
     /// Hands the calls of `planned` that would run back to the caller ([`CallMode::HandBack`]):
@@ -851,6 +872,11 @@ impl Run {
             warn_stuck(&self.sink, &calls[i], after.last_word);
         }
         if let Some(said) = after.nudge {
+            // `change-after-idle` obliges its call as `routed-call` does: on a strategy
+            // that takes none, its nudge alone asks for the change.
+            if said.rule == Rule::ChangeAfterIdle && !self.settings.strategy.takes_routed_calls() {
+                self.coach.routed_call_played(false);
+            }
             self.say(said);
         }
         match after.stuck {

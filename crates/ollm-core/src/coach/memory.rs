@@ -76,6 +76,12 @@ impl CallMemory {
         !self.seen.is_empty()
     }
 
+    /// Whether the run has called the tool `name`, with any arguments.
+    pub(crate) fn called(&self, name: &str) -> bool {
+        let prefix = format!("{name}\u{0}");
+        self.seen.keys().any(|k| k.starts_with(&prefix))
+    }
+
     /// How many calls the run has made: each call once per turn that made it.
     pub(crate) fn count(&self) -> u32 {
         self.seen.values().map(|seen| seen.times).sum()

@@ -93,6 +93,19 @@
 //!   runs on the tuning part, same pass: the 1.5B 27/54 with it, 28/54 without
 //!   (`15-28-42Z`); the 0.5B 17/54 and 20/54 (`15-30-36Z`; docs/tool-calling.md, "Ninth
 //!   round").
+//! - **`scoped-choice`** (on): the choice's text opens "Tools that work on this folder"
+//!   (the caller's scope) where, off, it opens "Tools you can use", as `ollm serve`'s
+//!   does (serve has no scope). Why a switch: serve kept restraint 12/12 on the 1.5B's
+//!   held-out part in every pass where `ollm run` kept 9/12, and asked alone on the
+//!   tuning wordings (temperature 0) the 1.5B chose `none` right on 13/15 without the
+//!   scope against 9/15 with it. In whole runs on the tuning part (2026-11-28,
+//!   `03-58-56Z`, one pass) the trade went the other way on the 1.5B: off, 31/54
+//!   (restraint 13/15, tool 16/30, write 2/9) against 35-36/54 on in the four passes
+//!   before (restraint 11/15, tool 19-21/30, write 3-5/9); the choice without the scope
+//!   said `none` for "run wc -l on sales.csv" and the `.gitignore` writes,
+//!   or `changes-both-orders` did in the reverse order. The 0.5B: 20/54 off (restraint
+//!   14/15) against 17-19/54 on. It stays on; a caller whose model keeps restraint
+//!   better without it turns it off.
 //! - **`general-check`** (on request, [`Rule::ON_REQUEST`]): when `tool-or-none` named a
 //!   tool that only reads, for a message that names none of the caller's files
 //!   ([`CoachConfig::paths`], as `named-file` reads them), a second short request asks
@@ -298,7 +311,7 @@
 //!   the 0.5B 19/54 against 18/54, and one 0.5B run overwrote `sales.csv` after its
 //!   read, on a `write_file` choice for "run wc -l". Both models often repeat the read
 //!   as their first call. No lift, so it stays on request.
-//! - **`read-source`** (on request, [`Rule::ON_REQUEST`]): `read-named`'s read, for a narrower case: the message names one
+//! - **`read-source`** (on since 2026-11-28, with `change-after-idle`): `read-named`'s read, for a narrower case: the message names one
 //!   of the caller's files and a file that does not exist (`text::names_new_file`), a
 //!   change's target. "Save the port from config.toml into port.txt": the 1.5B chose
 //!   `write_file` (or `read_file`) and wrote an invented port without reading, in every
@@ -310,8 +323,36 @@
 //!   polite wordings, and passed none. The models then had the port (the 1.5B answered
 //!   "7341" both times) but searched the file again, the repeat turn got the answer
 //!   nudge, which offers no tools, and nothing was written; the 0.5B's reply listed
-//!   the tools and `listed-tools-cut` kept its repeated read. No lift, so on request:
-//!   what the write still lacks is a turn with the tools after the idle one.
+//!   the tools and `listed-tools-cut` kept its repeated read. No lift alone: what the
+//!   write lacked was a turn with the tools after the idle one, which
+//!   `change-after-idle` gives; with it, both are on since 2026-11-28 (below).
+//! - **`change-after-idle`** (on): after a turn none of whose calls ran, for a message
+//!   that names a file that does not exist (`text::new_files`), in a run that chose
+//!   tools and has not called the one offered tool that changes things and requires the
+//!   caller's path argument (the CLI: `write_file`), one short request asks whether the
+//!   message asks for an `answer` or a file `write` (`route::change_request`, under a
+//!   schema); on a clean `write`, in place of the answer nudge, the change nudge and a
+//!   reply obliged to call that tool alone, as `routed-call` obliges one, its path held
+//!   to the new files the message names; the write made, the answer nudge. A call in
+//!   that turn to another tool or path is answered "not run" (the server may not hold
+//!   the reply to the schema). Once a run.
+//!   Why: "save the port from config.toml into port.txt" read the port, repeated the
+//!   search, and got the answer nudge, which offers no tools: the port was told, never
+//!   saved (1.5B, every wording, most passes). Each guard has a reason seen on the real
+//!   model: unconstrained, the obliged write went to `config.toml` with "port = 7342"
+//!   (the change nudge first said "make the change I asked for"; it now says "do what I
+//!   asked"); without the question, a message that names a new file only to ask about
+//!   it ("is there a port.txt next to config.toml?") would get one; asked by kind as
+//!   `general-check` asks, the 1.5B said `files` for the port task (2 of 6 runs acted,
+//!   `04-50-25Z`), while asked `answer` or `write` it said `write` for 7 of the 9 tuning
+//!   writes, none of the 30 tool questions and 1 of 15 no-tool ones. Without the answer
+//!   nudge after the write, the 1.5B answered "I'm sorry, but I can't assist with that."
+//!   Measured on the tuning part's write tasks that name a file (`shopping-list`,
+//!   `port-file`; the only tuning tasks where either rule can act), three repeats:
+//!   the 1.5B 14/18 with `read-source` (`05-09-16Z`) against 6/18 with neither and
+//!   9/18 with this rule alone (`04-28-35Z`, same pass, a build that did not ask the
+//!   question yet; both rules there: 15/18); the 0.5B 6/18 against 3/18, and 6/18 for
+//!   either column of that pass. No unasked write in any of those runs.
 //! - **`name-repair`** (`recover/types.rs`; off by default, below): a call's name matches
 //!   an offered tool ignoring case. The `functions.` prefix and `:N` suffix
 //!   (`functions.read_file:0`, servers' own spellings) are read for text calls whatever
@@ -450,6 +491,15 @@ pub struct Coach {
     calls_failed: bool,
     /// Whether the run asked `read-named` for its call already.
     read_named: bool,
+    /// Whether `change-after-idle` obliged its call already.
+    asked_to_change: bool,
+    /// Whether `change-after-idle` asked what the message needs, and the reply said a
+    /// change.
+    change_checked: bool,
+    change_confirmed: bool,
+    /// The paths the call `change-after-idle` obliges may take: the new files the
+    /// message names (never one of the caller's existing files).
+    change_targets: Vec<String>,
     /// The text of the run's user message (`dotted-path`): empty for a coach made
     /// without the conversation.
     asked: String,
@@ -521,6 +571,10 @@ impl Coach {
             routed: false,
             withheld: Vec::new(),
             read_named: false,
+            asked_to_change: false,
+            change_checked: false,
+            change_confirmed: false,
+            change_targets: Vec::new(),
             calls_failed: false,
             asked: String::new(),
         }
@@ -801,9 +855,13 @@ impl Coach {
     /// it does not withhold it (the call runs as any other).
     pub(crate) fn withheld_answer(
         &self,
-        name: &str,
+        call: &ToolCall,
         offered: &[ToolSchema],
     ) -> Option<ToolOutcome> {
+        let name = call.name.as_str();
+        if let Some(refused) = self.off_target(call) {
+            return Some(refused);
+        }
         if !self.withheld.iter().any(|w| w == name) {
             return None;
         }
@@ -832,8 +890,12 @@ impl Coach {
     /// no path argument, or the tool takes none.
     pub(crate) fn routed_schema(&self, tool: &ToolSchema) -> Option<ToolSchema> {
         let key = self.config.path_argument.as_deref()?;
-        let paths = self.config.paths.get(&tool.name).filter(|p| !p.is_empty());
-        let paths = paths.filter(|_| self.is_on(Rule::KnownPaths))?;
+        let paths = if self.change_targets.is_empty() {
+            let paths = self.config.paths.get(&tool.name).filter(|p| !p.is_empty());
+            paths.filter(|_| self.is_on(Rule::KnownPaths))?
+        } else {
+            &self.change_targets
+        };
         let mut tool = tool.clone();
         let property = tool.parameters.get_mut("properties")?.get_mut(key)?;
         let mut known = serde_json::json!({"type": "string", "enum": paths});
@@ -847,10 +909,20 @@ impl Coach {
     /// After the turn that was to call the chosen tool, however it went, given whether
     /// it `made` a call: when the call ran without an error, the model answers next,
     /// with no tools; otherwise (no call, or an error to recover from) the run's own
-    /// strategy plays the rest of the run.
-    pub(crate) fn routed_call_played(&mut self, made: bool) {
+    /// strategy plays the rest of the run. After the call `change-after-idle` obliged,
+    /// made without an error, the answer nudge to say.
+    pub(crate) fn routed_call_played(&mut self, made: bool) -> Option<Said> {
         self.routed_tool = None;
+        let changed = !self.change_targets.is_empty() && made && !self.calls_failed;
+        self.change_targets.clear();
         self.routed_none |= made && !self.calls_failed;
+        // The change made, the answer nudge: without it the 1.5B answered the result
+        // "I'm sorry, but I can't assist with that."
+        changed.then_some(Said {
+            nudge: Nudge::Answer,
+            rule: Rule::ChangeAfterIdle,
+            drops_reply: false,
+        })
     }
 
     /// How many calls the run has made (each once per turn that made it).
@@ -1022,20 +1094,118 @@ impl Coach {
         let last_word = stuck.is_some() && !told && self.is_on(Rule::AnswerAtRepeatLimit);
         let earlier = |i: usize| plan.sources[i] == Source::Earlier;
         let idle = (0..calls.len()).all(|i| !tools.contains(&calls[i].name) || earlier(i));
+        let change = (idle && stuck.is_none() && !last_word && self.change_confirmed)
+            .then(|| self.pending_change(tools))
+            .flatten();
         let idle = self.is_on(Rule::AnswerAfterIdle) && idle && stuck.is_none();
-        self.answer_due = idle || last_word;
+        self.answer_due = (idle || last_word) && change.is_none();
         let rule = if last_word {
             Rule::AnswerAtRepeatLimit
+        } else if change.is_some() {
+            Rule::ChangeAfterIdle
         } else {
             Rule::AnswerAfterIdle
         };
+        let changes = change.is_some();
+        if let Some((tool, targets)) = change {
+            self.asked_to_change = true;
+            self.routed_tool = Some(tool);
+            self.change_targets = targets;
+        }
         let repeats = !calls.is_empty() && (0..calls.len()).all(earlier);
         AfterCalls {
             record: !(repeats && self.is_on(Rule::SkipRepeatTurn)),
-            nudge: self.answer_due.then(|| Said::new(rule, false)),
+            nudge: (self.answer_due || changes).then(|| Said::new(rule, false)),
             stuck,
             last_word,
         }
+    }
+}
+
+impl Coach {
+    /// Before a turn's calls are learned: when none of them ran (each repeated an earlier
+    /// call or named a tool not in `tools`) and `change-after-idle` may oblige a change,
+    /// the request that asks the model, once a run, whether the message asks for an
+    /// answer or a file written; [`Coach::confirm_change`] reads the reply. A change is
+    /// obliged only on a clean `write`: a message that names a new file may only ask
+    /// about it ("is there a notes.txt?").
+    pub(crate) fn change_check(
+        &mut self,
+        model: &str,
+        tools: &ToolRegistry,
+        calls: &[ToolCall],
+        plan: &CallPlan,
+    ) -> Option<ProviderRequest> {
+        let earlier = |i: usize| plan.sources[i] == Source::Earlier;
+        let idle = (0..calls.len()).all(|i| !tools.contains(&calls[i].name) || earlier(i));
+        if !idle || self.change_checked {
+            return None;
+        }
+        self.pending_change(tools)?;
+        self.change_checked = true;
+        let prompt = Message::user(self.asked.clone());
+        Some(route::change_request(model, &prompt))
+    }
+
+    /// Reads the reply to [`Coach::change_check`] (`None` when the request failed).
+    pub(crate) fn confirm_change(&mut self, text: Option<&str>) {
+        self.change_confirmed = text.is_some_and(route::read_change);
+    }
+
+    /// The answer to `call` in the turn `change-after-idle` obliges, when it is not the
+    /// obliged tool with a path the message named as new: the server may not have held
+    /// the reply to the schema, and the change must never reach an existing file.
+    fn off_target(&self, call: &ToolCall) -> Option<ToolOutcome> {
+        if self.change_targets.is_empty() {
+            return None;
+        }
+        let key = self.config.path_argument.as_deref().unwrap_or_default();
+        let path = call.arguments.get(key).and_then(Value::as_str);
+        let on_target = self.routed_tool.as_deref() == Some(call.name.as_str())
+            && path.is_some_and(|p| self.change_targets.iter().any(|t| t == p));
+        (!on_target).then(|| {
+            ToolOutcome::error(format!(
+                "not run: this turn may only call {} with {key} {}, the file the user named",
+                self.routed_tool.as_deref().unwrap_or_default(),
+                self.change_targets.join(" or ")
+            ))
+        })
+    }
+
+    /// The tool `change-after-idle` obliges after a turn none of whose calls ran (once
+    /// [`Coach::confirm_change`] heard a change is needed), and the paths it may take:
+    /// the one of `tools` not named read-only and not withheld whose schema requires the
+    /// caller's path argument, when the run chose tools, its message names a file that is
+    /// not one of the caller's paths (a change's target: "save the port into port.txt"),
+    /// and it has not called that tool yet. `None` when the rule is off or acted once,
+    /// the caller listed no paths, or any of that does not hold.
+    fn pending_change(&self, tools: &ToolRegistry) -> Option<(String, Vec<String>)> {
+        let due = self.is_on(Rule::ChangeAfterIdle)
+            && !self.asked_to_change
+            && self.routed
+            && !self.routed_none
+            && !self.config.read_only.is_empty()
+            && !self.config.paths.is_empty();
+        let files = self.config.paths.values().flatten();
+        let targets = text::new_files(&self.asked, files);
+        if !due || targets.is_empty() {
+            return None;
+        }
+        let key = self.config.path_argument.as_deref()?;
+        let requires_path = |tool: &ToolSchema| {
+            let required = tool.parameters.get("required").and_then(Value::as_array);
+            required.is_some_and(|r| r.iter().any(|k| k == key))
+        };
+        let declares_path = |tool: &ToolSchema| tool.parameters["properties"].get(key).is_some();
+        let mut changers = tools.schemas().into_iter().filter(|t| {
+            !self.config.read_only.contains(&t.name)
+                && !self.withheld.contains(&t.name)
+                && requires_path(t)
+                && declares_path(t)
+        });
+        let changer = changers.next()?;
+        let called = self.memory.called(&changer.name);
+        (changers.next().is_none() && !called).then(|| (changer.name.clone(), targets))
     }
 }
 

@@ -13,6 +13,9 @@ use super::rule::{CoachConfig, Rule};
 /// followed a result, after an empty answer, at the repeat limit and at the turn limit.
 pub(crate) const ANSWER: &str = "Now answer my question in plain words, without calling any tool.";
 
+/// Asks for the change the user's message asked for (`change-after-idle`).
+const CHANGE: &str = "Now do what I asked, with what the results above say.";
+
 /// Asks an answer that showed how to call a tool to call it.
 const ACT: &str = "Do not tell me how to call the tools: call the one you need yourself now, \
 then answer my question from its result.";
@@ -38,6 +41,8 @@ pub enum Nudge {
     Act,
     /// The tools do reach what the answer said it cannot.
     Can,
+    /// Make the change asked for.
+    Change,
 }
 
 impl Nudge {
@@ -47,6 +52,7 @@ impl Nudge {
             Nudge::Answer => ANSWER.to_owned(),
             Nudge::Act => ACT.to_owned(),
             Nudge::Can => can(config.scope.as_deref()),
+            Nudge::Change => CHANGE.to_owned(),
         }
     }
 
@@ -68,6 +74,7 @@ impl Nudge {
             | Rule::AnswerAtLimit => Nudge::Answer,
             Rule::ActNudge => Nudge::Act,
             Rule::CanNudge => Nudge::Can,
+            Rule::ChangeAfterIdle => Nudge::Change,
             _ => return None,
         })
     }
@@ -96,7 +103,7 @@ mod tests {
         );
         let text = Nudge::Can.text(&CoachConfig::default());
         assert!(!text.contains("folder"), "{text}");
-        for nudge in [Nudge::Answer, Nudge::Act, Nudge::Can] {
+        for nudge in [Nudge::Answer, Nudge::Act, Nudge::Can, Nudge::Change] {
             assert_eq!(nudge.message(&folder).text(), nudge.text(&folder));
         }
     }
@@ -110,6 +117,7 @@ mod tests {
             (Rule::AnswerAfterIdle, Nudge::Answer),
             (Rule::AnswerAfterRunaway, Nudge::Answer),
             (Rule::AnswerAfterEmpty, Nudge::Answer),
+            (Rule::ChangeAfterIdle, Nudge::Change),
             (Rule::AnswerAtRepeatLimit, Nudge::Answer),
             (Rule::AnswerAtLimit, Nudge::Answer),
             (Rule::AnswerAfterNothing, Nudge::Answer),
@@ -117,9 +125,9 @@ mod tests {
             (Rule::CanNudge, Nudge::Can),
         ];
         assert_eq!(said, want);
-        let withholding: Vec<bool> = [Nudge::Answer, Nudge::Act, Nudge::Can]
+        let withholding: Vec<bool> = [Nudge::Answer, Nudge::Act, Nudge::Can, Nudge::Change]
             .map(Nudge::withholds_tools)
             .to_vec();
-        assert_eq!(withholding, [true, false, false]);
+        assert_eq!(withholding, [true, false, false, false]);
     }
 }

@@ -57,6 +57,9 @@ rules! {
     /// The choice says the caller's scope holds the user's own things.
     OwnThings = "own-things",
         "the `tool-or-none` choice says the caller's scope (the CLI: this folder) holds the user's own things: their project, notes, plans, data and contacts";
+    /// The choice says where the tools work: the caller's scope.
+    ScopedChoice = "scoped-choice",
+        "the `tool-or-none` choice says where the tools work (the caller's scope; the CLI: this folder); off, it lists them as tools the model can use";
     /// A read chosen for a message naming no file is checked: is the message general?
     GeneralCheck = "general-check",
         "when `tool-or-none` named a tool that only reads for a message that names none of the caller's files, the model is asked what the message needs (general, files or a change), and `general` offers no tools";
@@ -102,6 +105,9 @@ rules! {
     /// An empty answer after the run's calls is asked again, once.
     AnswerAfterEmpty = "answer-after-empty",
         "an empty answer after the run's calls is dropped and the model asked to answer, once";
+    /// After a turn none of whose calls ran, a change the message asks for is made.
+    ChangeAfterIdle = "change-after-idle",
+        "after a turn none of whose calls ran, when the message names a file that does not exist and the run has not called the one offered tool that changes things and takes a path, the next reply is a call to that tool alone, its arguments constrained, in place of the answer nudge";
     /// A run the repeat limit stops gets one more reply, to answer, with no tools.
     AnswerAtRepeatLimit = "answer-at-repeat-limit",
         "a run the repeat limit stops, when it has not asked for the answer yet, is asked to answer from its results in one more reply, with no tools offered and no call run";
@@ -178,7 +184,7 @@ impl Rule {
     /// the choice that cost the 1.5B tool questions, the five call repairs (`name-repair`,
     /// `path-in-name`, `typed-strings`, `key-hint`, `tools-hint`), which showed no lift in
     /// two repeats on either model, `answer-at-limit` and `named-file`, which acted in
-    /// too few of the eval's runs to show a lift, and `read-named`, `read-source` and
+    /// too few of the eval's runs to show a lift, and `read-named` and
     /// `answer-at-repeat-limit`, which showed none (coach docs).
     pub const ON_REQUEST: &'static [Rule] = &[
         Rule::ToolOrNone,
@@ -191,7 +197,6 @@ impl Rule {
         Rule::ReadNamed,
         Rule::AnswerAtLimit,
         Rule::AnswerAtRepeatLimit,
-        Rule::ReadSource,
         Rule::NameRepair,
         Rule::PathInName,
         Rule::TypedStrings,

@@ -1051,6 +1051,192 @@ fn read_source() {
     );
 }
 
+/// `change-after-idle`: the 1.5B read config.toml for "save the port from config.toml
+/// into port.txt", repeated the read, and answered the port under the answer nudge,
+/// with no tools to write it (eval tuning part, every wording, most passes). After the
+/// idle turn, the write is obliged, once, only when the message names a new file, the
+/// run chose tools and has not called the writer, and one writer takes a path.
+#[test]
+fn change_after_idle() {
+    let mut registry = tools();
+    registry.register(Arc::new(Fake("write_file"))).unwrap();
+    let schemas = registry.schemas();
+    let into = "save the port from config.toml into port.txt";
+    let check_need = |case: &str,
+                      on: bool,
+                      chosen: &str,
+                      prompt: &str,
+                      made: &[&str],
+                      need: &str,
+                      want: Option<&str>| {
+        let mut config = CoachConfig::default();
+        config.turn_on(Rule::ToolOrNone);
+        if on {
+            config.turn_on(Rule::ChangeAfterIdle);
+        }
+        config.path_argument = Some("path".into());
+        config.read_only = ["read_file".to_owned(), "list_dir".to_owned()].into();
+        config.read_only.insert("search_text".to_owned());
+        config
+            .paths
+            .insert("read_file".into(), vec!["config.toml".into()]);
+        let mut coach = Coach::seeded(config, &[Message::user(prompt)], &registry);
+        coach.routed(Some(&format!(r#"{{"tool": "{chosen}"}}"#)), &schemas);
+        let mut turn = |names: &[&str]| {
+            let calls: Vec<ToolCall> = names
+                .iter()
+                .map(|n| call(n, json!({"path": "config.toml"})))
+                .collect();
+            let plan = coach.plan(&registry, &calls);
+            if coach.change_check("m", &registry, &calls, &plan).is_some() {
+                coach.confirm_change(Some(&format!(r#"{{"asks": "{need}"}}"#)));
+            }
+            let results: Vec<ToolOutcome> =
+                calls.iter().map(|c| ToolOutcome::ok(&c.name)).collect();
+            coach.after_calls(&registry, &calls, &plan, &results)
+        };
+        for name in made {
+            turn(&[name]);
+        }
+        let after = turn(&["read_file"]);
+        let rule = after.nudge.map(|s| s.rule);
+        let obliged = coach.routed_call().map(str::to_owned);
+        assert_eq!(obliged.as_deref(), want, "{case}");
+        let said = if want.is_some() {
+            Rule::ChangeAfterIdle
+        } else {
+            Rule::AnswerAfterIdle
+        };
+        assert_eq!(rule, Some(said), "{case}: the nudge");
+        assert_eq!(coach.withholds_tools(), want.is_none(), "{case}: tools");
+        if want.is_some() {
+            // The call may only write the new file the message names: the schema holds
+            // the path to it, and a call to any other path or tool does not run.
+            let writer = Fake("write_file").schema();
+            let held = coach.routed_schema(&writer).unwrap();
+            assert_eq!(
+                held.parameters["properties"]["path"]["enum"],
+                json!(["port.txt"])
+            );
+            let to = |coach: &Coach, name: &str, path: &str| {
+                let c = call(name, json!({"path": path, "content": "7341"}));
+                coach.withheld_answer(&c, &schemas).map(|r| r.is_error)
+            };
+            assert_eq!(to(&coach, "write_file", "port.txt"), None, "{case}");
+            assert_eq!(
+                to(&coach, "write_file", "config.toml"),
+                Some(true),
+                "{case}"
+            );
+            assert_eq!(to(&coach, "read_file", "port.txt"), Some(true), "{case}");
+            let said = coach.routed_call_played(true).map(|s| (s.nudge, s.rule));
+            assert_eq!(said, Some((Nudge::Answer, Rule::ChangeAfterIdle)), "{case}");
+            let after = to(&coach, "write_file", "config.toml");
+            assert_eq!(after, None, "{case}: after the turn");
+        }
+    };
+    let check =
+        |case: &str, on: bool, chosen: &str, prompt: &str, made: &[&str], want: Option<&str>| {
+            check_need(case, on, chosen, prompt, made, "write", want);
+        };
+    let write = Some("write_file");
+    check(
+        "a read chosen",
+        true,
+        "read_file",
+        into,
+        &["read_file"],
+        write,
+    );
+    check(
+        "a write chosen",
+        true,
+        "write_file",
+        into,
+        &["read_file"],
+        write,
+    );
+    check("rule off", false, "read_file", into, &["read_file"], None);
+    check(
+        "no new file",
+        true,
+        "read_file",
+        "which port does config.toml set?",
+        &["read_file"],
+        None,
+    );
+    check(
+        "written already",
+        true,
+        "read_file",
+        into,
+        &["write_file", "read_file"],
+        None,
+    );
+    check(
+        "no clean choice",
+        true,
+        "nothing",
+        into,
+        &["read_file"],
+        write,
+    );
+    let about = "is there a port.txt next to config.toml?";
+    check_need(
+        "an answer asked",
+        true,
+        "read_file",
+        about,
+        &["read_file"],
+        "answer",
+        None,
+    );
+    check_need(
+        "no clean reply",
+        true,
+        "read_file",
+        into,
+        &["read_file"],
+        "writ",
+        None,
+    );
+}
+
+/// `change-after-idle` acts once a run: a second idle turn gets the answer nudge.
+#[test]
+fn change_after_idle_acts_once() {
+    let mut registry = tools();
+    registry.register(Arc::new(Fake("write_file"))).unwrap();
+    let mut config = CoachConfig::default();
+    config.turn_on(Rule::ToolOrNone);
+    config.turn_on(Rule::ChangeAfterIdle);
+    config.path_argument = Some("path".into());
+    config.read_only = ["read_file", "list_dir", "search_text"]
+        .map(str::to_owned)
+        .into();
+    config
+        .paths
+        .insert("read_file".into(), vec!["config.toml".into()]);
+    let asked = [Message::user("config port -> port.txt")];
+    let mut coach = Coach::seeded(config, &asked, &registry);
+    coach.routed(Some(r#"{"tool": "read_file"}"#), &registry.schemas());
+    let read = call("read_file", json!({"path": "config.toml"}));
+    let list = call("list_dir", json!({"path": "."}));
+    let mut rules = Vec::new();
+    for call in [&read, &list, &read, &list] {
+        let calls = [call.clone()];
+        let plan = coach.plan(&registry, &calls);
+        if coach.change_check("m", &registry, &calls, &plan).is_some() {
+            coach.confirm_change(Some(r#"{"asks": "write"}"#));
+        }
+        let after = coach.after_calls(&registry, &calls, &plan, &[ToolOutcome::ok("port = 7341")]);
+        rules.push(after.nudge.map(|s| s.rule));
+        coach.routed_call_played(false);
+    }
+    let change = Some(Rule::ChangeAfterIdle);
+    assert_eq!(rules, [None, None, change, Some(Rule::AnswerAfterIdle)]);
+}
+
 /// `dotted-path`: the 1.5B wrote `gitignore` for "add a .gitignore that ignores
 /// __pycache__" (eval tuning part, two wordings of three, every pass of the day).
 #[test]

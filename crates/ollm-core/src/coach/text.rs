@@ -129,6 +129,15 @@ pub(crate) fn names_new_file<'a>(
     prompt: &str,
     files: impl IntoIterator<Item = &'a String> + Clone,
 ) -> bool {
+    !new_files(prompt, files).is_empty()
+}
+
+/// The files `prompt` names that are not one of `files`, as [`names_new_file`] finds
+/// them, as written (lowercase), each once.
+pub(crate) fn new_files<'a>(
+    prompt: &str,
+    files: impl IntoIterator<Item = &'a String> + Clone,
+) -> Vec<String> {
     let known = |word: &str| {
         files.clone().into_iter().any(|path| {
             let lower = path.to_lowercase();
@@ -140,7 +149,7 @@ pub(crate) fn names_new_file<'a>(
         .split(|c: char| c.is_whitespace() || "\"'`,;()[]<>".contains(c))
         .map(|w| w.trim_end_matches(['.', '?', '!', ':']).to_lowercase())
         .filter(|w| !w.contains("://"))
-        .any(|w| {
+        .filter(|w| {
             let name = w.rsplit('/').next().unwrap_or_default();
             let file_like = name.rsplit_once('.').is_some_and(|(stem, ext)| {
                 !stem.is_empty()
@@ -148,7 +157,13 @@ pub(crate) fn names_new_file<'a>(
                     && ext.chars().all(|c| c.is_ascii_alphanumeric())
                     && ext.chars().any(|c| c.is_ascii_alphabetic())
             });
-            file_like && !known(&w)
+            file_like && !known(w)
+        })
+        .fold(Vec::new(), |mut found, w| {
+            if !found.contains(&w) {
+                found.push(w);
+            }
+            found
         })
 }
 

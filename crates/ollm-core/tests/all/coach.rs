@@ -1027,3 +1027,85 @@ fn a_path_the_message_names_with_a_dot_keeps_it() {
         assert_eq!(recorded.arguments["path"], json!(want), "on {on}");
     }
 }
+
+/// `change-after-idle`: the 1.5B read config.toml for "save the port from config.toml
+/// into port.txt", repeated the read, and answered the port under the answer nudge with
+/// no tools to write it. After the idle turn the model is asked what the message needs;
+/// on `change` the write is obliged, its path held to the new file the message names,
+/// then the answer nudge; on `files` the answer nudge as before, and nothing is written.
+/// The nudges stay out of the history.
+#[test]
+fn a_change_the_message_asks_for_is_made_after_an_idle_turn() {
+    for need in ["write", "answer"] {
+        let path = json!({"type": "object", "properties": {"path": {"type": "string"},
+            "content": {"type": "string"}}, "required": ["path", "content"]});
+        let writer = RecordingTool::new("write_file").schema(path.clone());
+        let reader = RecordingTool::new("read_file")
+            .schema(path)
+            .returns(json!("port = 7341"));
+        let read = json!({"path": "config.toml"});
+        let mut script = MockProvider::builder()
+            .turn(text(r#"{"tool": "read_file"}"#))
+            .turn(vec![
+                ev::call("c1", "read_file", read.clone()),
+                ev::finish(),
+            ])
+            .turn(vec![ev::call("c2", "read_file", read), ev::finish()])
+            .turn(text(&format!(r#"{{"asks": "{need}"}}"#)));
+        if need == "write" {
+            let call =
+                r#"{"tool": "write_file", "arguments": {"path": "port.txt", "content": "7341"}}"#;
+            script = script.turn(text(call));
+        }
+        let provider = script.turn(text("Saved 7341.")).build();
+        let tools = registry([reader.clone(), writer.clone()]);
+        let c = crate::support::client_with(provider.clone(), tools, |cfg| {
+            cfg.coach.turn_on(Rule::ToolOrNone);
+            cfg.coach.turn_on(Rule::ChangeAfterIdle);
+            cfg.coach.read_only = ["read_file".to_owned()].into();
+            cfg.coach.path_argument = Some("path".into());
+            cfg.coach.paths = [("read_file".to_owned(), vec!["config.toml".to_owned()])].into();
+        });
+        let events = block_on(chat(&c, "save the port from config.toml into port.txt"));
+        check_events(&events);
+        assert_eq!(finish_reason(&events), FinishReason::Stop, "{need}");
+        let written: Vec<_> = writer.calls().into_iter().map(|c| c.arguments).collect();
+        let requests = provider.requests();
+        let last = requests.last().unwrap();
+        assert!(
+            last.tools.is_empty() && last.response_format.is_none(),
+            "{need}"
+        );
+        let said = last.messages.last().unwrap().text();
+        if need == "write" {
+            assert_eq!(
+                written,
+                [json!({"path": "port.txt", "content": "7341"})
+                    .as_object()
+                    .unwrap()
+                    .clone()]
+            );
+            let obliged = &requests[4];
+            let Some(ollm_types::ResponseFormat::JsonSchema { schema, .. }) =
+                &obliged.response_format
+            else {
+                panic!(
+                    "the write is not constrained: {:?}",
+                    obliged.response_format
+                );
+            };
+            let args = &schema["oneOf"][0]["properties"]["arguments"]["properties"];
+            assert_eq!(args["path"]["enum"], json!(["port.txt"]), "{schema}");
+            assert_eq!(last.messages.last().unwrap().role(), Role::User);
+        } else {
+            assert!(written.is_empty(), "{written:?}");
+        }
+        assert_eq!(said, Nudge::Answer.text(&CoachConfig::default()), "{need}");
+        let history: Vec<String> = c.history().messages().iter().map(|m| m.text()).collect();
+        for nudge in [Nudge::Answer, Nudge::Change] {
+            let text = nudge.text(&CoachConfig::default());
+            assert!(!history.contains(&text), "{need}: {history:?}");
+        }
+        assert_eq!(c.history().messages().last().unwrap().text(), "Saved 7341.");
+    }
+}
