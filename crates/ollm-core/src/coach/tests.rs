@@ -1021,6 +1021,8 @@ fn read_source() {
         config.turn_on(Rule::ToolOrNone);
         if on {
             config.turn_on(Rule::ReadSource);
+        } else {
+            config.turn_off(Rule::ReadSource);
         }
         config.path_argument = Some("path".into());
         config.read_only = ["read_file".to_owned()].into();
@@ -1073,6 +1075,8 @@ fn change_after_idle() {
         config.turn_on(Rule::ToolOrNone);
         if on {
             config.turn_on(Rule::ChangeAfterIdle);
+        } else {
+            config.turn_off(Rule::ChangeAfterIdle);
         }
         config.path_argument = Some("path".into());
         config.read_only = ["read_file".to_owned(), "list_dir".to_owned()].into();
