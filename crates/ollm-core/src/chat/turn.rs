@@ -859,11 +859,16 @@ impl Run {
         bound_results(&mut results, &names, planned.room, compaction, &self.sink);
         let tools = &self.settings.tools;
         let after = self.coach.after_calls(tools, calls, plan, &results);
-        if after.record {
+        if after.recorded.contains(&true) {
+            let kept = |i: &usize| after.recorded[*i];
+            let indices: Vec<usize> = (0..calls.len()).filter(kept).collect();
+            let kept_calls: Vec<ToolCall> = indices.iter().map(|&i| calls[i].clone()).collect();
+            let kept_results: Vec<ToolOutcome> =
+                indices.iter().map(|&i| results[i].clone()).collect();
             let turn = Turn::Calls {
                 raw: planned.text,
-                calls,
-                results: &results,
+                calls: &kept_calls,
+                results: &kept_results,
             };
             let record = self.settings.strategy.record(turn);
             self.sink.record(&self.shared, record);

@@ -544,8 +544,10 @@ impl Said {
 /// What follows a turn's calls (see [`Coach::after_calls`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AfterCalls {
-    /// Whether the turn is recorded (`skip-repeat-turn` drops a turn of repeats only).
-    pub(crate) record: bool,
+    /// Per call, whether it is recorded with its result: `skip-repeat-turn` drops a turn
+    /// of repeats only, `skip-repeat-calls` the repeats of a turn that ran fresh calls.
+    /// None recorded, the turn is not.
+    pub(crate) recorded: Vec<bool>,
     /// The nudge that follows it (`answer-after-idle`, `answer-at-repeat-limit`).
     pub(crate) nudge: Option<Said>,
     /// The call asked for too often, which ends the run (`repeat-limit`).
@@ -1112,9 +1114,8 @@ impl Coach {
             self.routed_tool = Some(tool);
             self.change_targets = targets;
         }
-        let repeats = !calls.is_empty() && (0..calls.len()).all(earlier);
         AfterCalls {
-            record: !(repeats && self.is_on(Rule::SkipRepeatTurn)),
+            recorded: self.recorded(&plan.sources),
             nudge: (self.answer_due || changes).then(|| Said::new(rule, false)),
             stuck,
             last_word,
@@ -1123,6 +1124,21 @@ impl Coach {
 }
 
 impl Coach {
+    /// Per call of a turn whose results came from `sources`, whether the history keeps
+    /// it. A repeat answered from an earlier result (or its twin's in the same reply)
+    /// adds nothing but a "not run again" error, and the 0.5B answered from those ("You
+    /// already called `list_dir` with these arguments"; `skip-repeat-calls`).
+    fn recorded(&self, sources: &[Source]) -> Vec<bool> {
+        let repeat = |s: &Source| matches!(s, Source::Earlier | Source::Twin(_));
+        let fresh = sources.iter().any(|s| !repeat(s));
+        let keep = |s: &Source| match (fresh, repeat(s)) {
+            (false, _) => !self.is_on(Rule::SkipRepeatTurn),
+            (true, true) => !self.is_on(Rule::SkipRepeatCalls),
+            (true, false) => true,
+        };
+        sources.iter().map(keep).collect()
+    }
+
     /// Before a turn's calls are learned: when none of them ran (each repeated an earlier
     /// call or named a tool not in `tools`) and `change-after-idle` may oblige a change,
     /// the request that asks the model, once a run, whether the message asks for an

@@ -96,6 +96,9 @@ rules! {
     /// A turn of repeats only is not recorded.
     SkipRepeatTurn = "skip-repeat-turn",
         "a turn whose calls all repeat earlier ones is not recorded in the history";
+    /// A turn's calls answered from earlier results are not recorded; its fresh ones are.
+    SkipRepeatCalls = "skip-repeat-calls",
+        "in a turn that also ran fresh calls, the calls answered from earlier results (repeats) are left out of the history with their results";
     /// After a turn none of whose calls ran, the answer nudge, and no tools.
     AnswerAfterIdle = "answer-after-idle",
         "after a turn none of whose calls ran (repeats, unknown tools) the model is asked to answer, with no tools offered";

@@ -87,7 +87,8 @@ enum Heard {
         /// How many calls were dropped past the bound.
         dropped: usize,
         sources: Vec<Source>,
-        record: bool,
+        /// Per call, whether the history keeps it.
+        recorded: Vec<bool>,
         nudge: Option<Rule>,
         stuck: Option<usize>,
         /// Whether the next request withholds the tools.
@@ -198,7 +199,7 @@ fn hear_calls(coach: &mut Coach, tools: &ToolRegistry, mut calls: Vec<ToolCall>)
     Heard::Calls {
         dropped,
         sources: plan.sources().to_vec(),
-        record: after.record,
+        recorded: after.recorded,
         nudge: after.nudge.map(|s| s.rule),
         stuck: after.stuck,
         withholds: coach.withholds_tools(),
@@ -220,12 +221,18 @@ fn hear_recovery(coach: &Coach, tools: &ToolRegistry, text: &str) -> Heard {
     Heard::Recovered(names)
 }
 
-/// A turn of calls as heard: none dropped, these sources, and the rest.
+/// A turn of calls as heard: none dropped, these sources, each recorded or none, and
+/// the rest.
 fn calls(sources: &[Source], record: bool, nudge: Option<Rule>, stuck: Option<usize>) -> Heard {
+    kept(sources, &vec![record; sources.len()], nudge, stuck)
+}
+
+/// [`calls`], with the calls the history keeps given one by one.
+fn kept(sources: &[Source], recorded: &[bool], nudge: Option<Rule>, stuck: Option<usize>) -> Heard {
     Heard::Calls {
         dropped: 0,
         sources: sources.to_vec(),
-        record,
+        recorded: recorded.to_vec(),
         nudge,
         stuck,
         withholds: nudge.is_some(),
@@ -251,7 +258,7 @@ fn repeat_guard() {
         &[],
         steps(),
         vec![
-            calls(&[Run, Twin(0)], true, None, None),
+            kept(&[Run, Twin(0)], &[true, false], None, None),
             calls(&[Earlier], false, Some(Rule::AnswerAfterIdle), None),
         ],
     );
@@ -335,7 +342,7 @@ fn answer_at_repeat_limit() {
         ]
     };
     let first = || calls(&[Run], true, None, None);
-    let mixed = || calls(&[Earlier, Run], true, None, None);
+    let mixed = || kept(&[Earlier, Run], &[false, true], None, None);
     let third = |nudge, stuck| calls(&[Earlier, Earlier], false, nudge, stuck);
     let last_word = Some(Rule::AnswerAtRepeatLimit);
     let on = [Rule::AnswerAtRepeatLimit];
@@ -391,6 +398,34 @@ fn answer_at_repeat_limit() {
 }
 
 #[test]
+fn skip_repeat_calls() {
+    // A turn that ran a fresh call keeps it; its repeat (of an earlier turn's call, or
+    // of a twin in the same reply) is left out of the history with the switch on.
+    let list = || call("list_dir", json!({"path": "."}));
+    let steps = || {
+        vec![
+            Step::Calls(vec![read_a()]),
+            Step::Calls(vec![read_a(), list(), list()]),
+        ]
+    };
+    let sources = [Earlier, Run, Twin(1)];
+    for (off, recorded) in [
+        (None, [false, true, false]),
+        (Some(Rule::SkipRepeatCalls), [true, true, true]),
+    ] {
+        check(
+            off.as_slice(),
+            &[],
+            steps(),
+            vec![
+                calls(&[Run], true, None, None),
+                kept(&sources, &recorded, None, None),
+            ],
+        );
+    }
+}
+
+#[test]
 fn skip_repeat_turn() {
     let steps = || {
         vec![
@@ -437,7 +472,7 @@ fn answer_after_idle() {
         vec![
             calls(&[Run], true, Some(Rule::AnswerAfterIdle), None),
             calls(&[Run], true, None, None),
-            calls(&[Earlier, Run], true, None, None),
+            kept(&[Earlier, Run], &[false, true], None, None),
         ],
     );
     check(
@@ -447,7 +482,7 @@ fn answer_after_idle() {
         vec![
             calls(&[Run], true, None, None),
             calls(&[Run], true, None, None),
-            calls(&[Earlier, Run], true, None, None),
+            kept(&[Earlier, Run], &[false, true], None, None),
         ],
     );
 }
@@ -717,7 +752,7 @@ fn calls_per_reply() {
     let heard = |dropped: usize| Heard::Calls {
         dropped,
         sources: vec![Run; 20 - dropped],
-        record: true,
+        recorded: vec![true; 20 - dropped],
         nudge: None,
         stuck: None,
         withholds: false,
@@ -785,7 +820,7 @@ fn greedy_answers() {
     let ran = || Heard::Calls {
         dropped: 0,
         sources: vec![Run],
-        record: true,
+        recorded: vec![true],
         nudge: None,
         stuck: None,
         withholds: false,
@@ -923,7 +958,7 @@ fn a_coach_seeded_from_a_conversation_remembers_its_calls_since_the_last_prompt(
         &[],
         &seed,
         steps(),
-        vec![calls(&[Earlier, Run], true, None, None)],
+        vec![kept(&[Earlier, Run], &[false, true], None, None)],
     );
     check(
         &[],

@@ -113,6 +113,51 @@ fn a_repeat_is_answered_with_the_head_of_the_earlier_result() {
     assert_eq!(finish_reason(&events), FinishReason::Stop);
 }
 
+/// A turn that ran a fresh call keeps only that call in the history: its repeats (of
+/// an earlier turn's call, of a twin in the same reply) and their "not run again"
+/// results are left out (`skip-repeat-calls`), and the next request carries none of
+/// them; with the rule off they stay, calls and results 1:1 either way.
+#[test]
+fn a_turn_records_its_fresh_calls_without_their_repeats() {
+    for on in [true, false] {
+        let tool = RecordingTool::new("list_dir").returns(json!("a.txt"));
+        let provider = MockProvider::builder()
+            .turn(call_turn("c1", json!({"path": "."})))
+            .turn(vec![
+                ev::call("c2", "list_dir", json!({"path": "."})),
+                ev::call("c3", "list_dir", json!({"path": "src"})),
+                ev::call("c4", "list_dir", json!({"path": "src"})),
+                ev::finish(),
+            ])
+            .turn(vec![ev::text("a.txt"), ev::finish()])
+            .build();
+        let c = client_with(provider.clone(), registry([tool]), |cfg| {
+            if !on {
+                cfg.coach.off.insert(Rule::SkipRepeatCalls);
+            }
+        });
+        let events = block_on(chat(&c, "list it"));
+        check_events(&events);
+        check_history(&c.history());
+        let history = c.history();
+        let ids = |role: Role| -> Vec<String> {
+            let messages = history.messages().iter().filter(|m| m.role() == role);
+            match role {
+                Role::Tool => messages
+                    .filter_map(|m| m.tool_call_id().map(str::to_owned))
+                    .collect(),
+                _ => messages.flat_map(|m| m.tool_calls().map(|c| c.id.clone())).collect(),
+            }
+        };
+        let expected: &[&str] = if on { &["c1", "c3"] } else { &["c1", "c2", "c3", "c4"] };
+        assert_eq!(ids(Role::Tool), expected, "on: {on}");
+        assert_eq!(ids(Role::Assistant), expected, "on: {on}");
+        let last = provider.requests().last().cloned().unwrap();
+        let quoted = last.messages.iter().any(|m| m.text().contains("not run again"));
+        assert_eq!(quoted, !on, "on: {on}");
+    }
+}
+
 /// The reply after a turn that repeated a call is asked for without tools (the model
 /// is to answer from what it has); a fresh call in between brings the tools back.
 #[test]
@@ -704,7 +749,10 @@ fn a_reply_of_a_thousand_calls_runs_a_bounded_few_and_the_run_goes_on() {
         .turn(looping)
         .turn(vec![ev::text("a.txt"), ev::finish()])
         .build();
-    let c = client(provider.clone(), registry([tool.clone()]));
+    // The twins stay in the history with `skip-repeat-calls` off, so the bound shows.
+    let c = client_with(provider.clone(), registry([tool.clone()]), |cfg| {
+        cfg.coach.off.insert(Rule::SkipRepeatCalls);
+    });
     let events = block_on(chat(&c, "list it"));
     check_events(&events);
     check_history(&c.history());
