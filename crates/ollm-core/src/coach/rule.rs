@@ -159,6 +159,9 @@ rules! {
     /// A call named like a file reads that file.
     FileAsName = "file-as-name",
         "a call named like a file (`config.toml`) and giving no path is the one offered `read*` tool that takes a path, with that path and only the arguments it declares";
+    /// A call to a tool not offered whose arguments fit one offered tool is that tool.
+    ToolFromArguments = "tool-from-arguments",
+        "a call to a tool that is not offered, whose arguments are all declared by one offered tool and give every argument it requires, and fit no other, is a call to that tool";
     /// A path the message names with a leading dot, given without it, gets the dot back.
     DottedPath = "dotted-path",
         "a call's path that is a path the user's message names without its leading dot (`gitignore` for `.gitignore`) is given the dot";

@@ -291,6 +291,7 @@ fn resolve(call: RawCall, format: Format, offered: &OfferedTools) -> Recovered {
     let Some(tool) = offered.resolve(&name) else {
         return path_in_name(&name, &args, offered)
             .or_else(|| file_as_name(&name, &args, offered))
+            .or_else(|| tool_from_arguments(&args, offered))
             .unwrap_or_else(|| Recovered::UnknownTool {
                 name,
                 arguments: args.into_map(),
@@ -331,7 +332,10 @@ pub(crate) fn repair_native(call: &ToolCall, offered: &OfferedTools) -> Option<(
         ),
         None => match path_in_name(&call.name, &args, offered) {
             Some(found) => (found, Rule::PathInName),
-            None => (file_as_name(&call.name, &args, offered)?, Rule::FileAsName),
+            None => match file_as_name(&call.name, &args, offered) {
+                Some(found) => (found, Rule::FileAsName),
+                None => (tool_from_arguments(&args, offered)?, Rule::ToolFromArguments),
+            },
         },
     };
     let Recovered::Call { name, arguments } = repaired else {
@@ -381,6 +385,49 @@ fn file_as_name(name: &str, args: &RawArgs, offered: &OfferedTools) -> Option<Re
     arguments.insert(key.to_owned(), Value::String(name.to_owned()));
     Some(Recovered::Call {
         name: tool.to_owned(),
+        arguments,
+    })
+}
+
+/// A call to a tool that is not offered whose arguments fit exactly one offered tool:
+/// every key declared by that tool's schema and every key it requires given (the coach's
+/// `tool-from-arguments`). The 1.5B called `wc` with `{"program": "wc", "args":
+/// ["sales.csv"]}` for "wc -l sales.csv" (14 runs of the tuning part's passes, each
+/// answered "unknown tool"), and the 0.5B `save_port_from_config_toml` with
+/// `search_text`'s three arguments: the arguments say which tool was meant where the
+/// name, taken from the user's words, does not. No arguments, or arguments two tools
+/// take (`{"path": ...}` fits a read and a listing), guess nothing. It only ever names
+/// a tool the request offered, with the arguments the model wrote, so it reaches
+/// nothing a direct call could not; a tool withheld is not offered.
+fn tool_from_arguments(args: &RawArgs, offered: &OfferedTools) -> Option<Recovered> {
+    if !offered.is_on(Rule::ToolFromArguments) {
+        return None;
+    }
+    let keys: Vec<&str> = match args {
+        RawArgs::Json(map) => map.keys().map(String::as_str).collect(),
+        RawArgs::Strings(pairs) => pairs.iter().map(|(k, _)| k.as_str()).collect(),
+    };
+    if keys.is_empty() {
+        return None;
+    }
+    let fits = |schema: &Value| {
+        let declared = schema.get("properties").and_then(Value::as_object);
+        let required = schema.get("required").and_then(Value::as_array);
+        let all_declared = declared.is_some_and(|p| keys.iter().all(|k| p.contains_key(*k)));
+        let given = |r: &Value| r.as_str().is_some_and(|r| keys.contains(&r));
+        all_declared && required.is_none_or(|r| r.iter().all(given))
+    };
+    let mut fitting = offered.tools.iter().filter(|(_, schema)| fits(schema));
+    let (tool, schema) = fitting.next()?;
+    if fitting.next().is_some() {
+        return None;
+    }
+    let arguments = match args {
+        RawArgs::Json(map) => map.clone(),
+        RawArgs::Strings(pairs) => qwen_xml::typed(pairs.clone(), Some(schema)),
+    };
+    Some(Recovered::Call {
+        name: tool.clone(),
         arguments,
     })
 }

@@ -621,6 +621,57 @@ fn a_reply_that_shows_a_call_instead_of_making_it_is_told_apart() {
     check("<tool_call>\n</tool_call>", true);
 }
 
+/// `tool-from-arguments`: a call to a tool not offered is the one offered tool its
+/// arguments fit (all declared, all required given); arguments that fit none, or two,
+/// or none at all leave it unknown, and so does the switch off.
+#[test]
+fn tool_from_arguments_names_the_one_tool_they_fit() {
+    let string = json!({"type": "string"});
+    let schema = |props: &[&str], required: &[&str]| {
+        let props: serde_json::Map<String, Value> =
+            props.iter().map(|p| ((*p).to_owned(), string.clone())).collect();
+        json!({"type": "object", "properties": props, "required": required})
+    };
+    let tools = json!({
+        "read_file": schema(&["path"], &["path"]),
+        "list_dir": {"type": "object", "properties": {"path": string}},
+        "search_text": schema(&["pattern", "path", "regex"], &["pattern"]),
+        "write_file": schema(&["path", "content"], &["path", "content"]),
+        "run_command": schema(&["program", "args"], &["program"]),
+    });
+    let check = |off: bool, call: Value, expected: Value| {
+        let mut coach = repairing();
+        if off {
+            coach.off.insert(Rule::ToolFromArguments);
+        }
+        let offered = offered(&tools).coached(&coach);
+        let reply = call.to_string();
+        let got = Value::Array(spelled(&recover(&reply, &offered)));
+        assert_eq!(got, json!([expected]), "off: {off}, {reply}");
+    };
+    let wc = json!({"program": "wc", "args": ["-l", "sales.csv"]});
+    let search = json!({"path": ".", "pattern": "port", "regex": false});
+    for (name, arguments, fits) in [
+        ("wc", wc.clone(), Some("run_command")),
+        ("save_port_from_config_toml", search.clone(), Some("search_text")),
+        ("make_shopping", json!({"path": "s.txt", "content": "eggs"}), Some("write_file")),
+        // Two tools take a path alone; a write needs its path; an argument no tool has.
+        ("src", json!({"path": "src"}), None),
+        ("make me shopping.txt", json!({"content": "eggs"}), None),
+        ("weather", json!({"city": "Oslo"}), None),
+        ("wc", json!({"program": "wc", "lines": true}), None),
+        ("gitignore", json!({}), None),
+    ] {
+        let call = json!({"name": name, "arguments": arguments});
+        let unknown = json!({"unknown": name});
+        let expected = fits.map_or(unknown.clone(), |tool| {
+            json!({"call": tool, "arguments": arguments})
+        });
+        check(false, call.clone(), expected);
+        check(true, call, unknown);
+    }
+}
+
 /// Each of the coach's recovery rules does what it says with its switch on, and nothing
 /// with it off (or, for `path-in-name` and `file-as-name`, without the caller's word for
 /// the path argument).
@@ -634,6 +685,8 @@ fn the_coachs_recovery_rules_each_have_their_switch() {
             ..repairing()
         };
         coach.off.extend(off.iter().copied());
+        // Its arguments fit the one tool offered: `tool-from-arguments` would name it.
+        coach.off.insert(Rule::ToolFromArguments);
         let tools = all.clone().coached(&coach);
         let got = Value::Array(spelled(&recover(reply, &tools)));
         assert_eq!(got, expected, "{off:?} {reply}");
@@ -684,10 +737,11 @@ fn the_coachs_recovery_rules_each_have_their_switch() {
     );
     // By default the name repairs are off: a server's `functions.` spelling is still read,
     // another case or a path in the name is not; a file's name is.
-    let default = CoachConfig {
+    let mut default = CoachConfig {
         path_argument: Some("path".into()),
         ..CoachConfig::default()
     };
+    default.off.insert(Rule::ToolFromArguments);
     let tools = all.clone().coached(&default);
     let spelling = r#"{"name": "functions.read_file:0", "arguments": {"path": "a"}}"#;
     for (reply, expected) in [
