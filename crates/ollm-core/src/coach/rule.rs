@@ -191,7 +191,8 @@ impl Rule {
     /// `path-in-name`, `typed-strings`, `key-hint`, `tools-hint`), which showed no lift in
     /// two repeats on either model, `answer-at-limit` and `named-file`, which acted in
     /// too few of the eval's runs to show a lift, and `read-named` and
-    /// `answer-at-repeat-limit`, which showed none (coach docs).
+    /// `answer-at-repeat-limit`, which showed none, and `tool-from-arguments`, which can
+    /// turn an invented tool's call into a write or a command (coach docs).
     pub const ON_REQUEST: &'static [Rule] = &[
         Rule::ToolOrNone,
         Rule::RoutedCall,
@@ -208,6 +209,7 @@ impl Rule {
         Rule::TypedStrings,
         Rule::KeyHint,
         Rule::ToolsHint,
+        Rule::ToolFromArguments,
     ];
 }
 

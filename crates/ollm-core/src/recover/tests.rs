@@ -643,6 +643,8 @@ fn tool_from_arguments_names_the_one_tool_they_fit() {
         let mut coach = repairing();
         if off {
             coach.off.insert(Rule::ToolFromArguments);
+        } else {
+            coach.on.insert(Rule::ToolFromArguments);
         }
         let offered = offered(&tools).coached(&coach);
         let reply = call.to_string();
