@@ -157,6 +157,18 @@
 //!   repeated call and its "not run again" result in the history the 0.5B answers with
 //!   the same call again or talks about the error (0-2 of 4 probes, tools offered or
 //!   not; docs/tool-calling.md).
+//! - **`skip-repeat-calls`** (since 2026-11-28): in a turn that also ran a fresh call,
+//!   the calls answered from earlier results (or from a twin's in the same reply) are
+//!   left out of the history with their "not run again" results; the events still
+//!   answer every call, 1:1. Why: `skip-repeat-turn` drops a turn of repeats alone, but
+//!   the 0.5B often repeats a call beside a new one (`search_text` again, and
+//!   `list_dir`), and then answered from those errors: 111 failed answers of the tuning
+//!   passes since 2026-11-27 quote them ("You already called `list_dir` with these
+//!   arguments, and its result was: README.md"). Measured on the tuning part, same pass
+//!   (`07-19-44Z`, one repeat): the 0.5B 21/54 with it against 20/54 without (tool
+//!   tasks 10/30 against 8/30; the three tool tasks it won were runs with such a turn,
+//!   the one it lost went another way before any), the 1.5B 38/54 against 36/54. Small,
+//!   but both ways in its favour.
 //! - **`answer-after-idle`**: a turn none of whose calls ran, because each repeated an
 //!   earlier call or named a tool that is not offered, is followed by the answer nudge,
 //!   and the next reply is asked for with no tools offered. A turn with an unknown tool
@@ -375,8 +387,27 @@
 //!   {"days": 7}}` for "backup.py keep days?", and the unknown-tool answer ended the
 //!   run with an invented number, in `ollm run` and through serve alike. Same caller's
 //!   word as `path-in-name`.
+//! - **`tool-from-arguments`** (`recover/mod.rs`; on request, [`Rule::ON_REQUEST`]): a call to a tool
+//!   that is not offered, whose arguments are all declared by one offered tool and give
+//!   every argument it requires, and fit no other tool, is a call to that tool, with
+//!   those arguments. The small models name a call after the user's words and fill in
+//!   the right tool's arguments: the 1.5B called `wc` with `{"program": "wc", "args":
+//!   ["sales.csv"]}` for "wc -l sales.csv" (14 runs of the tuning passes, each answered
+//!   "unknown tool" and then from memory), the 0.5B `save_port_from_config_toml` with
+//!   `search_text`'s three arguments. No arguments, or arguments that fit two tools
+//!   (`{"path": ...}` fits a read and a listing), guess nothing. It names only a tool
+//!   the request offers (a withheld one is not), with the model's own arguments, so it
+//!   reaches nothing a direct call could not, and every approval still applies.
+//!   Measured on the 1.5B's `wc-sales` intent, three repeats (`07-25-20Z`): 9/9 with it,
+//!   6/9 without (the terse wording, 0/3 to 3/3). Why on request: it can also make a
+//!   write or a command of a call that would have run nothing (an invented `save_notes`
+//!   with `{"path", "content"}` is `write_file`), and the first held-out pass with it on
+//!   (`07-47-43Z`) had the 1.5B's first write nobody asked for in 17 passes of that
+//!   part; the held-out runs are not read while the runtime changes, so whether the rule
+//!   made it is not known. Off until a tuning pass shows it writes nothing unasked;
+//!   a reads-only variant is the next candidate.
 //! - **Native calls too** (`recover::repair_native`, in the turn loop as each arrives):
-//!   `name-repair`, `path-in-name` and `file-as-name` also repair a call the server
+//!   `name-repair`, `path-in-name`, `file-as-name` and `tool-from-arguments` also repair a call the server
 //!   parsed itself to a tool that is not offered, since llama-server reads the 0.5B's
 //!   `{"name": "backup.py", "arguments": {}}` as one (14 unknown-tool answers for
 //!   `backup.py` in the day's eval traces). The call keeps its id and is announced
