@@ -334,7 +334,10 @@ pub(crate) fn repair_native(call: &ToolCall, offered: &OfferedTools) -> Option<(
             Some(found) => (found, Rule::PathInName),
             None => match file_as_name(&call.name, &args, offered) {
                 Some(found) => (found, Rule::FileAsName),
-                None => (tool_from_arguments(&args, offered)?, Rule::ToolFromArguments),
+                None => (
+                    tool_from_arguments(&args, offered)?,
+                    Rule::ToolFromArguments,
+                ),
             },
         },
     };

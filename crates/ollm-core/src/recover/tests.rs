@@ -628,8 +628,10 @@ fn a_reply_that_shows_a_call_instead_of_making_it_is_told_apart() {
 fn tool_from_arguments_names_the_one_tool_they_fit() {
     let string = json!({"type": "string"});
     let schema = |props: &[&str], required: &[&str]| {
-        let props: serde_json::Map<String, Value> =
-            props.iter().map(|p| ((*p).to_owned(), string.clone())).collect();
+        let props: serde_json::Map<String, Value> = props
+            .iter()
+            .map(|p| ((*p).to_owned(), string.clone()))
+            .collect();
         json!({"type": "object", "properties": props, "required": required})
     };
     let tools = json!({
@@ -655,8 +657,16 @@ fn tool_from_arguments_names_the_one_tool_they_fit() {
     let search = json!({"path": ".", "pattern": "port", "regex": false});
     for (name, arguments, fits) in [
         ("wc", wc.clone(), Some("run_command")),
-        ("save_port_from_config_toml", search.clone(), Some("search_text")),
-        ("make_shopping", json!({"path": "s.txt", "content": "eggs"}), Some("write_file")),
+        (
+            "save_port_from_config_toml",
+            search.clone(),
+            Some("search_text"),
+        ),
+        (
+            "make_shopping",
+            json!({"path": "s.txt", "content": "eggs"}),
+            Some("write_file"),
+        ),
         // Two tools take a path alone; a write needs its path; an argument no tool has.
         ("src", json!({"path": "src"}), None),
         ("make me shopping.txt", json!({"content": "eggs"}), None),
@@ -666,9 +676,10 @@ fn tool_from_arguments_names_the_one_tool_they_fit() {
     ] {
         let call = json!({"name": name, "arguments": arguments});
         let unknown = json!({"unknown": name});
-        let expected = fits.map_or(unknown.clone(), |tool| {
-            json!({"call": tool, "arguments": arguments})
-        });
+        let expected = fits.map_or(
+            unknown.clone(),
+            |tool| json!({"call": tool, "arguments": arguments}),
+        );
         check(false, call.clone(), expected);
         check(true, call, unknown);
     }

@@ -146,14 +146,23 @@ fn a_turn_records_its_fresh_calls_without_their_repeats() {
                 Role::Tool => messages
                     .filter_map(|m| m.tool_call_id().map(str::to_owned))
                     .collect(),
-                _ => messages.flat_map(|m| m.tool_calls().map(|c| c.id.clone())).collect(),
+                _ => messages
+                    .flat_map(|m| m.tool_calls().map(|c| c.id.clone()))
+                    .collect(),
             }
         };
-        let expected: &[&str] = if on { &["c1", "c3"] } else { &["c1", "c2", "c3", "c4"] };
+        let expected: &[&str] = if on {
+            &["c1", "c3"]
+        } else {
+            &["c1", "c2", "c3", "c4"]
+        };
         assert_eq!(ids(Role::Tool), expected, "on: {on}");
         assert_eq!(ids(Role::Assistant), expected, "on: {on}");
         let last = provider.requests().last().cloned().unwrap();
-        let quoted = last.messages.iter().any(|m| m.text().contains("not run again"));
+        let quoted = last
+            .messages
+            .iter()
+            .any(|m| m.text().contains("not run again"));
         assert_eq!(quoted, !on, "on: {on}");
     }
 }
