@@ -71,10 +71,10 @@ proptest! {
     }
 }
 
-#[test]
-fn a_repeat_is_answered_with_the_head_of_the_earlier_result() {
-    let tool = RecordingTool::new("list_dir").returns(json!("port = 8080"));
-    let provider = MockProvider::builder()
+/// A run whose second reply repeats the first call (c2 of c1), makes a fresh one (c3)
+/// and repeats that in the same reply (c4), then answers `answer`.
+fn repeats_beside_a_fresh_call(answer: &str) -> std::sync::Arc<MockProvider> {
+    MockProvider::builder()
         .turn(call_turn("c1", json!({"path": "."})))
         .turn(vec![
             ev::call("c2", "list_dir", json!({"path": "."})),
@@ -82,8 +82,14 @@ fn a_repeat_is_answered_with_the_head_of_the_earlier_result() {
             ev::call("c4", "list_dir", json!({"path": "src"})),
             ev::finish(),
         ])
-        .turn(vec![ev::text("8080"), ev::finish()])
-        .build();
+        .turn(vec![ev::text(answer), ev::finish()])
+        .build()
+}
+
+#[test]
+fn a_repeat_is_answered_with_the_head_of_the_earlier_result() {
+    let tool = RecordingTool::new("list_dir").returns(json!("port = 8080"));
+    let provider = repeats_beside_a_fresh_call("8080");
     let c = client(provider, registry([tool.clone()]));
     let events = block_on(chat(&c, "port?"));
     check_events(&events);
@@ -121,16 +127,7 @@ fn a_repeat_is_answered_with_the_head_of_the_earlier_result() {
 fn a_turn_records_its_fresh_calls_without_their_repeats() {
     for on in [true, false] {
         let tool = RecordingTool::new("list_dir").returns(json!("a.txt"));
-        let provider = MockProvider::builder()
-            .turn(call_turn("c1", json!({"path": "."})))
-            .turn(vec![
-                ev::call("c2", "list_dir", json!({"path": "."})),
-                ev::call("c3", "list_dir", json!({"path": "src"})),
-                ev::call("c4", "list_dir", json!({"path": "src"})),
-                ev::finish(),
-            ])
-            .turn(vec![ev::text("a.txt"), ev::finish()])
-            .build();
+        let provider = repeats_beside_a_fresh_call("a.txt");
         let c = client_with(provider.clone(), registry([tool]), |cfg| {
             if !on {
                 cfg.coach.off.insert(Rule::SkipRepeatCalls);
