@@ -404,8 +404,10 @@
 //!   with `{"path", "content"}` is `write_file`), and the first held-out pass with it on
 //!   (`07-47-43Z`) had the 1.5B's first write nobody asked for in 17 passes of that
 //!   part; the held-out runs are not read while the runtime changes, so whether the rule
-//!   made it is not known. Off until a tuning pass shows it writes nothing unasked;
-//!   a reads-only variant is the next candidate.
+//!   made it is not known. The whole tuning part with it on (`08-53-47Z`) wrote
+//!   nothing unasked on either model (0.5B 22/54, 1.5B 40/54); it stays off until a
+//!   second held-out pass with it on shows the same. A reads-only variant would be
+//!   safe by construction but lose the `wc` call.
 //! - **Native calls too** (`recover::repair_native`, in the turn loop as each arrives):
 //!   `name-repair`, `path-in-name`, `file-as-name` and `tool-from-arguments` also repair a call the server
 //!   parsed itself to a tool that is not offered, since llama-server reads the 0.5B's
