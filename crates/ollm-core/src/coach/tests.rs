@@ -1338,3 +1338,120 @@ fn dotted_path() {
         "gitignore",
     );
 }
+
+/// A case of `unsourced-value`: the conversation, a result read before, the call.
+struct Write {
+    case: &'static str,
+    on: bool,
+    seed: Vec<Message>,
+    read: Option<&'static str>,
+    call: ToolCall,
+}
+
+/// A coach with the CLI's words and `unsourced-value` on or off, over `seed`.
+fn value_coach(on: bool, seed: &[Message], registry: &ToolRegistry) -> Coach {
+    let mut config = CoachConfig {
+        path_argument: Some("path".into()),
+        read_only: ["read_file", "list_dir", "search_text"]
+            .map(String::from)
+            .into(),
+        ..CoachConfig::default()
+    };
+    if on {
+        config.turn_on(Rule::UnsourcedValue);
+    }
+    Coach::seeded(config, seed, registry)
+}
+
+/// Plays a turn of `calls` whose results are `results`; the plan's sources.
+fn value_turn(
+    coach: &mut Coach,
+    registry: &ToolRegistry,
+    calls: &[ToolCall],
+    results: &[ToolOutcome],
+) -> Vec<Source> {
+    let plan = coach.plan(registry, calls);
+    coach.after_calls(registry, calls, &plan, results);
+    plan.sources().to_vec()
+}
+
+/// `unsourced-value`: the 1.5B saved "port = 8080" into port.txt without reading the
+/// config, which says 7341 (eval tuning part, `port-file.terse`, every column of the
+/// passes of 2026-11-28).
+#[test]
+fn unsourced_value() {
+    let mut registry = tools();
+    registry.register(Arc::new(Fake("write_file"))).unwrap();
+    let offered = registry.schemas();
+    let answer = |w: &Write| {
+        let mut coach = value_coach(w.on, &w.seed, &registry);
+        if let Some(result) = w.read {
+            value_turn(
+                &mut coach,
+                &registry,
+                &[read_a()],
+                &[ToolOutcome::ok(result)],
+            );
+        }
+        coach.unsourced_value(&w.call, &offered).map(|r| r.content)
+    };
+    let write = |content: &str| {
+        call(
+            "write_file",
+            json!({"path": "port.txt", "content": content}),
+        )
+    };
+    let asked = || vec![Message::user("save the port into port.txt")];
+    let case = |case, on, seed, read, call| Write {
+        case,
+        on,
+        seed,
+        read,
+        call,
+    };
+    let invented = case("invented", true, asked(), None, write("port = 8080"));
+    let refused = answer(&invented).unwrap();
+    assert!(refused.contains("not run: 8080 is in nothing"), "{refused}");
+    assert!(
+        refused.ends_with("then call write_file with it."),
+        "{refused}"
+    );
+    let earlier = vec![
+        Message::user("which port does config.toml set?"),
+        Message::assistant("It sets 7341."),
+        Message::user("save that into port.txt"),
+    ];
+    let long = format!("port = 8080\n{}", "# a comment\n".repeat(20));
+    let search = call("search_text", json!({"path": ".", "pattern": "8080"}));
+    let invent = call("save_port", json!({"path": "port.txt", "content": "8080"}));
+    let told = vec![Message::user("write 8080 into port.txt")];
+    let runs = [
+        case("rule off", false, asked(), None, write("port = 8080")),
+        case(
+            "read first",
+            true,
+            asked(),
+            Some("port = 7341"),
+            write("7341"),
+        ),
+        case("the message's", true, told, None, write("8080")),
+        case("an earlier answer's", true, earlier, None, write("7341")),
+        case("no number", true, asked(), None, write("eggs\nmilk")),
+        case("one digit", true, asked(), None, write("port 8")),
+        case("a document", true, asked(), None, write(&long)),
+        case("a tool that reads", true, asked(), None, search),
+        case("a tool not offered", true, asked(), None, invent),
+    ];
+    for w in &runs {
+        assert_eq!(answer(w), None, "{}", w.case);
+    }
+    // Once a run, and the call it stood for is forgotten: made again, it runs.
+    let mut coach = value_coach(true, &asked(), &registry);
+    let first = [write("port = 8080")];
+    let refusal = coach.unsourced_value(&first[0], &offered).unwrap();
+    let mut turn = |results: &[ToolOutcome]| value_turn(&mut coach, &registry, &first, results);
+    assert_eq!(turn(&[refusal]), [Source::Run]);
+    assert_eq!(turn(&[ToolOutcome::ok("ok")]), [Source::Run]);
+    assert_eq!(turn(&[ToolOutcome::ok("ok")]), [Source::Earlier]);
+    assert_eq!(coach.unsourced_value(&first[0], &offered), None);
+}

@@ -906,3 +906,60 @@ fn an_empty_answer_after_a_call_is_asked_for_again_once() {
     assert_eq!(finish_reason(&events), FinishReason::Stop);
     assert_eq!(provider.request_count(), 1);
 }
+
+/// A short write of a number nothing gave does not run, once (`unsourced-value`): the
+/// model reads the file that holds the value and writes that; with the rule off, the
+/// made-up value is written first.
+#[test]
+fn a_write_of_a_number_nothing_gave_waits_for_its_source() {
+    for on in [true, false] {
+        let write = RecordingTool::new("write_file").returns(json!("wrote port.txt"));
+        let read = RecordingTool::new("read_file").returns(json!("[server]\nport = 7341"));
+        let save = |id: &str, content: &str| {
+            ev::call(
+                id,
+                "write_file",
+                json!({"path": "port.txt", "content": content}),
+            )
+        };
+        let provider = MockProvider::builder()
+            .turn(vec![save("c1", "port = 8080"), ev::finish()])
+            .turn(vec![
+                ev::call("c2", "read_file", json!({"path": "config.toml"})),
+                ev::finish(),
+            ])
+            .turn(vec![save("c3", "7341"), ev::finish()])
+            .turn(vec![ev::text("Saved 7341 to port.txt."), ev::finish()])
+            .build();
+        let c = client_with(provider, registry([write.clone(), read]), |cfg| {
+            cfg.coach.read_only.insert("read_file".into());
+            cfg.coach.path_argument = Some("path".into());
+            if on {
+                cfg.coach.turn_on(Rule::UnsourcedValue);
+            }
+        });
+        let events = block_on(chat(&c, "config port -> port.txt"));
+        check_events(&events);
+        check_history(&c.history());
+        let written: Vec<String> = (write.calls().iter())
+            .map(|c| {
+                c.arguments["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        let expected: &[&str] = if on {
+            &["7341"]
+        } else {
+            &["port = 8080", "7341"]
+        };
+        assert_eq!(written, expected, "on: {on}");
+        let coached = count(
+            &events,
+            |e| matches!(e, ChatEvent::Coached { rule: Rule::UnsourcedValue, call_id: Some(id), .. } if id == "c1"),
+        );
+        assert_eq!(coached, usize::from(on), "on: {on}");
+        assert_eq!(finish_reason(&events), FinishReason::Stop, "on: {on}");
+    }
+}
