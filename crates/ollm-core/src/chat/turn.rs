@@ -726,7 +726,7 @@ impl Run {
             if answer.is_none() {
                 *answer = self.coach.unsourced_value(call, &self.settings.offered);
                 if let Some(refused) = answer {
-                    let detail = refused.content.clone();
+                    let detail = refused.content.trim_start_matches("Error: ").to_owned();
                     (self.sink).coached(Rule::UnsourcedValue, Some(&call.id), detail, false);
                 }
             }

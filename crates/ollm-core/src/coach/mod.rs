@@ -193,6 +193,16 @@
 //! - **`answer-after-empty`**: an empty answer after the run's calls is not recorded; the
 //!   answer nudge follows, with no tools offered, once per run. The 1.5B read the file,
 //!   then ended its next reply at once, twice in 21 runs: the user got nothing.
+//! - **`answer-after-echo`** (on request, [`Rule::ON_REQUEST`], since 2026-11-28): an
+//!   answer to a request that offered no tools (the choice said none, or the answer is
+//!   due) that only asks the user's question back (one line, at most 240 bytes, ending
+//!   in `?`, holding at least two and 60% of the message's words of three letters or
+//!   more, function words aside: `text::restates`) is not recorded; the answer nudge
+//!   follows, once per run. Why: the 0.5B asked "Can you explain how to create a virtual
+//!   environment for Python?" back in two of the three `python-venv` wordings of most
+//!   tuning passes, in the plain column too. Probed at the server's own sampling: the
+//!   question alone was asked back in 2 of 6 replies, with the nudge after it in 1 of 6.
+//!   The streamed question stays on the user's screen; the answer follows it.
 //! - **`answer-at-repeat-limit`** (on request, [`Rule::ON_REQUEST`]): a run `repeat-limit` stops, when the reply that
 //!   stopped it was not itself asked for as the answer, gets one more reply: the answer
 //!   nudge, no tools offered, and a call in it never runs (answered "not run: the
@@ -563,6 +573,9 @@ pub struct Coach {
 /// `unsourced-value` to check it: a value ("7341"), not a document, whose numbers may
 /// well be the model's own (a script's `range(1, 11)`).
 const SHORT_WRITE: usize = 200;
+
+/// How many of the caller's paths `unsourced-value`'s answer names at most.
+const READABLE_SHOWN: usize = 16;
 
 /// Where each call of a turn gets its result from, as [`Coach::plan`] decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -1067,6 +1080,16 @@ impl Coach {
             self.answer_due |= ask;
             return ask.then(|| Said::new(Rule::AnswerAfterEmpty, true));
         }
+        let unoffered = !offers_tools || self.withholds_tools();
+        if self.is_on(Rule::AnswerAfterEcho)
+            && !self.asked_to_answer
+            && unoffered
+            && text::restates(answer, &self.asked)
+        {
+            self.asked_to_answer = true;
+            self.answer_due = true;
+            return Some(Said::new(Rule::AnswerAfterEcho, true));
+        }
         if self.asked_to_act || self.memory.any() {
             return None;
         }
@@ -1237,12 +1260,41 @@ impl Coach {
         }
         self.unsourced_acted = true;
         self.unsourced_call = Some(call.id.clone());
+        let target = path
+            .and_then(|key| call.arguments.get(key))
+            .and_then(Value::as_str);
+        let whence = match self.readable(target) {
+            Some(paths) => format!("read the file it comes from; the paths here: {paths}"),
+            None => "read the file it comes from".to_owned(),
+        };
         Some(ToolOutcome::error(format!(
             "not run: {} is in nothing the user said and in no result you got, so it may be \
-             made up. Find it first (read the file that holds it), then call {} with it.",
+             made up. Find it first ({whence}), then call {} with it.",
             numbers.join(", "),
             call.name
         )))
+    }
+
+    /// The caller's paths the tools that only read take ([`CoachConfig::paths`]),
+    /// `target` and `.` aside, at most [`READABLE_SHOWN`] of them, for a message to
+    /// name; `None` when there are none.
+    fn readable(&self, target: Option<&str>) -> Option<String> {
+        let mut shown: Vec<&str> = Vec::new();
+        let listed = (self.config.paths.iter())
+            .filter(|(tool, _)| self.config.read_only.contains(*tool))
+            .flat_map(|(_, paths)| paths.iter().map(String::as_str));
+        for path in listed.filter(|p| *p != "." && Some(*p) != target) {
+            if !shown.contains(&path) {
+                shown.push(path);
+            }
+        }
+        let more = shown.len() > READABLE_SHOWN;
+        shown.truncate(READABLE_SHOWN);
+        let mut text = shown.join(", ");
+        if more {
+            text.push_str(", …");
+        }
+        (!shown.is_empty()).then_some(text)
     }
 
     /// Per call of a turn whose results came from `sources`, whether the history keeps

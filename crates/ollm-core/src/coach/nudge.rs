@@ -69,6 +69,7 @@ impl Nudge {
             Rule::AnswerAfterIdle
             | Rule::AnswerAfterRunaway
             | Rule::AnswerAfterEmpty
+            | Rule::AnswerAfterEcho
             | Rule::AnswerAfterNothing
             | Rule::AnswerAtRepeatLimit
             | Rule::AnswerAtLimit => Nudge::Answer,
@@ -117,6 +118,7 @@ mod tests {
             (Rule::AnswerAfterIdle, Nudge::Answer),
             (Rule::AnswerAfterRunaway, Nudge::Answer),
             (Rule::AnswerAfterEmpty, Nudge::Answer),
+            (Rule::AnswerAfterEcho, Nudge::Answer),
             (Rule::ChangeAfterIdle, Nudge::Change),
             (Rule::AnswerAtRepeatLimit, Nudge::Answer),
             (Rule::AnswerAtLimit, Nudge::Answer),

@@ -108,6 +108,9 @@ rules! {
     /// An empty answer after the run's calls is asked again, once.
     AnswerAfterEmpty = "answer-after-empty",
         "an empty answer after the run's calls is dropped and the model asked to answer, once";
+    /// An answer without tools that restates the question is asked for again, once.
+    AnswerAfterEcho = "answer-after-echo",
+        "an answer to a request that offered no tools, that only asks the user's question back, is dropped and the model asked to answer, once";
     /// After a turn none of whose calls ran, a change the message asks for is made.
     ChangeAfterIdle = "change-after-idle",
         "after a turn none of whose calls ran, when the message names a file that does not exist and the run has not called the one offered tool that changes things and takes a path, the next reply is a call to that tool alone, its arguments constrained, in place of the answer nudge";
@@ -196,7 +199,8 @@ impl Rule {
     /// too few of the eval's runs to show a lift, and `read-named` and
     /// `answer-at-repeat-limit`, which showed none, and `tool-from-arguments`, which can
     /// turn an invented tool's call into a write or a command (coach docs), and
-    /// `unsourced-value`, new and not yet measured on the held-out part.
+    /// `unsourced-value` and `answer-after-echo`, new and not yet measured on the
+    /// held-out part.
     pub const ON_REQUEST: &'static [Rule] = &[
         Rule::ToolOrNone,
         Rule::RoutedCall,
@@ -215,6 +219,7 @@ impl Rule {
         Rule::ToolsHint,
         Rule::ToolFromArguments,
         Rule::UnsourcedValue,
+        Rule::AnswerAfterEcho,
     ];
 }
 

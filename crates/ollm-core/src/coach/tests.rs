@@ -564,6 +564,34 @@ fn answer_after_runaway() {
     );
 }
 
+/// `answer-after-echo`: the 0.5B, offered no tools, asked "Could you explain how to
+/// create a virtual environment for Python?" back (eval tuning part, `python-venv`, two
+/// wordings of three in most passes, and in the plain column too).
+#[test]
+fn answer_after_echo() {
+    const ECHO: &str = "Can you explain how to create a virtual environment for Python?";
+    let seed = [Message::user(
+        "Could you explain how to create a virtual environment for Python?",
+    )];
+    let said = Some((Nudge::Answer, Rule::AnswerAfterEcho, true));
+    let unoffered = || {
+        vec![
+            Step::Answer(ECHO, false, false),
+            Step::Answer(ECHO, false, false),
+        ]
+    };
+    let on = [Rule::AnswerAfterEcho];
+    // Once a run, and only for a reply asked for without tools.
+    let asked_again = vec![Heard::Said(said), Heard::Said(None)];
+    check_with(&on, &[], &seed, unoffered(), asked_again);
+    let offered = vec![Step::Answer(ECHO, false, true)];
+    check_with(&on, &[], &seed, offered, vec![Heard::Said(None)]);
+    let answered = vec![Step::Answer("Run `python -m venv .venv`.", false, false)];
+    check_with(&on, &[], &seed, answered, vec![Heard::Said(None)]);
+    let none = vec![Heard::Said(None), Heard::Said(None)];
+    check_with(&[], &[], &seed, unoffered(), none);
+}
+
 #[test]
 fn answer_after_empty() {
     let said = Some((Nudge::Answer, Rule::AnswerAfterEmpty, true));
@@ -1412,6 +1440,25 @@ fn unsourced_value() {
     let invented = case("invented", true, asked(), None, write("port = 8080"));
     let refused = answer(&invented).unwrap();
     assert!(refused.contains("not run: 8080 is in nothing"), "{refused}");
+    assert!(
+        refused.contains("(read the file it comes from)"),
+        "{refused}"
+    );
+    // The caller's paths that the reads take are named, the target and `.` aside.
+    let mut coach = value_coach(true, &asked(), &registry);
+    let listed = ["config.toml", ".", "port.txt", "src"]
+        .map(String::from)
+        .to_vec();
+    (coach.config.paths).insert("read_file".into(), listed.clone());
+    (coach.config.paths).insert("list_dir".into(), listed);
+    let named = coach
+        .unsourced_value(&invented.call, &offered)
+        .unwrap()
+        .content;
+    assert!(
+        named.contains("the paths here: config.toml, src)"),
+        "{named}"
+    );
     assert!(
         refused.ends_with("then call write_file with it."),
         "{refused}"

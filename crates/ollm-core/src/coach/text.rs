@@ -183,6 +183,40 @@ pub(crate) fn unsourced_numbers<'a>(written: &'a str, known: &str) -> Vec<&'a st
     found
 }
 
+/// Whether `answer` restates `asked` as a question instead of answering it: one line
+/// of at most 240 bytes that ends with `?` and holds at least two, and at least 60%,
+/// of the message's words of three letters or more (a few function words aside)
+/// (`answer-after-echo`; the 0.5B answered "Could you explain how to create a virtual
+/// environment for Python?" with "Can you explain how to create a virtual environment
+/// for Python?").
+pub(crate) fn restates(answer: &str, asked: &str) -> bool {
+    let answer = answer.trim();
+    if answer.len() > 240 || answer.contains('\n') || !answer.ends_with('?') {
+        return false;
+    }
+    let asked = words(asked);
+    let said = words(answer);
+    let shared = asked.iter().filter(|w| said.contains(w)).count();
+    shared >= 2 && shared * 5 >= asked.len() * 3
+}
+
+/// The lowercase words of three letters or more of `text`, once each, without the
+/// function words a restated question swaps freely.
+fn words(text: &str) -> Vec<String> {
+    const FUNCTION: &[&str] = &[
+        "the", "and", "you", "your", "can", "could", "would", "will", "please", "for", "how",
+        "what", "with", "this", "that", "are", "does", "tell", "explain", "show",
+    ];
+    let mut out: Vec<String> = Vec::new();
+    for word in text.split(|c: char| !c.is_alphanumeric()) {
+        let word = word.to_lowercase();
+        if word.chars().count() >= 3 && !FUNCTION.contains(&word.as_str()) && !out.contains(&word) {
+            out.push(word);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,5 +371,57 @@ mod tests {
             let with_it = format!("{known} {written}");
             proptest::prop_assert!(unsourced_numbers(&written, &with_it).is_empty());
         }
+    }
+
+    #[test]
+    fn an_answer_that_asks_the_question_back_restates_it() {
+        let check = |asked: &str, answer: &str, expected: bool| {
+            assert_eq!(restates(answer, asked), expected, "{asked} / {answer}");
+        };
+        let venv = "Could you explain how to create a virtual environment for Python?";
+        check(
+            venv,
+            "Can you explain how to create a virtual environment for Python?",
+            true,
+        );
+        check(
+            venv,
+            "  How can I create a virtual environment in Python?\n",
+            true,
+        );
+        check(
+            "how do I make a python virtual environment?",
+            "How do I create a Python virtual environment?",
+            true,
+        );
+        check(
+            "rust for loop syntax?",
+            "Can you explain the syntax of a Rust loop?",
+            true,
+        );
+        // An answer, a question of its own, or one that shares a word or two.
+        check(venv, "Run `python -m venv .venv`, then activate it.", false);
+        check(
+            venv,
+            "Do you want a virtual environment\nfor Python? Which version?",
+            false,
+        );
+        check(
+            "Can you help me?",
+            "Of course! What do you need help with?",
+            false,
+        );
+        check(
+            "thanks, that's all for now!",
+            "Is there anything else I can help with?",
+            false,
+        );
+        check(
+            "Could you explain what TOML files are normally for?",
+            "Could you provide a simple example of how to use TOML in Python?",
+            false,
+        );
+        let long = format!("{} virtual environment Python?", "word ".repeat(60));
+        check(venv, &long, false);
     }
 }
