@@ -723,13 +723,6 @@ impl Run {
                     None => (self.coach).withheld_answer(call, &self.settings.offered),
                 };
             }
-            if answer.is_none() {
-                *answer = self.coach.unsourced_value(call, &self.settings.offered);
-                if let Some(refused) = answer {
-                    let detail = refused.content.trim_start_matches("Error: ").to_owned();
-                    (self.sink).coached(Rule::UnsourcedValue, Some(&call.id), detail, false);
-                }
-            }
         }
         let planned = Planned {
             text,

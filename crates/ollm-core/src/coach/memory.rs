@@ -105,11 +105,6 @@ impl CallMemory {
             .collect()
     }
 
-    /// Forgets `call`: made again, it runs (`unsourced-value`).
-    pub(crate) fn forget(&mut self, call: &ToolCall) {
-        self.seen.remove(&key(call));
-    }
-
     /// The answer to a repeated call, from the remembered result of the same call.
     pub(crate) fn answer(&self, call: &ToolCall) -> Option<ToolOutcome> {
         self.seen

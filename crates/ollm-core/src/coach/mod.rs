@@ -437,20 +437,6 @@
 //!   against 1/3 in each pass before, writes nobody asked for 1 against 3; it acted in
 //!   one run of each pass, the model writing the dot itself in the others
 //!   (docs/tool-calling.md, "Eleventh round").
-//! - **`unsourced-value`** (`Coach::unsourced_value`, in the turn loop before a reply's
-//!   calls run; on request, [`Rule::ON_REQUEST`], since 2026-11-28): a call to an
-//!   offered tool that changes things (one not named read-only) whose text arguments,
-//!   its path aside, are 200 characters or fewer and hold a number of two digits or
-//!   more that neither the conversation (every message the run starts from: an earlier
-//!   answer's "7341" counts) nor a result of the run holds does not run. Its result
-//!   names the number and asks the model to find it first and then make the call. Once
-//!   a run; the memory forgets the call it stood for, so the same call made again runs:
-//!   the rule costs a model that meant it one turn, and cannot stop a write. Why: the
-//!   1.5B saved "port = 8080" into port.txt without reading anything for "config port
-//!   -> port.txt" (the config says 7341), in every column of every tuning pass of
-//!   2026-11-28. A made-up value written to a file is worse than none: the user trusts
-//!   the file. Longer texts (a script, a list) are not checked: their numbers may well
-//!   be the model's own.
 //! - **`invented-result-cut`** (`recover/json.rs`): a reply that opens with calls to
 //!   offered tools and goes on with something else (`{"error": "File not found"}`, "The
 //!   response will be: ...", prose) runs the calls and drops the rest, which never
@@ -560,22 +546,7 @@ pub struct Coach {
     /// The text of the run's user message (`dotted-path`): empty for a coach made
     /// without the conversation.
     asked: String,
-    /// The conversation's text and every result of the run (`unsourced-value`).
-    known: String,
-    /// Whether `unsourced-value` stood in for a call this run, and the id of that call
-    /// until its turn is learned (the memory then forgets it, so the same call made
-    /// again runs).
-    unsourced_acted: bool,
-    unsourced_call: Option<String>,
 }
-
-/// The longest text, in characters, a call of a tool that changes things writes for
-/// `unsourced-value` to check it: a value ("7341"), not a document, whose numbers may
-/// well be the model's own (a script's `range(1, 11)`).
-const SHORT_WRITE: usize = 200;
-
-/// How many of the caller's paths `unsourced-value`'s answer names at most.
-const READABLE_SHOWN: usize = 16;
 
 /// Where each call of a turn gets its result from, as [`Coach::plan`] decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -651,9 +622,6 @@ impl Coach {
             change_targets: Vec::new(),
             calls_failed: false,
             asked: String::new(),
-            known: String::new(),
-            unsourced_acted: false,
-            unsourced_call: None,
         }
     }
 
@@ -667,8 +635,6 @@ impl Coach {
         coach.memory = CallMemory::seeded(messages, tools, undeclared);
         let asked = messages.iter().rev().find(|m| m.role() == Role::User);
         coach.asked = asked.map(Message::text).unwrap_or_default();
-        let said: Vec<String> = messages.iter().map(Message::text).collect();
-        coach.known = said.join("\n");
         coach
     }
 
@@ -1178,7 +1144,6 @@ impl Coach {
         // These calls came in a reply asked for as the answer: the model was told.
         let told = self.answer_due;
         let stuck = self.memory.learn(&plan.identities, results);
-        self.learn_results(calls, plan, results);
         self.calls_failed = results.iter().any(|r| r.is_error);
         let stuck = stuck.filter(|_| self.is_on(Rule::RepeatLimit));
         let last_word = stuck.is_some() && !told && self.is_on(Rule::AnswerAtRepeatLimit);
@@ -1212,91 +1177,6 @@ impl Coach {
 }
 
 impl Coach {
-    /// Keeps a turn's results as text the run has seen, and forgets the call
-    /// `unsourced-value` stood in for, so that the same call made again runs.
-    fn learn_results(&mut self, calls: &[ToolCall], plan: &CallPlan, results: &[ToolOutcome]) {
-        for result in results {
-            self.known.push('\n');
-            self.known.push_str(&result.content);
-        }
-        let Some(id) = self.unsourced_call.take() else {
-            return;
-        };
-        for (call, identity) in calls.iter().zip(&plan.identities) {
-            if call.id == id {
-                self.memory.forget(identity);
-            }
-        }
-    }
-
-    /// On a call about to run (`unsourced-value`), once a run: when it calls an offered
-    /// tool that changes things (one not named read-only) and its text arguments, its
-    /// path aside, are short (a value, not a document) and hold a number that neither
-    /// the conversation nor a result of the run holds, the answer that stands for it;
-    /// `None` otherwise, and the call runs as any other.
-    pub(crate) fn unsourced_value(
-        &mut self,
-        call: &ToolCall,
-        offered: &[ToolSchema],
-    ) -> Option<ToolOutcome> {
-        let read_only = &self.config.read_only;
-        let changes = !read_only.is_empty() && !read_only.contains(&call.name);
-        let offered = offered.iter().any(|t| t.name == call.name);
-        if !self.is_on(Rule::UnsourcedValue) || self.unsourced_acted || !changes || !offered {
-            return None;
-        }
-        let path = self.config.path_argument.as_deref();
-        let written: Vec<&str> = (call.arguments.iter())
-            .filter(|(key, _)| Some(key.as_str()) != path)
-            .filter_map(|(_, value)| value.as_str())
-            .collect();
-        let written = written.join("\n");
-        if written.chars().count() > SHORT_WRITE {
-            return None;
-        }
-        let numbers = text::unsourced_numbers(&written, &self.known);
-        if numbers.is_empty() {
-            return None;
-        }
-        self.unsourced_acted = true;
-        self.unsourced_call = Some(call.id.clone());
-        let target = path
-            .and_then(|key| call.arguments.get(key))
-            .and_then(Value::as_str);
-        let whence = match self.readable(target) {
-            Some(paths) => format!("read the file it comes from; the paths here: {paths}"),
-            None => "read the file it comes from".to_owned(),
-        };
-        Some(ToolOutcome::error(format!(
-            "not run: {} is in nothing the user said and in no result you got, so it may be \
-             made up. Find it first ({whence}), then call {} with it.",
-            numbers.join(", "),
-            call.name
-        )))
-    }
-
-    /// The caller's paths the tools that only read take ([`CoachConfig::paths`]),
-    /// `target` and `.` aside, at most [`READABLE_SHOWN`] of them, for a message to
-    /// name; `None` when there are none.
-    fn readable(&self, target: Option<&str>) -> Option<String> {
-        let mut shown: Vec<&str> = Vec::new();
-        let listed = (self.config.paths.iter())
-            .filter(|(tool, _)| self.config.read_only.contains(*tool))
-            .flat_map(|(_, paths)| paths.iter().map(String::as_str));
-        for path in listed.filter(|p| *p != "." && Some(*p) != target) {
-            if !shown.contains(&path) {
-                shown.push(path);
-            }
-        }
-        let more = shown.len() > READABLE_SHOWN;
-        shown.truncate(READABLE_SHOWN);
-        let mut text = shown.join(", ");
-        if more {
-            text.push_str(", …");
-        }
-        (!shown.is_empty()).then_some(text)
-    }
-
     /// Per call of a turn whose results came from `sources`, whether the history keeps
     /// it. A repeat answered from an earlier result (or its twin's in the same reply)
     /// adds nothing but a "not run again" error, and the 0.5B answered from those ("You

@@ -165,9 +165,6 @@ rules! {
     /// A call to a tool not offered whose arguments fit one offered tool is that tool.
     ToolFromArguments = "tool-from-arguments",
         "a call to a tool that is not offered, whose arguments are all declared by one offered tool and give every argument it requires, and fit no other, is a call to that tool";
-    /// A short write of a number nothing gave is not run, once: find the value first.
-    UnsourcedValue = "unsourced-value",
-        "a call to a tool that changes things whose text arguments (its path aside, 200 characters at most) hold a number that neither the conversation nor a result of the run holds is not run, once a run, and the model is told to find the value first";
     /// A path the message names with a leading dot, given without it, gets the dot back.
     DottedPath = "dotted-path",
         "a call's path that is a path the user's message names without its leading dot (`gitignore` for `.gitignore`) is given the dot";
@@ -199,8 +196,7 @@ impl Rule {
     /// too few of the eval's runs to show a lift, and `read-named` and
     /// `answer-at-repeat-limit`, which showed none, and `tool-from-arguments`, which can
     /// turn an invented tool's call into a write or a command (coach docs), and
-    /// `unsourced-value` and `answer-after-echo`, new and not yet measured on the
-    /// held-out part.
+    /// `answer-after-echo`, new and not yet measured on the held-out part.
     pub const ON_REQUEST: &'static [Rule] = &[
         Rule::ToolOrNone,
         Rule::RoutedCall,
@@ -218,7 +214,6 @@ impl Rule {
         Rule::KeyHint,
         Rule::ToolsHint,
         Rule::ToolFromArguments,
-        Rule::UnsourcedValue,
         Rule::AnswerAfterEcho,
     ];
 }

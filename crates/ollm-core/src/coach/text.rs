@@ -1,8 +1,8 @@
 //! The coach's text rules: what an answer says ([`says_it_cannot`], for `can-nudge`),
 //! the tools context put before the first prompt ([`before_first_prompt`],
 //! `tools-context`) and taken off a reply that echoes it ([`drop_echo`], `drop-echo`),
-//! the file a message names ([`named_file`], `named-file`), and the numbers a call
-//! writes that nothing said ([`unsourced_numbers`], `unsourced-value`).
+//! the file a message names ([`named_file`], `named-file`), and an answer that asks
+//! the question back ([`restates`], `answer-after-echo`).
 //! Pure functions over strings and messages; the measurements are in the coach's
 //! Decisions.
 
@@ -166,21 +166,6 @@ pub(crate) fn new_files<'a>(
             }
             found
         })
-}
-
-/// The numbers of two digits or more in `written` that `known` does not hold, in
-/// order and once each: values a call would write that neither the conversation nor a
-/// result gave (`unsourced-value`; the 1.5B saved "port = 8080" into port.txt without
-/// reading the config, which says 7341).
-pub(crate) fn unsourced_numbers<'a>(written: &'a str, known: &str) -> Vec<&'a str> {
-    let mut found: Vec<&str> = Vec::new();
-    let runs = written.split(|c: char| !c.is_ascii_digit());
-    for run in runs.filter(|r| r.len() >= 2) {
-        if !known.contains(run) && !found.contains(&run) {
-            found.push(run);
-        }
-    }
-    found
 }
 
 /// Whether `answer` restates `asked` as a question instead of answering it: one line
@@ -351,26 +336,6 @@ mod tests {
         let mut none = vec![Message::assistant("a")];
         before_first_prompt(&mut none, "[ctx]");
         assert_eq!(none[0].text(), "a");
-    }
-
-    proptest::proptest! {
-        /// Every number found is a run of two digits or more of what is written, that
-        /// the known text does not hold, found once; and what the known text holds is
-        /// never found.
-        #[test]
-        fn unsourced_numbers_are_the_written_runs_nothing_holds(
-            written in "[a-z0-9 =.-]{0,40}",
-            known in "[a-z0-9 =.-]{0,40}",
-        ) {
-            let found = unsourced_numbers(&written, &known);
-            for (i, n) in found.iter().enumerate() {
-                proptest::prop_assert!(n.len() >= 2 && n.bytes().all(|b| b.is_ascii_digit()));
-                proptest::prop_assert!(written.contains(n) && !known.contains(n));
-                proptest::prop_assert!(!found[..i].contains(n));
-            }
-            let with_it = format!("{known} {written}");
-            proptest::prop_assert!(unsourced_numbers(&written, &with_it).is_empty());
-        }
     }
 
     #[test]
