@@ -198,11 +198,15 @@
 //!   due) that only asks the user's question back (one line, at most 240 bytes, ending
 //!   in `?`, holding at least two and 60% of the message's words of three letters or
 //!   more, function words aside: `text::restates`) is not recorded; the answer nudge
-//!   follows, once per run. Why: the 0.5B asked "Can you explain how to create a virtual
-//!   environment for Python?" back in two of the three `python-venv` wordings of most
-//!   tuning passes, in the plain column too. Probed at the server's own sampling: the
-//!   question alone was asked back in 2 of 6 replies, with the nudge after it in 1 of 6.
-//!   The streamed question stays on the user's screen; the answer follows it.
+//!   follows, once per run, and the requests after it are greedy (the tool temperature,
+//!   unless the sampling options set one). Why: the 0.5B asked "How do I create a
+//!   virtual environment in Python?" back in two of the three `python-venv` wordings of
+//!   most tuning passes, in the plain column too. Probed: at the server's own sampling
+//!   the question alone was asked back in 2 of 6 replies, with the nudge after it in 1
+//!   of 6; at temperature 0 the question alone is asked back every time (two wordings
+//!   of three), with the nudge after it never. In the first pass with a nudge at the
+//!   server's sampling, the model asked back again after it. The streamed question
+//!   stays on the user's screen; the answer follows it.
 //! - **`answer-at-repeat-limit`** (on request, [`Rule::ON_REQUEST`]): a run `repeat-limit` stops, when the reply that
 //!   stopped it was not itself asked for as the answer, gets one more reply: the answer
 //!   nudge, no tools offered, and a call in it never runs (answered "not run: the
@@ -520,6 +524,9 @@ pub struct Coach {
     asked_to_act: bool,
     /// Whether the run already asked again for an answer that came empty.
     asked_to_answer: bool,
+    /// Whether `answer-after-echo` asked again for an answer that asked the question
+    /// back: the requests after it are greedy.
+    echoed: bool,
     /// Whether the model chose no tool before the run's first request (`tool-or-none`).
     routed_none: bool,
     /// The tool the model chose before the next request, until the turn that calls it
@@ -611,6 +618,7 @@ impl Coach {
             answer_due: false,
             asked_to_act: false,
             asked_to_answer: false,
+            echoed: false,
             routed_none: false,
             routed_tool: None,
             routed: false,
@@ -988,7 +996,7 @@ impl Coach {
         let greedy = if offers_tools {
             self.is_on(Rule::GreedyToolTurns)
         } else {
-            self.made_calls() && self.is_on(Rule::GreedyAnswers)
+            (self.made_calls() && self.is_on(Rule::GreedyAnswers)) || self.echoed
         };
         if greedy && request.options.temperature.is_none() {
             request.options.temperature = self.temperature;
@@ -1054,6 +1062,7 @@ impl Coach {
         {
             self.asked_to_answer = true;
             self.answer_due = true;
+            self.echoed = true;
             return Some(Said::new(Rule::AnswerAfterEcho, true));
         }
         if self.asked_to_act || self.memory.any() {

@@ -110,7 +110,7 @@ rules! {
         "an empty answer after the run's calls is dropped and the model asked to answer, once";
     /// An answer without tools that restates the question is asked for again, once.
     AnswerAfterEcho = "answer-after-echo",
-        "an answer to a request that offered no tools, that only asks the user's question back, is dropped and the model asked to answer, once";
+        "an answer to a request that offered no tools, that only asks the user's question back, is dropped and the model asked to answer, once, at the tool temperature (0) unless the sampling options set one";
     /// After a turn none of whose calls ran, a change the message asks for is made.
     ChangeAfterIdle = "change-after-idle",
         "after a turn none of whose calls ran, when the message names a file that does not exist and the run has not called the one offered tool that changes things and takes a path, the next reply is a call to that tool alone, its arguments constrained, in place of the answer nudge";

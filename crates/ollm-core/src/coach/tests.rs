@@ -574,22 +574,39 @@ fn answer_after_echo() {
         "Could you explain how to create a virtual environment for Python?",
     )];
     let said = Some((Nudge::Answer, Rule::AnswerAfterEcho, true));
+    let offers_none = || Step::Request {
+        offers_tools: false,
+    };
     let unoffered = || {
         vec![
+            offers_none(),
             Step::Answer(ECHO, false, false),
+            offers_none(),
             Step::Answer(ECHO, false, false),
         ]
     };
     let on = [Rule::AnswerAfterEcho];
-    // Once a run, and only for a reply asked for without tools.
-    let asked_again = vec![Heard::Said(said), Heard::Said(None)];
+    // Once a run, only for a reply asked for without tools, and the request after it
+    // is greedy.
+    let request = |t| Heard::Request("[Working folder: /w]\n\nq".into(), t);
+    let asked_again = vec![
+        request(None),
+        Heard::Said(said),
+        request(Some(0.0)),
+        Heard::Said(None),
+    ];
     check_with(&on, &[], &seed, unoffered(), asked_again);
     let offered = vec![Step::Answer(ECHO, false, true)];
     check_with(&on, &[], &seed, offered, vec![Heard::Said(None)]);
     let answered = vec![Step::Answer("Run `python -m venv .venv`.", false, false)];
     check_with(&on, &[], &seed, answered, vec![Heard::Said(None)]);
-    let none = vec![Heard::Said(None), Heard::Said(None)];
-    check_with(&[], &[], &seed, unoffered(), none);
+    let off = vec![
+        request(None),
+        Heard::Said(None),
+        request(None),
+        Heard::Said(None),
+    ];
+    check_with(&[], &[], &seed, unoffered(), off);
 }
 
 #[test]
