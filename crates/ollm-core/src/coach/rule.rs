@@ -195,8 +195,7 @@ impl Rule {
     /// two repeats on either model, `answer-at-limit` and `named-file`, which acted in
     /// too few of the eval's runs to show a lift, and `read-named` and
     /// `answer-at-repeat-limit`, which showed none, and `tool-from-arguments`, which can
-    /// turn an invented tool's call into a write or a command (coach docs), and
-    /// `answer-after-echo`, new and not yet measured on the held-out part.
+    /// turn an invented tool's call into a write or a command (coach docs).
     pub const ON_REQUEST: &'static [Rule] = &[
         Rule::ToolOrNone,
         Rule::RoutedCall,
@@ -214,7 +213,6 @@ impl Rule {
         Rule::KeyHint,
         Rule::ToolsHint,
         Rule::ToolFromArguments,
-        Rule::AnswerAfterEcho,
     ];
 }
 

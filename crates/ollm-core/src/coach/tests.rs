@@ -585,7 +585,6 @@ fn answer_after_echo() {
             Step::Answer(ECHO, false, false),
         ]
     };
-    let on = [Rule::AnswerAfterEcho];
     // Once a run, only for a reply asked for without tools, and the request after it
     // is greedy.
     let request = |t| Heard::Request("[Working folder: /w]\n\nq".into(), t);
@@ -595,18 +594,18 @@ fn answer_after_echo() {
         request(Some(0.0)),
         Heard::Said(None),
     ];
-    check_with(&on, &[], &seed, unoffered(), asked_again);
+    check(&[], &seed, unoffered(), asked_again);
     let offered = vec![Step::Answer(ECHO, false, true)];
-    check_with(&on, &[], &seed, offered, vec![Heard::Said(None)]);
+    check(&[], &seed, offered, vec![Heard::Said(None)]);
     let answered = vec![Step::Answer("Run `python -m venv .venv`.", false, false)];
-    check_with(&on, &[], &seed, answered, vec![Heard::Said(None)]);
+    check(&[], &seed, answered, vec![Heard::Said(None)]);
     let off = vec![
         request(None),
         Heard::Said(None),
         request(None),
         Heard::Said(None),
     ];
-    check_with(&[], &[], &seed, unoffered(), off);
+    check(&[Rule::AnswerAfterEcho], &seed, unoffered(), off);
 }
 
 #[test]
