@@ -350,6 +350,14 @@ impl Sink for TextSink<'_> {
     }
 }
 
+/// The coach's rules that drop a reply already streamed and ask for another: the
+/// model asked the question back (`answer-after-echo`) or looped in its text
+/// (`answer-after-runaway`).
+const DROPS_STREAMED_REPLY: &[ollm_core::Rule] = &[
+    ollm_core::Rule::AnswerAfterEcho,
+    ollm_core::Rule::AnswerAfterRunaway,
+];
+
 impl TextSink<'_> {
     /// Erases the transient status line before an event that prints.
     fn status_before(&self, event: &ChatEvent) {
@@ -485,6 +493,11 @@ impl TextSink<'_> {
     /// What the coach did, in one line when it is worth a warning; a call it answered
     /// from an earlier result gets that line instead of its result line.
     fn show_coached(&mut self, rule: ollm_core::Rule, call_id: &Option<String>) -> io::Result<()> {
+        // A reply the coach drops and asks for again is not the answer: the answer
+        // that follows starts on a line of its own, piped or not.
+        if DROPS_STREAMED_REPLY.contains(&rule) {
+            self.break_line(true)?;
+        }
         let Some(line) = crate::errors::coach_warning(rule) else {
             return Ok(());
         };
@@ -817,6 +830,37 @@ mod tests {
             s.event(&e).unwrap();
         }
         err.text()
+    }
+
+    /// A reply the coach dropped and asked for again ends its line, piped too: the
+    /// 0.5B's question asked back and the answer after it used to run together.
+    #[test]
+    fn the_answer_after_a_dropped_reply_starts_its_own_line() {
+        use ollm_core::Rule;
+        for (rule, expected) in [
+            (Rule::AnswerAfterEcho, "How?\nThus.\n"),
+            (Rule::AnswerAfterRunaway, "la la\nThus.\n"),
+            (Rule::AnswerAfterIdle, "How?Thus.\n"),
+        ] {
+            let first = if rule == Rule::AnswerAfterRunaway {
+                "la la"
+            } else {
+                "How?"
+            };
+            let (out, err) = (Shared::default(), Shared::default());
+            let mut s = TextSink::new(PLAIN, Box::new(out.clone()), Box::new(err.clone()));
+            let text = |t: &str| ChatEvent::TextDelta { text: t.into() };
+            let coached = ChatEvent::Coached {
+                rule,
+                call_id: None,
+                detail: "told the model: ...".into(),
+            };
+            for e in [text(first), coached, text("Thus.")] {
+                s.event(&e).unwrap();
+            }
+            s.end(&Summary::default(), "m").unwrap();
+            assert_eq!(out.text(), expected, "{rule}");
+        }
     }
 
     /// The coach's events print its rule's line, not the detail; a repeated call's line
