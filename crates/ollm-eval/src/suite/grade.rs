@@ -11,7 +11,9 @@
 //!   A no-tool task fails on *any* call, run or not.
 //! - **The answer is the final answer**: the text after the last call, so a call
 //!   followed by an invented result, or prose written before the result came, is not
-//!   graded as the answer. Each pattern must match it (see [`super::tasks`]).
+//!   graded as the answer; nor is a reply the coach dropped and asked for again (the
+//!   question asked back, a reply that looped: since 2026-11-28; passes before graded
+//!   it with the answer after it). Each pattern must match it (see [`super::tasks`]).
 //! - **A call written as text is no answer.** A final answer that opens with a
 //!   `{"name": ..., "arguments": ...}` object (bare or fenced, closed or not) is a call
 //!   nobody ran; the

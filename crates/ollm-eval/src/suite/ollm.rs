@@ -93,6 +93,11 @@ pub(super) fn has_coach_off(path: &Path) -> Result<bool> {
     Ok(String::from_utf8_lossy(&out.stdout).contains("--coach-off"))
 }
 
+/// The coach's rules that drop a reply already streamed and ask for another (the
+/// model asked the question back, or looped in its text): what it said before is not
+/// its answer.
+const DROPS_REPLY: &[&str] = &["answer-after-echo", "answer-after-runaway"];
+
 /// Reads a run's `stream-json` lines (see `docs/output-formats.md`).
 pub(super) fn observe(text: &str) -> Run {
     let mut seen = Run::default();
@@ -120,7 +125,14 @@ pub(super) fn observe(text: &str) -> Run {
                 }
             }
             "turn_complete" => seen.turns += 1,
-            "coached" => *seen.coached.entry(str_of("rule")).or_default() += 1,
+            "coached" => {
+                let rule = str_of("rule");
+                // The reply such a rule dropped is not the answer; the next one is.
+                if DROPS_REPLY.contains(&rule.as_str()) {
+                    seen.answer.clear();
+                }
+                *seen.coached.entry(rule).or_default() += 1;
+            }
             "finish" => {
                 seen.finish = event["finish_reason"].as_str().map(str::to_owned);
                 let usage = &event["usage"];
@@ -228,6 +240,14 @@ mod tests {
             args,
             ran,
         };
+        // A reply the coach dropped (the question asked back) is not the answer.
+        let echoed = [
+            r#"{"type":"text_delta","text":"How do I use venv?"}"#,
+            r#"{"type":"coached","rule":"answer-after-echo","call_id":null,"detail":"d"}"#,
+            r#"{"type":"text_delta","text":"Run it."}"#,
+        ]
+        .join("\n");
+        assert_eq!(observe(&echoed).answer, "Run it.");
         assert_eq!(
             observe(&text),
             Run {
