@@ -638,7 +638,11 @@ impl Run {
                 calls,
                 answered,
                 prose,
+                repaired,
             } => {
+                for r in repaired {
+                    self.sink.coached(r.rule, Some(&r.call_id), r.detail, false);
+                }
                 // Native calls come back here too (the strategy answers some of them
                 // itself): they count as structured, text read as calls does not.
                 let structured = !reply.calls.is_empty();

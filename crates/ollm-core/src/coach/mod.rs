@@ -435,6 +435,11 @@
 //!   `{"name": "backup.py", "arguments": {}}` as one (14 unknown-tool answers for
 //!   `backup.py` in the day's eval traces). The call keeps its id and is announced
 //!   under its new name after a `Coached` event naming the rule and the call.
+//! - **Every repair is told** (since 2026-11-28): a call written as text that
+//!   `name-repair`, `path-in-name`, `file-as-name` or `tool-from-arguments` made a call to
+//!   an offered tool gets the same `Coached` event before it starts, as the server's
+//!   calls do. Before, only the server's calls did, so the eval could not count where a
+//!   repair acted on text calls, which are most of the small models' calls.
 //! - **`dotted-path`** (`Coach::dotted_path`, in the turn loop before a reply's calls
 //!   run): a call whose path argument ([`CoachConfig::path_argument`]) is a path the
 //!   user's message names without its leading dot (`gitignore`, `./gitignore` for

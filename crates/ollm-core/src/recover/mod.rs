@@ -67,7 +67,7 @@ use blocks::Block;
 pub(crate) use qwen_xml::typed_strings;
 pub(crate) use stream::HoldBack;
 pub use types::{CallFormat, Rejected, TextCall, TextCalls};
-pub(crate) use types::{Format, OfferedTools, Recovered, Recovery};
+pub(crate) use types::{Format, OfferedTools, Recovered, Recovery, Repair};
 use types::{RawArgs, RawCall};
 
 /// The calls that `text` makes, by the rules in the module docs.
@@ -79,14 +79,18 @@ pub(crate) fn recover(text: &str, offered: &OfferedTools) -> Recovery {
     }
     let start = body_from + (text[body_from..].len() - text[body_from..].trim_start().len());
     match whole_reply(&text[start..], offered) {
-        Some((format, calls)) => Recovery {
-            prose: text[..start].to_owned(),
-            formats: vec![format; calls.len()],
-            calls: calls
+        Some((format, calls)) => {
+            let (calls, repairs): (Vec<_>, _) = calls
                 .into_iter()
                 .map(|c| resolve(c, format, offered))
-                .collect(),
-        },
+                .unzip();
+            Recovery {
+                prose: text[..start].to_owned(),
+                formats: vec![format; calls.len()],
+                calls,
+                repairs,
+            }
+        }
         None => trailing_list(text, body_from, offered).unwrap_or_else(|| prose_only(text)),
     }
 }
@@ -210,21 +214,22 @@ fn trailing_list(text: &str, from: usize, offered: &OfferedTools) -> Option<Reco
                 .is_ok_and(|calls| calls.iter().all(|(n, _)| offered.resolve(n).is_some()))
     })?;
     let calls = pythonic::parse_calls(text[start..].trim()).ok()?;
+    let (calls, repairs): (Vec<_>, _) = calls
+        .into_iter()
+        .map(|c| resolve(Ok(c), Format::Pythonic, offered))
+        .unzip();
     Some(Recovery {
         prose: text[..start].to_owned(),
         formats: vec![Format::Pythonic; calls.len()],
-        calls: calls
-            .into_iter()
-            .map(|c| resolve(Ok(c), Format::Pythonic, offered))
-            .collect(),
+        calls,
+        repairs,
     })
 }
 
 fn prose_only(text: &str) -> Recovery {
     Recovery {
         prose: text.to_owned(),
-        calls: Vec::new(),
-        formats: Vec::new(),
+        ..Recovery::default()
     }
 }
 
@@ -267,7 +272,7 @@ fn from_blocks(
     if !clearly {
         return prose_only(text);
     }
-    let (formats, calls) = blocks
+    let (formats, (calls, repairs)) = blocks
         .into_iter()
         .flat_map(|b| {
             let format = b.format;
@@ -279,33 +284,63 @@ fn from_blocks(
         prose,
         calls,
         formats,
+        repairs,
     }
 }
 
-/// A parsed call matched against the offered tools.
-fn resolve(call: RawCall, format: Format, offered: &OfferedTools) -> Recovered {
+/// A parsed call matched against the offered tools, with the coach's rule that repaired
+/// it when one did (its name matched loosely, or a tool found from its name or its
+/// arguments), so the caller can say so.
+fn resolve(call: RawCall, format: Format, offered: &OfferedTools) -> (Recovered, Option<Repair>) {
     let (name, args) = match call {
         Ok(call) => call,
-        Err(reason) => return Recovered::Malformed { format, reason },
+        Err(reason) => return (Recovered::Malformed { format, reason }, None),
     };
     let Some(tool) = offered.resolve(&name) else {
-        return path_in_name(&name, &args, offered)
-            .or_else(|| file_as_name(&name, &args, offered))
-            .or_else(|| tool_from_arguments(&args, offered))
-            .unwrap_or_else(|| Recovered::UnknownTool {
-                name,
-                arguments: args.into_map(),
-            });
+        let repaired = [
+            (Rule::PathInName, path_in_name as Finder),
+            (Rule::FileAsName, file_as_name),
+            (Rule::ToolFromArguments, |_, args, offered| {
+                tool_from_arguments(args, offered)
+            }),
+        ]
+        .into_iter()
+        .find_map(|(rule, find)| find(&name, &args, offered).map(|call| (call, rule)));
+        return match repaired {
+            Some((call, rule)) => (
+                call,
+                Some(Repair {
+                    rule,
+                    written: name,
+                }),
+            ),
+            None => (
+                Recovered::UnknownTool {
+                    name,
+                    arguments: args.into_map(),
+                },
+                None,
+            ),
+        };
     };
+    let loosely = !offered.names_exactly(&name);
+    let repair = loosely.then(|| Repair {
+        rule: Rule::NameRepair,
+        written: name.clone(),
+    });
     let arguments = match args {
         RawArgs::Json(map) => map,
         RawArgs::Strings(pairs) => qwen_xml::typed(pairs, offered.schema(tool)),
     };
-    Recovered::Call {
+    let call = Recovered::Call {
         name: tool.to_owned(),
         arguments,
-    }
+    };
+    (call, repair)
 }
+
+/// A rule's way of finding the offered tool a call to an unknown name meant.
+type Finder = fn(&str, &RawArgs, &OfferedTools) -> Option<Recovered>;
 
 /// A native call (one the server parsed) to a tool that is not offered, repaired as the
 /// same call written as text would be: its name matched loosely (`name-repair`, which

@@ -68,14 +68,9 @@ impl OfferedTools {
     /// exactly, or without a `functions.` prefix and a `:N` suffix (servers' own
     /// spellings, `functions.read_file:0`), or with `name-repair` on, ignoring case.
     pub(crate) fn resolve(&self, raw: &str) -> Option<&str> {
-        let raw = raw.trim();
+        let (raw, stripped) = spellings(raw);
         let exact = |n: &str| self.tools.iter().find(|(t, _)| t == n);
         let loose = |n: &str| self.tools.iter().find(|(t, _)| t.eq_ignore_ascii_case(n));
-        let stripped = raw.strip_prefix("functions.").unwrap_or(raw);
-        let stripped = match stripped.rsplit_once(':') {
-            Some((head, tail)) if tail.chars().all(|c| c.is_ascii_digit()) => head,
-            _ => stripped,
-        };
         let found = exact(raw).or_else(|| exact(stripped));
         let repair = || {
             self.is_on(Rule::NameRepair)
@@ -83,6 +78,13 @@ impl OfferedTools {
                 .flatten()
         };
         found.or_else(repair).map(|(t, _)| t.as_str())
+    }
+
+    /// Whether `raw` names an offered tool without `name-repair`'s loose match: exactly,
+    /// or in a server's own spelling (`functions.read_file:0`).
+    pub(crate) fn names_exactly(&self, raw: &str) -> bool {
+        let (raw, stripped) = spellings(raw);
+        self.tools.iter().any(|(t, _)| t == raw || t == stripped)
     }
 
     /// The offered names, in order.
@@ -94,6 +96,18 @@ impl OfferedTools {
     pub(super) fn schema(&self, name: &str) -> Option<&Value> {
         self.tools.iter().find(|(t, _)| t == name).map(|(_, s)| s)
     }
+}
+
+/// A tool name as written (trimmed), and without a server's `functions.` prefix and
+/// `:N` suffix.
+fn spellings(raw: &str) -> (&str, &str) {
+    let raw = raw.trim();
+    let stripped = raw.strip_prefix("functions.").unwrap_or(raw);
+    let stripped = match stripped.rsplit_once(':') {
+        Some((head, tail)) if tail.chars().all(|c| c.is_ascii_digit()) => head,
+        _ => stripped,
+    };
+    (raw, stripped)
 }
 
 /// One call the reply makes, in the order written.
@@ -132,6 +146,18 @@ pub(crate) struct Recovery {
     pub(crate) calls: Vec<Recovered>,
     /// The format of each call, in the same order.
     pub(crate) formats: Vec<Format>,
+    /// Per call, in the same order, the coach's repair that made it a call to an
+    /// offered tool, if one did.
+    pub(crate) repairs: Vec<Option<Repair>>,
+}
+
+/// A call the coach repaired: the rule, and the name the model wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Repair {
+    /// The rule that found the offered tool.
+    pub(crate) rule: Rule,
+    /// The tool name as the model wrote it.
+    pub(crate) written: String,
 }
 
 /// Arguments as a parser found them, before the tool is known.

@@ -55,6 +55,7 @@ use crate::CoreError;
 use crate::coach::CoachConfig;
 use crate::tool::ToolOutcome;
 pub(crate) use common::{Shown, TextFilter, Turn};
+pub(crate) use native::RepairedCall;
 
 /// The tool-calling strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -345,10 +346,12 @@ impl Strategy {
                     calls,
                     answered,
                     prose,
+                    repaired,
                 } => TurnOutcome::TextCalls {
                     calls,
                     answered,
                     prose,
+                    repaired,
                 },
             };
         }
@@ -556,6 +559,8 @@ pub(crate) enum TurnOutcome {
         answered: Vec<Option<ToolOutcome>>,
         /// The reply's text without call markup: what is shown and recorded.
         prose: String,
+        /// The calls the coach repaired, which the loop tells the caller of.
+        repaired: Vec<RepairedCall>,
     },
     /// The reply could not be understood: send `correction` and continue.
     Retry {

@@ -24,7 +24,7 @@
 //!   call, so it never gets such an answer either.
 
 use ollm_types::{Message, ProviderRequest, ToolCall, ToolSchema};
-use serde_json::Map;
+use serde_json::{Map, Value};
 
 use super::common::{self, Shown, TextFilter, Turn};
 use crate::coach::{CoachConfig, Rule};
@@ -172,7 +172,23 @@ pub(crate) enum Read {
         answered: Vec<Option<ToolOutcome>>,
         /// The reply's text without call markup.
         prose: String,
+        /// The calls the coach repaired, to be told to the caller.
+        repaired: Vec<RepairedCall>,
     },
+}
+
+/// A call recovered from text that the coach repaired (`name-repair`, `path-in-name`,
+/// `file-as-name`, `tool-from-arguments`): the turn loop tells the caller with a
+/// `Coached` event, as it does for the server's own calls, so a front end and the eval
+/// can see where each repair acted.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RepairedCall {
+    /// The call's id.
+    pub(crate) call_id: String,
+    /// The rule that repaired it.
+    pub(crate) rule: Rule,
+    /// What it did: the name written and the call it became.
+    pub(crate) detail: String,
 }
 
 /// Reads a finished native reply: the server's calls, or calls recovered from `text`
@@ -190,6 +206,7 @@ pub(crate) fn interpret(
             calls: native_calls,
             answered,
             prose: without_fence_debris(text),
+            repaired: Vec::new(),
         };
     }
     let offered = OfferedTools::new(tools.iter().map(|t| (t.name.clone(), t.parameters.clone())))
@@ -201,15 +218,31 @@ pub(crate) fn interpret(
     let available = coach
         .is_on(Rule::ToolsHint)
         .then(|| offered.names().collect::<Vec<_>>().join(", "));
-    let (calls, answered) = recovery
+    let (calls, answered): (Vec<ToolCall>, _) = recovery
         .calls
         .into_iter()
         .map(|item| planned(item, mint(), available.as_deref()))
         .unzip();
+    let repaired = (calls.iter().zip(recovery.repairs))
+        .filter_map(|(call, repair)| {
+            let repair = repair?;
+            Some(RepairedCall {
+                call_id: call.id.clone(),
+                rule: repair.rule,
+                detail: format!(
+                    "the reply's call to \"{}\" read as {} {}",
+                    repair.written,
+                    call.name,
+                    Value::Object(call.arguments.clone())
+                ),
+            })
+        })
+        .collect();
     Read::Calls {
         calls,
         answered,
         prose: without_fence_debris(&recovery.prose),
+        repaired,
     }
 }
 
@@ -301,6 +334,7 @@ mod tests {
                 calls,
                 answered,
                 prose,
+                ..
             } => Some((
                 calls
                     .into_iter()

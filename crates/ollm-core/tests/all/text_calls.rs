@@ -266,3 +266,68 @@ fn a_native_call_named_like_a_file_reads_it_and_says_so() {
         }
     }
 }
+
+/// A call written as text that a repair made a call to an offered tool is told to the
+/// caller as the server's own calls are: a `Coached` event naming the rule and the
+/// call's id, before the call starts, so a front end and the eval see where each repair
+/// acted. A call to an offered tool by its own name is no repair.
+#[test]
+fn a_repaired_text_call_is_told_by_its_rule() {
+    let path = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    let check = |written: &str, rule: Option<ollm_core::Rule>| {
+        let tool = RecordingTool::new("read_file").schema(path.clone());
+        let provider: Arc<MockProvider> = MockProvider::builder()
+            .turn(vec![ev::text(written), ev::finish()])
+            .then_forever(vec![ev::text("30 days"), ev::finish()])
+            .build();
+        let mut config = ChatConfig::for_model("m");
+        config.tool_mode = ToolMode::Native;
+        config.coach.path_argument = Some("path".to_owned());
+        config.coach.on.insert(ollm_core::Rule::NameRepair);
+        let client = ChatClient::new(provider, registry([tool.clone()]), config);
+        let events = block_on(chat(&client, "how many days does backup.py keep?"));
+        let (_, calls, _) = first_turn(&events);
+        assert_eq!(calls, ["read_file"], "{written}");
+        let started = events
+            .iter()
+            .position(|e| matches!(e, ChatEvent::ToolCallStarted { .. }));
+        let coached: Vec<(usize, ollm_core::Rule)> = (events.iter().enumerate())
+            .filter_map(|(i, e)| match e {
+                ChatEvent::Coached {
+                    rule,
+                    call_id: Some(_),
+                    ..
+                } => Some((i, *rule)),
+                _ => None,
+            })
+            .collect();
+        match rule {
+            Some(rule) => {
+                assert_eq!(coached.len(), 1, "{written}: {events:#?}");
+                assert_eq!(coached[0].1, rule, "{written}");
+                assert!(
+                    Some(coached[0].0) < started,
+                    "{written}: told before it starts"
+                );
+            }
+            None => assert!(coached.is_empty(), "{written}: {events:#?}"),
+        }
+    };
+    use ollm_core::Rule;
+    check(
+        r#"{"name": "backup.py", "arguments": {}}"#,
+        Some(Rule::FileAsName),
+    );
+    check(
+        r#"{"name": "READ_FILE", "arguments": {"path": "backup.py"}}"#,
+        Some(Rule::NameRepair),
+    );
+    check(
+        r#"{"name": "functions.read_file:0", "arguments": {"path": "backup.py"}}"#,
+        None,
+    );
+    check(
+        r#"{"name": "read_file", "arguments": {"path": "backup.py"}}"#,
+        None,
+    );
+}
