@@ -1,5 +1,6 @@
-//! What a small model cannot work out from a file's text, said on one line over it:
-//! the open and done items of a checklist, and the totals of a table.
+//! What a small model cannot work out from a file's text, said on one line with it
+//! (`with_header` in `fs.rs` places it): the open and done items of a checklist, and the
+//! totals of a table.
 //!
 //! # Decisions
 //! - **Why**: the Qwen2.5-Coder models read a file right and then count or add it up
@@ -28,11 +29,15 @@ const MAX_GROUPS: usize = 2;
 /// Distinct values a column may hold to be grouped by.
 const MAX_GROUP_VALUES: usize = 12;
 
-/// The summary line for the file shown as `shown` with `text`: `[a checklist, 3 open
-/// "[ ]", 2 done "[x]"]` or `[8 rows under the header; ...]`.
-pub(super) fn summary(shown: &str, text: &str) -> Option<String> {
-    let said = checklist(text).or_else(|| table(shown, text))?;
-    Some(format!("[{said}]"))
+/// What a checklist's text counts: `a checklist, 3 open "[ ]", 2 done "[x]"`.
+pub(super) fn counts(text: &str) -> Option<String> {
+    checklist(text)
+}
+
+/// What a table (the file shown as `shown`) adds up to, when it is no checklist:
+/// `8 rows under the header; ...`.
+pub(super) fn totals(shown: &str, text: &str) -> Option<String> {
+    checklist(text).map_or_else(|| table(shown, text), |_| None)
 }
 
 /// `a checklist, N open "[ ]", M done "[x]"`, for at least two items.
@@ -184,8 +189,13 @@ fn shown(n: f64) -> String {
 mod tests {
     use super::*;
 
+    /// The one summary of the file, bracketed as shown: its counts or its totals,
+    /// never both.
     fn check(shown: &str, text: &str, want: Option<&str>) {
-        assert_eq!(summary(shown, text).as_deref(), want, "{shown}: {text:?}");
+        let (counts, totals) = (counts(text), totals(shown, text));
+        assert!(counts.is_none() || totals.is_none(), "{shown}: both");
+        let said = counts.or(totals).map(|s| format!("[{s}]"));
+        assert_eq!(said.as_deref(), want, "{shown}: {text:?}");
     }
 
     #[test]

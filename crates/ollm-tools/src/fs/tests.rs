@@ -450,20 +450,22 @@ async fn a_search_for_a_files_name_shows_the_file_after_the_matches() {
     }
 }
 
-/// A checklist or a table read whole opens with what small models count or add up wrong
-/// (`fs/summary.rs`): the 1.5B read `todo.md` and answered 5 open items, then 2.
+/// A checklist read whole ends with its open and done items, after the end line, and a
+/// table opens with its totals (`with_header`: where the 1.5B read each best); a
+/// checklist too long to end with them within the limit has them under its name, where
+/// the cut keeps them.
 #[tokio::test]
-async fn a_checklist_read_whole_is_counted_over_it() {
+async fn a_checklist_read_whole_is_counted_after_it_and_a_table_over_it() {
     let (_d, ws) = setup();
     std::fs::write(ws.root().join("todo.md"), "- [ ] a\n- [x] b\n- [ ] c\n").unwrap();
     let out = call(&ReadFile::new(ws.clone(), 1000), json!({"path": "todo.md"}))
         .await
         .unwrap();
-    let shown = "todo.md:\n[a checklist, 2 open \"[ ]\", 1 done \"[x]\"]\n\
-                 - [ ] a\n- [x] b\n- [ ] c\n[todo.md ends: 3 lines]";
+    let shown = "todo.md:\n- [ ] a\n- [x] b\n- [ ] c\n[todo.md ends: 3 lines]\n\
+                 [a checklist, 2 open \"[ ]\", 1 done \"[x]\"]";
     assert_eq!(out, json!(shown));
     let out = call(
-        &SearchText::new(ws, 1000),
+        &SearchText::new(ws.clone(), 1000),
         json!({"pattern": "zzz", "path": "todo.md"}),
     )
     .await
@@ -472,4 +474,23 @@ async fn a_checklist_read_whole_is_counted_over_it() {
         out,
         json!(format!("no matches in that file, which is short; {shown}"))
     );
+    std::fs::write(ws.root().join("t.csv"), "k,n\na,1\nb,2\n").unwrap();
+    let out = call(&ReadFile::new(ws.clone(), 1000), json!({"path": "t.csv"}))
+        .await
+        .unwrap();
+    let out = out.as_str().unwrap();
+    assert!(
+        out.starts_with("t.csv:\n[2 rows under the header;"),
+        "{out}"
+    );
+    assert!(out.ends_with("b,2\n[t.csv ends: 3 lines]"), "{out}");
+    let long: String = (0..100).map(|i| format!("- [ ] item {i}\n")).collect();
+    std::fs::write(ws.root().join("long.md"), &long).unwrap();
+    let out = call(&ReadFile::new(ws, 300), json!({"path": "long.md"}))
+        .await
+        .unwrap();
+    let out = out.as_str().unwrap();
+    let counts = "long.md:\n[a checklist, 100 open \"[ ]\", 0 done \"[x]\"]\n- [ ] item 0\n";
+    assert!(out.starts_with(counts), "{out}");
+    assert!(out.contains("[output truncated"), "{out}");
 }
