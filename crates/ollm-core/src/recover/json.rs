@@ -6,8 +6,9 @@
 //! "function": {...}}`, or llama.cpp's envelope `{"tool_calls": [...]}`; an object with
 //! only a `name` (or `function` as a string, some fine-tunes' spelling) is a call only when that name is offered (otherwise `{"name": "Alice"}`
 //! would be one). Doubled braces (`{{...}}}`, a Qwen2.5 slip) are read by dropping the
-//! extra ones. Several values may follow one another, separated by whitespace, `,` or
-//! `;`.
+//! extra ones. A backslash in a string that starts no JSON escape (`"\d+"`, a regex
+//! written as the model meant it) is read as itself. Several values may follow one
+//! another, separated by whitespace, `,` or `;`.
 
 use serde_json::{Map, Value};
 
@@ -19,6 +20,16 @@ const ARG_KEYS: &[&str] = &["arguments", "parameters", "args", "input"];
 /// Every JSON value in `s`, read leniently (see the module docs).
 pub(super) fn values(s: &str) -> Result<Vec<Value>, String> {
     let s = unfence(s.trim());
+    let read = braces_repaired(s);
+    match (&read, lone_backslashes_doubled(s)) {
+        (Err(_), Some(doubled)) => braces_repaired(&doubled).or(read),
+        _ => read,
+    }
+}
+
+/// The values of `s`, or of `s` with doubled opening braces or one missing closing
+/// bracket repaired (see the module docs).
+fn braces_repaired(s: &str) -> Result<Vec<Value>, String> {
     match sequence(s) {
         Ok(values) => Ok(values),
         Err(e) => match s.strip_prefix('{') {
@@ -63,6 +74,41 @@ fn closed(s: &str) -> String {
     let mut out = s.trim_end().to_owned();
     out.extend(open.iter().rev());
     out
+}
+
+/// `s` with each backslash inside a string that starts no JSON escape doubled, or
+/// `None` when there is none: `"\d+"` reads as the regex `\d+` its writer meant. The
+/// 1.5B wrote `search_text` calls with a regex in `pattern` unescaped, which JSON
+/// refuses ("invalid escape"), and the malformed call ended in an answer from nothing
+/// (eval tuning part, 2026-11-28, "how many days of backups does backup.py keep?").
+fn lone_backslashes_doubled(s: &str) -> Option<String> {
+    let (mut out, mut changed) = (String::with_capacity(s.len() + 8), false);
+    let (mut in_string, mut chars) = (false, s.chars().peekable());
+    while let Some(c) = chars.next() {
+        out.push(c);
+        match (in_string, c) {
+            (true, '\\') => {
+                let next = chars.peek().copied();
+                let escape = matches!(next, Some('"' | '\\' | '/' | 'b' | 'f' | 'n' | 'r' | 't'))
+                    || (next == Some('u') && unicode_escape(chars.clone()));
+                if escape {
+                    out.extend(chars.next());
+                } else {
+                    out.push('\\');
+                    changed = true;
+                }
+            }
+            (_, '"') => in_string = !in_string,
+            _ => {}
+        }
+    }
+    changed.then_some(out)
+}
+
+/// Whether `rest`, which starts at a `u` after a backslash, is `u` and four hex digits.
+fn unicode_escape(rest: impl Iterator<Item = char>) -> bool {
+    let digits: Vec<char> = rest.skip(1).take(4).collect();
+    digits.len() == 4 && digits.iter().all(char::is_ascii_hexdigit)
 }
 
 /// The most brackets [`closed`] adds: a slip leaves one open; more is a reply cut short,

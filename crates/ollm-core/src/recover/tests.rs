@@ -253,6 +253,26 @@ fn stream(text: &str, cuts: &[usize], tools: &OfferedTools) -> (String, Recovery
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
+    /// A string written as valid JSON reads as itself, whatever it holds: the repair of
+    /// lone backslashes never touches valid escapes.
+    #[test]
+    fn valid_json_strings_read_unchanged(pattern in "\\PC{0,40}") {
+        let text = format!(
+            r#"{{"name": "search_text", "arguments": {{"pattern": {}}}}}"#,
+            serde_json::to_string(&pattern).unwrap()
+        );
+        let got = recover(&text, &offered(&json!(["search_text"])));
+        prop_assert_eq!(spelled(&got), vec![json!({"call": "search_text", "arguments": {"pattern": pattern}})]);
+    }
+
+    /// A regex written into JSON without escaping its backslashes reads as written.
+    #[test]
+    fn unescaped_regexes_read_as_written(pattern in r"([a-z0-9 =*+()\[\].]|\\[sdwSDW.()\[])*") {
+        let text = format!(r#"{{"name": "search_text", "arguments": {{"pattern": "{pattern}"}}}}"#);
+        let got = recover(&text, &offered(&json!(["search_text"])));
+        prop_assert_eq!(spelled(&got), vec![json!({"call": "search_text", "arguments": {"pattern": pattern}})]);
+    }
+
     /// Quoting any call inside a fence within prose runs nothing.
     #[test]
     fn quoted_calls_never_run(index in 0usize..1000, info in "(json|xml|text|)") {
