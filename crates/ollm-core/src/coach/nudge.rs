@@ -67,6 +67,7 @@ impl Nudge {
     pub fn said_by(rule: Rule) -> Option<Nudge> {
         Some(match rule {
             Rule::AnswerAfterIdle
+            | Rule::AnswerAfterStale
             | Rule::AnswerAfterRunaway
             | Rule::AnswerAfterEmpty
             | Rule::AnswerAfterEcho
@@ -116,6 +117,7 @@ mod tests {
             .collect();
         let want = vec![
             (Rule::AnswerAfterIdle, Nudge::Answer),
+            (Rule::AnswerAfterStale, Nudge::Answer),
             (Rule::AnswerAfterRunaway, Nudge::Answer),
             (Rule::AnswerAfterEmpty, Nudge::Answer),
             (Rule::AnswerAfterEcho, Nudge::Answer),
