@@ -22,8 +22,6 @@ pub(crate) const REPEAT_LIMIT: u32 = 3;
 #[derive(Debug, Default)]
 pub(crate) struct CallMemory {
     seen: HashMap<String, Seen>,
-    /// Every line of the results of the calls that ran, as [`informative`] keeps them.
-    lines: HashSet<String>,
 }
 
 /// A call made in this run: its result and how often it was asked for.
@@ -68,23 +66,9 @@ impl CallMemory {
                 .unzip();
             if !calls.is_empty() {
                 memory.learn(&identities(tools, &calls, undeclared), &results);
-                memory.news(results.iter().map(|r| r.content.as_str()));
             }
         }
         memory
-    }
-
-    /// Takes in the results of calls that ran; whether any of them holds a line that no
-    /// earlier result of the run held (`answer-after-stale`). Only [`informative`]
-    /// lines count.
-    pub(crate) fn news<'a>(&mut self, contents: impl IntoIterator<Item = &'a str>) -> bool {
-        let mut news = false;
-        for content in contents {
-            for line in informative(content) {
-                news |= self.lines.insert(line.to_owned());
-            }
-        }
-        news
     }
 
     /// Whether any call has been made in this run.
@@ -149,17 +133,6 @@ impl CallMemory {
         }
         stuck
     }
-}
-
-/// The lines of a result that say something about the user's things: trimmed, not
-/// empty, and not a heading the tools write over what follows (a line ending in `:`,
-/// such as "no matches as text; as a regular expression:"), so two searches that found
-/// the same lines under different headings found nothing new.
-fn informative(content: &str) -> impl Iterator<Item = &str> {
-    content
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.ends_with(':'))
 }
 
 /// The result a repeated call of `name` gets, quoting the head of the earlier `content`.

@@ -187,18 +187,6 @@
 //!   runs that repeat had their answer already, and with tools still on offer the 1.5B
 //!   answered "I'm sorry, but I cannot assist with that request" where the answer nudge
 //!   gets the value. It was removed; the answer nudge keeps the tools away.
-//! - **`answer-after-stale`** (since 2026-11-28): a turn whose calls ran but whose
-//!   results hold no line that the run's earlier results did not (lines trimmed, blank
-//!   ones and the headings the tools write over their lines, those ending in `:`, left
-//!   out: `memory::informative`) is followed by the answer nudge with no tools, as a
-//!   turn none of whose calls ran is. Why: the 1.5B searched "plumber's number", got
-//!   the plumber's line, then searched `plumber|number` as text and as a regex, got the
-//!   same line under another heading each time, repeated the last call and reached the
-//!   turn limit with no answer (tuning part, two wordings of three, 2026-11-28); it
-//!   found the launch date in its first search and searched twice more. A call that
-//!   changes the search but not what it finds teaches the model nothing, and the turn
-//!   of repeats that usually follows costs a turn. A message that names a file to make
-//!   is left to `change-after-idle`, which decides before the calls run.
 //! - **`answer-after-runaway`**: a reply after a result that the runaway detector stops
 //!   (the 0.5B lists the same calls line after line) is not recorded; the answer nudge
 //!   follows, once per run, with no tools.
@@ -1180,29 +1168,17 @@ impl Coach {
         self.calls_failed = results.iter().any(|r| r.is_error);
         let stuck = stuck.filter(|_| self.is_on(Rule::RepeatLimit));
         let last_word = stuck.is_some() && !told && self.is_on(Rule::AnswerAtRepeatLimit);
-        let ran = |i: usize| plan.sources[i] == Source::Run && tools.contains(&calls[i].name);
-        let news = (self.memory).news(
-            (0..calls.len())
-                .filter(|&i| ran(i))
-                .map(|i| results[i].content.as_str()),
-        );
-        let nothing_ran = !(0..calls.len()).any(ran);
-        // A message that names a file to make is left to `change-after-idle`, which
-        // reads a turn as idle before its calls run and cannot see a stale one.
-        let makes = || text::names_new_file(&self.asked, self.config.paths.values().flatten());
-        let stale = !nothing_ran && !news && self.is_on(Rule::AnswerAfterStale) && !makes();
-        let idle = nothing_ran || stale;
+        let earlier = |i: usize| plan.sources[i] == Source::Earlier;
+        let idle = (0..calls.len()).all(|i| !tools.contains(&calls[i].name) || earlier(i));
         let change = (idle && stuck.is_none() && !last_word && self.change_confirmed)
             .then(|| self.pending_change(tools))
             .flatten();
-        let idle = idle && stuck.is_none() && (stale || self.is_on(Rule::AnswerAfterIdle));
+        let idle = self.is_on(Rule::AnswerAfterIdle) && idle && stuck.is_none();
         self.answer_due = (idle || last_word) && change.is_none();
         let rule = if last_word {
             Rule::AnswerAtRepeatLimit
         } else if change.is_some() {
             Rule::ChangeAfterIdle
-        } else if stale {
-            Rule::AnswerAfterStale
         } else {
             Rule::AnswerAfterIdle
         };

@@ -67,7 +67,6 @@ impl Nudge {
     pub fn said_by(rule: Rule) -> Option<Nudge> {
         Some(match rule {
             Rule::AnswerAfterIdle
-            | Rule::AnswerAfterStale
             | Rule::AnswerAfterRunaway
             | Rule::AnswerAfterEmpty
             | Rule::AnswerAfterEcho
@@ -117,7 +116,6 @@ mod tests {
             .collect();
         let want = vec![
             (Rule::AnswerAfterIdle, Nudge::Answer),
-            (Rule::AnswerAfterStale, Nudge::Answer),
             (Rule::AnswerAfterRunaway, Nudge::Answer),
             (Rule::AnswerAfterEmpty, Nudge::Answer),
             (Rule::AnswerAfterEcho, Nudge::Answer),

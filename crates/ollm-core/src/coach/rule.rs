@@ -102,9 +102,6 @@ rules! {
     /// After a turn none of whose calls ran, the answer nudge, and no tools.
     AnswerAfterIdle = "answer-after-idle",
         "after a turn none of whose calls ran (repeats, unknown tools) the model is asked to answer, with no tools offered";
-    /// After a turn whose calls brought nothing new, the answer nudge, and no tools.
-    AnswerAfterStale = "answer-after-stale",
-        "after a turn whose calls ran but whose results hold no line the run's earlier results did not, the model is asked to answer, with no tools offered, as after a turn none of whose calls ran";
     /// A reply stopped for repeating itself after results is asked again, once.
     AnswerAfterRunaway = "answer-after-runaway",
         "a reply stopped for repeating itself after the run's results is dropped and the model asked to answer, once";

@@ -168,7 +168,7 @@ fn a_turn_records_its_fresh_calls_without_their_repeats() {
 /// is to answer from what it has); a fresh call in between brings the tools back.
 #[test]
 fn the_reply_after_a_repeat_is_offered_no_tools() {
-    let tool = RecordingTool::new("list_dir").echoes();
+    let tool = RecordingTool::new("list_dir").returns(json!("a.txt"));
     let provider = MockProvider::builder()
         .turn(call_turn("c1", json!({"path": "."})))
         .turn(call_turn("c2", json!({"path": "."})))
@@ -263,7 +263,7 @@ fn a_runaway_after_a_result_is_asked_again_once() {
 #[test]
 fn a_run_stuck_at_the_repeat_limit_answers_from_its_results() {
     let run = |on: bool, last: Vec<ProviderEvent>| {
-        let tool = RecordingTool::new("list_dir").echoes();
+        let tool = RecordingTool::new("list_dir").returns(json!("todo.md: 3 open"));
         let provider = MockProvider::builder()
             .turn(call_turn("c1", json!({"path": "."})))
             .turn(vec![

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use ollm_core::chat::CANCELLED_RESULT;
-use ollm_core::{ChatClient, ChatEvent, ChatOptions, CoachConfig, Nudge, Rule};
+use ollm_core::{ChatClient, ChatEvent, ChatOptions, CoachConfig, Nudge};
 use ollm_types::{FinishReason, Message, ProviderErrorKind, ProviderEvent, Role, Usage};
 use proptest::prelude::*;
 use serde_json::json;
@@ -12,8 +12,8 @@ use test_utils::mock_provider::{MockProvider, Step, ev};
 use test_utils::recording_tool::{RecordingTool, registry};
 
 use crate::support::{
-    added_of, block_on, chat, check_events, check_history, client, client_with, config, count,
-    finish_reason, text_of,
+    added_of, block_on, chat, check_events, check_history, client, config, count, finish_reason,
+    text_of,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,11 +86,7 @@ fn run_plan(plan: Vec<Vec<(Kind, bool)>>) -> Scenario {
     let provider = builder
         .turn(vec![ev::text("answer"), ev::usage(10, 1), ev::finish()])
         .build();
-    // `bad` fails alike every time: `answer-after-stale` would nudge after its second
-    // call; the properties here are those of idle turns (tests/all/guards.rs has it).
-    let c = client_with(provider.clone(), registry([ok.clone(), bad]), |cfg| {
-        cfg.coach.off.insert(Rule::AnswerAfterStale);
-    });
+    let c = client(provider.clone(), registry([ok.clone(), bad]));
     let events = block_on(chat(&c, "go"));
     Scenario {
         plan,
