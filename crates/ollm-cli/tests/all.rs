@@ -571,19 +571,31 @@ mod terminal {
         let requests = s.mock.requests();
         assert_eq!(requests.len(), 6, "{requests:#?}");
         assert!(s.mock.violations().is_empty(), "{:?}", s.mock.violations());
-        let nudge = ollm_core::Nudge::Answer.text(&ollm_core::CoachConfig::default());
+        // After the listing, the answer nudge asks from the results above.
+        let config = ollm_core::CoachConfig::default();
+        let nudges = [
+            ollm_core::Nudge::AnswerFromResults,
+            ollm_core::Nudge::Answer,
+        ];
+        let nudges = nudges.map(|n| n.text(&config));
         let carries = |body: &Value| {
             body["messages"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .any(|m| m["content"] == nudge.as_str())
+                .any(|m| nudges.iter().any(|n| m["content"] == n.as_str()))
         };
         let offers = |body: &Value| {
             body.get("tools")
                 .is_some_and(|t| !t.as_array().unwrap().is_empty())
         };
-        // The question that needed it: its third request asks for the answer, no tools.
+        // The question that needed it: its third request asks for the answer from the
+        // listing, no tools.
+        let said = requests[2]["messages"].as_array().unwrap();
+        assert!(
+            said.iter().any(|m| m["content"] == nudges[0].as_str()),
+            "{said:?}"
+        );
         assert!(
             carries(&requests[2]) && !offers(&requests[2]),
             "{}",

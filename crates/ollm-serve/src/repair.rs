@@ -252,12 +252,12 @@ fn guarded(ask: Ask, mut pieces: BoxStream<'static, Piece>) -> BoxStream<'static
                     held.push(piece);
                 }
                 Piece::Finish(reason) => {
-                    if let Some(coached) = idle(&ask, &calls) {
+                    if let Some((coached, nudge)) = idle(&ask, &calls) {
                         tracing::info!(calls = calls.len(), rule = coached.format,
                             "serve: the reply only repeats answered calls; asking for the answer");
                         let mut nudged = ask.request.clone();
                         nudged.tools.clear();
-                        nudged.messages.push(Nudge::Answer.message(&ask.up.coach));
+                        nudged.messages.push(nudge.message(&ask.up.coach));
                         yield Piece::Repair(coached);
                         let mut answer = passthrough(&ask.up, nudged, ask.session.as_deref());
                         while let Some(piece) = answer.next().await {
@@ -279,8 +279,8 @@ fn guarded(ask: Ask, mut pieces: BoxStream<'static, Piece>) -> BoxStream<'static
 /// The mark of the coach's repair when `calls` are all ones the coach, seeded from the
 /// request's conversation since its last user message, would answer from earlier results
 /// (`repeat-guard`; twins of such a call too), and it asks for the answer after such a
-/// turn (`answer-after-idle`). `None`: the calls go to the client.
-fn idle(ask: &Ask, calls: &[ToolCall]) -> Option<Provenance> {
+/// turn (`answer-after-idle`), with the nudge it says. `None`: the calls go to the client.
+fn idle(ask: &Ask, calls: &[ToolCall]) -> Option<(Provenance, Nudge)> {
     let config = CoachConfig::clone(&ask.up.coach);
     if calls.is_empty() || !config.is_on(Rule::AnswerAfterIdle) {
         return None;
@@ -293,10 +293,14 @@ fn idle(ask: &Ask, calls: &[ToolCall]) -> Option<Provenance> {
         Source::Twin(i) => sources.get(*i) == Some(&Source::Earlier),
         _ => false,
     };
-    sources.iter().all(answered).then(|| Provenance {
-        status: Status::Coached,
-        format: Rule::AnswerAfterIdle.name(),
-        calls: calls.to_vec(),
-        nudged: None,
+    let nudge = coach.says(Rule::AnswerAfterIdle)?;
+    sources.iter().all(answered).then(|| {
+        let provenance = Provenance {
+            status: Status::Coached,
+            format: Rule::AnswerAfterIdle.name(),
+            calls: calls.to_vec(),
+            nudged: None,
+        };
+        (provenance, nudge)
     })
 }

@@ -494,7 +494,7 @@ async fn a_reply_that_only_repeats_an_answered_call_becomes_the_answer() {
         .as_array()
         .and_then(|m| m.last().cloned())
         .unwrap_or_default();
-    let nudge = ollm_core::Nudge::Answer.text(&ollm_core::CoachConfig::default());
+    let nudge = ollm_core::Nudge::AnswerFromResults.text(&ollm_core::CoachConfig::default());
     assert_eq!(last["content"], nudge.as_str());
     let metrics = reqwest::get(format!("{base}/metrics"))
         .await
@@ -2185,7 +2185,7 @@ async fn an_empty_answer_after_a_result_gets_the_answer_nudges_turn_on_a_stream(
         header(&headers, "x-ollm-repair"),
         Some("coached; rule=answer-after-empty; calls=0")
     );
-    let nudge = ollm_core::Nudge::Answer.text(&ollm_core::CoachConfig::default());
+    let nudge = ollm_core::Nudge::AnswerFromResults.text(&ollm_core::CoachConfig::default());
     assert!(!text.contains(&nudge), "{text}");
     let asked = mock.requests();
     assert_eq!(asked.len(), 2, "{text}");

@@ -325,13 +325,14 @@ impl Turns {
         if self.obliged || calls > 0 {
             return None;
         }
+        let config = CoachConfig::clone(&self.up.coach);
+        let coach = Coach::seeded(config, self.client.history().messages(), &self.tools);
         let said = (*lock(&self.said))
             .filter(|_| !attempt.reached())
-            .and_then(|r| Nudge::said_by(r).map(|n| (r, n)));
-        let coach = Coach::new(CoachConfig::clone(&self.up.coach));
+            .and_then(|r| coach.says(r).map(|n| (r, n)));
         let nothing =
             (coach.after_nothing(attempt.has_text(), calls)).map(|n| (Rule::AnswerAfterNothing, n));
-        let answers = |n: Nudge| n == Nudge::Answer;
+        let answers = Nudge::withholds_tools;
         let fresh = |n: Nudge| !self.played.iter().any(|p| answers(*p) == answers(n));
         [said, nothing]
             .into_iter()

@@ -22,6 +22,8 @@ pub(crate) const REPEAT_LIMIT: u32 = 3;
 #[derive(Debug, Default)]
 pub(crate) struct CallMemory {
     seen: HashMap<String, Seen>,
+    /// Whether a call of the run got a result that is not an error.
+    held: bool,
 }
 
 /// A call made in this run: its result and how often it was asked for.
@@ -47,6 +49,8 @@ impl CallMemory {
     /// The memory of the calls `messages` made since their last user message, each
     /// answered by a tool message there (a proxy sees only a request's history). Each
     /// assistant message's calls count as one turn; identities as [`identities`] says.
+    /// A message does not say whether its result was an error: a result of a tool in
+    /// `tools` counts as one that is not, an undeclared tool's as one that is.
     pub(crate) fn seeded(messages: &[Message], tools: &ToolRegistry, undeclared: bool) -> Self {
         let since = messages
             .iter()
@@ -61,7 +65,12 @@ impl CallMemory {
                     let result = messages[i + 1..]
                         .iter()
                         .find(|r| r.tool_call_id() == Some(call.id.as_str()))?;
-                    Some((call.clone(), ToolOutcome::ok(result.text())))
+                    let outcome = if tools.contains(&call.name) {
+                        ToolOutcome::ok(result.text())
+                    } else {
+                        ToolOutcome::error(result.text())
+                    };
+                    Some((call.clone(), outcome))
                 })
                 .unzip();
             if !calls.is_empty() {
@@ -74,6 +83,11 @@ impl CallMemory {
     /// Whether any call has been made in this run.
     pub(crate) fn any(&self) -> bool {
         !self.seen.is_empty()
+    }
+
+    /// Whether a call of the run got a result that is not an error.
+    pub(crate) fn holds_results(&self) -> bool {
+        self.held
     }
 
     /// Whether the run has called the tool `name`, with any arguments.
@@ -117,6 +131,7 @@ impl CallMemory {
     pub(crate) fn learn(&mut self, calls: &[ToolCall], results: &[ToolOutcome]) -> Option<usize> {
         let mut stuck = None;
         let mut this_turn = HashSet::new();
+        self.held |= results.iter().any(|r| !r.is_error);
         for (i, (call, result)) in calls.iter().zip(results).enumerate() {
             let key = key(call);
             let first_in_turn = this_turn.insert(key.clone());

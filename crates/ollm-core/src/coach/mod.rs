@@ -234,6 +234,15 @@
 //!   arguments") or from the wrong file ("Lagos, with 15400000 units" from
 //!   `cities.csv`). No lift, so it stays on request: a wrong answer is no better than
 //!   none.
+//! - **`answer-from-results`** (since 2026-11-28): every answer rule above says the answer
+//!   nudge; in a run where a call got a result that is not an error, it asks "from the
+//!   results above" ([`Coach::says`]; a proxy's seeded coach counts a declared tool's
+//!   result as one, an undeclared tool's as an error). Why: after its first search had
+//!   shown the plumber's line, the 1.5B answered the plain nudge with the number in 7 of
+//!   15 probe replies, with this one in 12 of 15; the 0.5B in 4 and 8 of 15. After an
+//!   unknown tool only (`multiply`), the same words cost the 0.5B its answer ("6 times
+//!   7": 0 of 6 against 4 of 6), so a run holding only errors keeps the plain nudge.
+//!   MEASURED
 //! - **`answer-after-nothing`** (applied by `ollm serve`, whose runs are one turn each,
 //!   so a nudge the run says has no turn to be answered in): a reply that would reach
 //!   serve's client with no text and no call the client declared (the calls to
@@ -591,18 +600,6 @@ pub(crate) struct Said {
     pub(crate) drops_reply: bool,
 }
 
-impl Said {
-    /// What `rule` says ([`Nudge::said_by`]; every rule a `Said` is made for says one,
-    /// which `nudge.rs`'s tests check, so the fallback never speaks).
-    fn new(rule: Rule, drops_reply: bool) -> Self {
-        Said {
-            nudge: Nudge::said_by(rule).unwrap_or(Nudge::Answer),
-            rule,
-            drops_reply,
-        }
-    }
-}
-
 /// What follows a turn's calls (see [`Coach::after_calls`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AfterCalls {
@@ -694,6 +691,27 @@ impl Coach {
     /// Whether `rule` is on.
     pub fn is_on(&self, rule: Rule) -> bool {
         self.config.is_on(rule)
+    }
+
+    /// The nudge `rule` says in this run, when it says one: [`Nudge::said_by`]'s, the
+    /// answer nudge asking from the results above once a call of the run got a result
+    /// that is not an error (`answer-from-results`).
+    pub fn says(&self, rule: Rule) -> Option<Nudge> {
+        let from_results = self.is_on(Rule::AnswerFromResults) && self.memory.holds_results();
+        Nudge::said_by(rule).map(|nudge| match nudge {
+            Nudge::Answer if from_results => Nudge::AnswerFromResults,
+            nudge => nudge,
+        })
+    }
+
+    /// What `rule` says ([`Coach::says`]; every rule a `Said` is made for says one,
+    /// which `nudge.rs`'s tests check, so the fallback never speaks).
+    fn said(&self, rule: Rule, drops_reply: bool) -> Said {
+        Said {
+            nudge: self.says(rule).unwrap_or(Nudge::Answer),
+            rule,
+            drops_reply,
+        }
     }
 
     /// Whether the run has made a call yet.
@@ -1045,7 +1063,7 @@ impl Coach {
             && !self.answer_due
             && !has_calls;
         self.answer_due |= ask;
-        ask.then(|| Said::new(Rule::AnswerAfterRunaway, true))
+        ask.then(|| self.said(Rule::AnswerAfterRunaway, true))
     }
 
     /// After an answer: the nudge that follows it, if any. An empty answer after the
@@ -1064,7 +1082,7 @@ impl Coach {
                 self.is_on(Rule::AnswerAfterEmpty) && !self.asked_to_answer && self.memory.any();
             self.asked_to_answer |= ask;
             self.answer_due |= ask;
-            return ask.then(|| Said::new(Rule::AnswerAfterEmpty, true));
+            return ask.then(|| self.said(Rule::AnswerAfterEmpty, true));
         }
         let unoffered = !offers_tools || self.withholds_tools();
         if self.is_on(Rule::AnswerAfterEcho)
@@ -1075,15 +1093,15 @@ impl Coach {
             self.asked_to_answer = true;
             self.answer_due = true;
             self.echoed = true;
-            return Some(Said::new(Rule::AnswerAfterEcho, true));
+            return Some(self.said(Rule::AnswerAfterEcho, true));
         }
         if self.asked_to_act || self.memory.any() {
             return None;
         }
         let said = if self.is_on(Rule::ActNudge) && shows_call {
-            Said::new(Rule::ActNudge, false)
+            self.said(Rule::ActNudge, false)
         } else if self.is_on(Rule::CanNudge) && offers_tools && text::says_it_cannot(answer) {
-            Said::new(Rule::CanNudge, false)
+            self.said(Rule::CanNudge, false)
         } else {
             return None;
         };
@@ -1099,7 +1117,7 @@ impl Coach {
             return None;
         }
         let due = std::mem::replace(&mut self.answer_due, true);
-        Some((!due).then(|| Said::new(Rule::AnswerAtLimit, false)))
+        Some((!due).then(|| self.said(Rule::AnswerAtLimit, false)))
     }
 
     /// After a reply a proxy would send its client (`ollm serve`'s run of one turn), with
@@ -1112,7 +1130,7 @@ impl Coach {
         nothing
             .then_some(Rule::AnswerAfterNothing)
             .filter(|r| self.is_on(*r))
-            .and_then(Nudge::said_by)
+            .and_then(|r| self.says(r))
     }
 
     /// On calls: how many of a reply's calls run (`calls-per-reply`); the rest, returned,
@@ -1190,7 +1208,7 @@ impl Coach {
         }
         AfterCalls {
             recorded: self.recorded(&plan.sources),
-            nudge: (self.answer_due || changes).then(|| Said::new(rule, false)),
+            nudge: (self.answer_due || changes).then(|| self.said(rule, false)),
             stuck,
             last_word,
         }

@@ -13,6 +13,11 @@ use super::rule::{CoachConfig, Rule};
 /// followed a result, after an empty answer, at the repeat limit and at the turn limit.
 pub(crate) const ANSWER: &str = "Now answer my question in plain words, without calling any tool.";
 
+/// Asks for the answer from the results above (`answer-from-results`): the answer
+/// nudge in a run that holds a result that is not an error.
+const ANSWER_FROM_RESULTS: &str =
+    "Now answer my question from the results above, in plain words, without calling any tool.";
+
 /// Asks for the change the user's message asked for (`change-after-idle`).
 const CHANGE: &str = "Now do what I asked, with what the results above say.";
 
@@ -37,6 +42,8 @@ fn can(scope: Option<&str>) -> String {
 pub enum Nudge {
     /// Answer now, in plain words, without tools.
     Answer,
+    /// Answer now from the results above, in plain words, without tools.
+    AnswerFromResults,
     /// Do not show how to call a tool: call it.
     Act,
     /// The tools do reach what the answer said it cannot.
@@ -50,6 +57,7 @@ impl Nudge {
     pub fn text(self, config: &CoachConfig) -> String {
         match self {
             Nudge::Answer => ANSWER.to_owned(),
+            Nudge::AnswerFromResults => ANSWER_FROM_RESULTS.to_owned(),
             Nudge::Act => ACT.to_owned(),
             Nudge::Can => can(config.scope.as_deref()),
             Nudge::Change => CHANGE.to_owned(),
@@ -81,9 +89,9 @@ impl Nudge {
     }
 
     /// Whether the reply to this nudge is asked for with no tools offered: the answer
-    /// nudge asks for words; the act and can nudges ask for a call.
+    /// nudges ask for words; the act and can nudges ask for a call.
     pub fn withholds_tools(self) -> bool {
-        self == Nudge::Answer
+        matches!(self, Nudge::Answer | Nudge::AnswerFromResults)
     }
 }
 
@@ -104,7 +112,14 @@ mod tests {
         );
         let text = Nudge::Can.text(&CoachConfig::default());
         assert!(!text.contains("folder"), "{text}");
-        for nudge in [Nudge::Answer, Nudge::Act, Nudge::Can, Nudge::Change] {
+        let all = [
+            Nudge::Answer,
+            Nudge::AnswerFromResults,
+            Nudge::Act,
+            Nudge::Can,
+            Nudge::Change,
+        ];
+        for nudge in all {
             assert_eq!(nudge.message(&folder).text(), nudge.text(&folder));
         }
     }
@@ -127,9 +142,14 @@ mod tests {
             (Rule::CanNudge, Nudge::Can),
         ];
         assert_eq!(said, want);
-        let withholding: Vec<bool> = [Nudge::Answer, Nudge::Act, Nudge::Can, Nudge::Change]
-            .map(Nudge::withholds_tools)
-            .to_vec();
-        assert_eq!(withholding, [true, false, false, false]);
+        let all = [
+            Nudge::Answer,
+            Nudge::AnswerFromResults,
+            Nudge::Act,
+            Nudge::Can,
+            Nudge::Change,
+        ];
+        let withholding: Vec<bool> = all.map(Nudge::withholds_tools).to_vec();
+        assert_eq!(withholding, [true, true, false, false, false]);
     }
 }

@@ -120,6 +120,9 @@ rules! {
     /// A run at its turn limit with results gets one more reply, to answer, with no tools.
     AnswerAtLimit = "answer-at-limit",
         "a run that reaches its turn limit after calls is asked to answer from their results in one more reply, with no tools offered and no call run";
+    /// The answer nudge after a result that is not an error asks from the results above.
+    AnswerFromResults = "answer-from-results",
+        "the answer nudge, in a run that holds a result that is not an error, asks for the answer from the results above";
     /// A reply a proxy would send its client with nothing in it is asked for again, once.
     AnswerAfterNothing = "answer-after-nothing",
         "a reply `ollm serve` would send its client with no text and no call the client declared is asked for once more, with the answer nudge and no tools offered";

@@ -182,13 +182,15 @@ fn hear_interpretation(coach: &Coach, tools: &ToolRegistry, text: &str) -> Heard
     Heard::Recovered(results)
 }
 
-/// Plays one turn of calls: each planned to run gets its tool's result.
+/// Plays one turn of calls: each planned to run gets its tool's result (an error for a
+/// tool not in `tools`).
 fn hear_calls(coach: &mut Coach, tools: &ToolRegistry, mut calls: Vec<ToolCall>) -> Heard {
     let dropped = coach.bound(&mut calls).len();
     let plan = coach.plan(tools, &calls);
     let mut results: Vec<ToolOutcome> = Vec::new();
     for (i, call) in calls.iter().enumerate() {
         let result = match &plan.sources()[i] {
+            Source::Run if !tools.contains(&call.name) => ToolOutcome::error("unknown tool"),
             Source::Run => ToolOutcome::ok(format!("result of {}", call.name)),
             Source::Earlier => coach.earlier(&plan, i).unwrap(),
             Source::Twin(j) => Coach::twin(&call.name, &results[*j]),
@@ -387,7 +389,7 @@ fn answer_at_repeat_limit() {
         Step::Stopped(false),
         Step::Calls(vec![read_a()]),
     ];
-    let said = Some((Nudge::Answer, Rule::AnswerAfterRunaway, true));
+    let said = Some((Nudge::AnswerFromResults, Rule::AnswerAfterRunaway, true));
     check_with(
         &on,
         &[],
@@ -489,7 +491,7 @@ fn answer_after_idle() {
 
 #[test]
 fn answer_at_limit() {
-    let nudge = Some((Nudge::Answer, Rule::AnswerAtLimit, false));
+    let nudge = Some((Nudge::AnswerFromResults, Rule::AnswerAtLimit, false));
     // Before any call there is nothing to answer from; after one, the nudge; once the
     // answer is due (here by the limit itself) one more reply but no second nudge.
     let steps = || {
@@ -528,7 +530,7 @@ fn answer_at_limit() {
 
 #[test]
 fn answer_after_runaway() {
-    let said = Some((Nudge::Answer, Rule::AnswerAfterRunaway, true));
+    let said = Some((Nudge::AnswerFromResults, Rule::AnswerAfterRunaway, true));
     let steps = || {
         vec![
             Step::Stopped(false),
@@ -610,7 +612,7 @@ fn answer_after_echo() {
 
 #[test]
 fn answer_after_empty() {
-    let said = Some((Nudge::Answer, Rule::AnswerAfterEmpty, true));
+    let said = Some((Nudge::AnswerFromResults, Rule::AnswerAfterEmpty, true));
     let steps = || {
         vec![
             Step::Calls(vec![read_a()]),
@@ -645,6 +647,44 @@ fn answer_after_empty() {
         vec![Step::Answer("", false, true)],
         vec![Heard::Said(None)],
     );
+}
+
+/// `answer-from-results`: the answer nudge asks from the results above once a call of
+/// the run got a result that is not an error; after an unknown tool's only, as before
+/// (the 0.5B answered "6 times 7" after `multiply` in 4 of 6 probes with the plain
+/// nudge, 0 of 6 with this one).
+#[test]
+fn answer_from_results() {
+    let nothing = || vec![Step::Delivered(false, 0)];
+    let said = |nudge| vec![Heard::Said(Some((nudge, Rule::AnswerAfterNothing, true)))];
+    let answered = |name: &str| {
+        let asked = Message::assistant_with_calls("", vec![call(name, json!({"path": "a"}))]);
+        let answer = Message::tool_result(format!("id-{name}"), name, "result");
+        vec![Message::user("q"), asked, answer]
+    };
+    let from = Nudge::AnswerFromResults;
+    check(&[], &[], nothing(), said(Nudge::Answer));
+    check(&[], &answered("read_file"), nothing(), said(from));
+    check(&[], &answered("multiply"), nothing(), said(Nudge::Answer));
+    let off = [Rule::AnswerFromResults];
+    check(&off, &answered("read_file"), nothing(), said(Nudge::Answer));
+    // In a run: an unknown tool's error holds nothing; a result then does.
+    let steps = vec![
+        Step::Calls(vec![call("multiply", json!({}))]),
+        Step::AtLimit,
+        Step::Calls(vec![read_a()]),
+        Step::Stopped(false),
+    ];
+    let idle = Some(Rule::AnswerAfterIdle);
+    let runaway = Some((from, Rule::AnswerAfterRunaway, true));
+    let on = [Rule::AnswerAtLimit];
+    let expected = vec![
+        calls(&[Run], true, idle, None),
+        Heard::AtLimit(Some(None)),
+        calls(&[Run], true, None, None),
+        Heard::Said(runaway),
+    ];
+    check_with(&on, &[], &[], steps, expected);
 }
 
 #[test]

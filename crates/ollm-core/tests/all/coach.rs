@@ -39,7 +39,7 @@ fn a_nudge_never_outlives_the_run_that_needed_it() {
         "which port does the app use?",
         "thanks",
     ];
-    let nudge = Nudge::Answer.text(&CoachConfig::default());
+    let nudge = Nudge::AnswerFromResults.text(&CoachConfig::default());
     for (i, question) in questions.into_iter().enumerate() {
         let events = block_on(chat(&c, question));
         check_events(&events);

@@ -193,10 +193,18 @@ fn the_reply_after_a_repeat_is_offered_no_tools() {
     // while the run went on, and left the history with the run.
     let last = provider.requests().last().unwrap().clone();
     let sent: Vec<String> = last.messages.iter().map(|m| m.text()).collect();
-    assert_eq!(count_text(&sent, &said(Nudge::Answer)), 2, "{sent:?}");
+    assert_eq!(
+        count_text(&sent, &said(Nudge::AnswerFromResults)),
+        2,
+        "{sent:?}"
+    );
     let history = c.history();
     let texts: Vec<String> = history.messages().iter().map(|m| m.text()).collect();
-    assert_eq!(count_text(&texts, &said(Nudge::Answer)), 0, "{texts:?}");
+    assert_eq!(
+        count_text(&texts, &said(Nudge::AnswerFromResults)),
+        0,
+        "{texts:?}"
+    );
     let ids: Vec<String> = history
         .messages()
         .iter()
@@ -249,10 +257,18 @@ fn a_runaway_after_a_result_is_asked_again_once() {
             .iter()
             .map(|m| m.text())
             .collect();
-        assert_eq!(count_text(&sent, &said(Nudge::Answer)), 1, "{sent:?}");
+        assert_eq!(
+            count_text(&sent, &said(Nudge::AnswerFromResults)),
+            1,
+            "{sent:?}"
+        );
         let history = c.history();
         let texts: Vec<String> = history.messages().iter().map(|m| m.text()).collect();
-        assert_eq!(count_text(&texts, &said(Nudge::Answer)), 0, "{texts:?}");
+        assert_eq!(
+            count_text(&texts, &said(Nudge::AnswerFromResults)),
+            0,
+            "{texts:?}"
+        );
         check_history(&history);
     }
 }
@@ -297,10 +313,17 @@ fn a_run_stuck_at_the_repeat_limit_answers_from_its_results() {
     assert_eq!((provider.request_count(), tool.call_count()), (4, 2));
     let last = provider.requests().pop().unwrap();
     assert!(last.tools.is_empty());
-    assert_eq!(last.messages.last().unwrap().text(), said(Nudge::Answer));
+    assert_eq!(
+        last.messages.last().unwrap().text(),
+        said(Nudge::AnswerFromResults)
+    );
     let history = c.history();
     let texts: Vec<String> = history.messages().iter().map(|m| m.text()).collect();
-    assert_eq!(count_text(&texts, &said(Nudge::Answer)), 0, "{texts:?}");
+    assert_eq!(
+        count_text(&texts, &said(Nudge::AnswerFromResults)),
+        0,
+        "{texts:?}"
+    );
     assert_eq!(texts.last().unwrap(), "3 are open.");
     // A call in that reply never runs: it is answered, and the run ends as stuck.
     let again = vec![
@@ -893,9 +916,17 @@ fn an_empty_answer_after_a_call_is_asked_for_again_once() {
         // nudge once the run is over.
         assert_eq!(provider.requests()[2].tools.len(), 0);
         let sent = sent_last(&provider);
-        assert_eq!(count_text(&sent, &said(Nudge::Answer)), 1, "{sent:?}");
+        assert_eq!(
+            count_text(&sent, &said(Nudge::AnswerFromResults)),
+            1,
+            "{sent:?}"
+        );
         let texts = texts_of(&c);
-        assert_eq!(count_text(&texts, &said(Nudge::Answer)), 0, "{texts:?}");
+        assert_eq!(
+            count_text(&texts, &said(Nudge::AnswerFromResults)),
+            0,
+            "{texts:?}"
+        );
         assert_eq!(texts.last().map(String::as_str), Some(answer), "{texts:?}");
         check_history(&c.history());
     }
