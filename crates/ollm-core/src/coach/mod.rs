@@ -242,7 +242,10 @@
 //!   15 probe replies, with this one in 12 of 15; the 0.5B in 4 and 8 of 15. After an
 //!   unknown tool only (`multiply`), the same words cost the 0.5B its answer ("6 times
 //!   7": 0 of 6 against 4 of 6), so a run holding only errors keeps the plain nudge.
-//!   MEASURED
+//!   Measured on the tuning part, both ways in one pass (`15-31-14Z`, one repeat): the
+//!   1.5B 41/54 with it against 37/54 without; it acted in 38 runs, which passed 28
+//!   times with it and 24 without (5 won, 1 lost); the 0.5B 21/54 against 20/54, acting
+//!   in 28 runs, 10 passed against 7 (3 won, none lost). It offers no tools: on.
 //! - **`answer-after-nothing`** (applied by `ollm serve`, whose runs are one turn each,
 //!   so a nudge the run says has no turn to be answered in): a reply that would reach
 //!   serve's client with no text and no call the client declared (the calls to
