@@ -99,6 +99,14 @@ impl Nudge {
 mod tests {
     use super::*;
 
+    const ALL: [Nudge; 5] = [
+        Nudge::Answer,
+        Nudge::AnswerFromResults,
+        Nudge::Act,
+        Nudge::Can,
+        Nudge::Change,
+    ];
+
     #[test]
     fn the_can_nudge_names_the_callers_place_or_none() {
         let folder = CoachConfig {
@@ -112,20 +120,13 @@ mod tests {
         );
         let text = Nudge::Can.text(&CoachConfig::default());
         assert!(!text.contains("folder"), "{text}");
-        let all = [
-            Nudge::Answer,
-            Nudge::AnswerFromResults,
-            Nudge::Act,
-            Nudge::Can,
-            Nudge::Change,
-        ];
-        for nudge in all {
+        for nudge in ALL {
             assert_eq!(nudge.message(&folder).text(), nudge.text(&folder));
         }
     }
 
     #[test]
-    fn the_rules_that_nudge_say_their_nudge_and_only_the_answer_withholds_tools() {
+    fn the_rules_that_nudge_say_their_nudge_and_only_the_answers_withhold_tools() {
         let said: Vec<(Rule, Nudge)> = (Rule::ALL.iter())
             .filter_map(|&r| Nudge::said_by(r).map(|n| (r, n)))
             .collect();
@@ -142,14 +143,7 @@ mod tests {
             (Rule::CanNudge, Nudge::Can),
         ];
         assert_eq!(said, want);
-        let all = [
-            Nudge::Answer,
-            Nudge::AnswerFromResults,
-            Nudge::Act,
-            Nudge::Can,
-            Nudge::Change,
-        ];
-        let withholding: Vec<bool> = all.map(Nudge::withholds_tools).to_vec();
+        let withholding: Vec<bool> = ALL.map(Nudge::withholds_tools).to_vec();
         assert_eq!(withholding, [true, true, false, false, false]);
     }
 }
