@@ -245,7 +245,11 @@
 //!   Measured on the tuning part, both ways in one pass (`15-31-14Z`, one repeat): the
 //!   1.5B 41/54 with it against 37/54 without; it acted in 38 runs, which passed 28
 //!   times with it and 24 without (5 won, 1 lost); the 0.5B 21/54 against 20/54, acting
-//!   in 28 runs, 10 passed against 7 (3 won, none lost). It offers no tools: on.
+//!   in 28 runs, 10 passed against 7 (3 won, none lost). A second pass (`16-39-19Z`):
+//!   the 1.5B 40/54 against 41/54, but 29 against 27 in the runs it acted in (2 won,
+//!   none lost); the 0.5B 21/54 both ways, 8 against 9 where it acted. Over both, the
+//!   1.5B 57 against 51 of the runs it acted in, the 0.5B 18 against 16. It offers no
+//!   tools, so it can neither call nor write: on.
 //! - **`answer-after-nothing`** (applied by `ollm serve`, whose runs are one turn each,
 //!   so a nudge the run says has no turn to be answered in): a reply that would reach
 //!   serve's client with no text and no call the client declared (the calls to
