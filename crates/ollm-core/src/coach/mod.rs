@@ -442,9 +442,11 @@
 //!   (`07-47-43Z`) had the 1.5B's first write nobody asked for in 17 passes of that
 //!   part; the held-out runs are not read while the runtime changes, so whether the rule
 //!   made it is not known. The whole tuning part with it on (`08-53-47Z`) wrote
-//!   nothing unasked on either model (0.5B 22/54, 1.5B 40/54); it stays off until a
-//!   second held-out pass with it on shows the same. A reads-only variant would be
-//!   safe by construction but lose the `wc` call.
+//!   nothing unasked on either model (0.5B 22/54, 1.5B 40/54). The second held-out pass
+//!   with it on (`17-22-21Z`, its acts now counted) settled it: it acted in one 1.5B
+//!   run, a question that needs no tool, and made the invented call a `run_command`
+//!   nobody asked for. It stays off. A reads-only variant would be safe by construction
+//!   but lose the `wc` call.
 //! - **Native calls too** (`recover::repair_native`, in the turn loop as each arrives):
 //!   `name-repair`, `path-in-name`, `file-as-name` and `tool-from-arguments` also repair a call the server
 //!   parsed itself to a tool that is not offered, since llama-server reads the 0.5B's
