@@ -255,6 +255,8 @@ pub(crate) struct Parts {
     pub(crate) tools_context: Option<String>,
     /// The built-in tools' folder.
     pub(crate) workspace: ollm_tools::Workspace,
+    /// The programs `run_command` may start (the coach's `named-command`).
+    pub(crate) programs: Vec<String>,
     /// Where what `auto` learned is kept, and the server it is keyed by.
     pub(crate) learned_at: (std::path::PathBuf, String),
 }
@@ -274,6 +276,7 @@ impl Parts {
             mcp: None,
             tools_context: built.context,
             workspace: built.workspace,
+            programs: built.programs,
             learned_at: (
                 settings.data_dir.clone(),
                 settings.provider.base_url.clone(),
@@ -289,7 +292,7 @@ impl Parts {
     ) -> Result<ChatClient, CliError> {
         let mut config = config.clone();
         config.tools_context.clone_from(&self.tools_context);
-        tools::tell_coach(&mut config.coach);
+        tools::tell_coach(&mut config.coach, &self.programs);
         tools::tell_paths(&mut config.coach, &self.workspace);
         let client = ChatClient::new(Arc::clone(&self.provider), self.tools.clone(), config)
             .with_history(history.to_vec());

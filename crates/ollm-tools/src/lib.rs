@@ -157,6 +157,24 @@ impl Default for ToolConfig {
 /// coach's `routed-call` may oblige a call to them (core's `CoachConfig::read_only`).
 pub const READ_ONLY_TOOLS: &[&str] = &["read_file", "list_dir", "search_text"];
 
+/// The built-in tool that runs programs.
+pub const COMMAND_TOOL: &str = "run_command";
+
+/// The programs `allowed` (entries of [`ToolConfig::allowed_commands`]) lets
+/// [`COMMAND_TOOL`] start: each entry's first word (its file name, for a path), once each (`git status` and
+/// `git log` allow `git`). What a message names to ask for a command (core's
+/// `CoachConfig::programs`, the coach's `named-command`).
+pub fn programs(allowed: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let words = allowed.iter().filter_map(|e| e.split_whitespace().next());
+    for program in words.filter_map(|w| w.rsplit('/').next()) {
+        if !out.iter().any(|p| p == program) {
+            out.push(program.to_owned());
+        }
+    }
+    out
+}
+
 /// A registry holding the built-in tools, in the order `/tools` lists them.
 pub fn builtin(
     workspace: &Workspace,
@@ -210,6 +228,17 @@ pub(crate) mod testing;
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_programs_are_the_allowed_commands_first_words_once_each() {
+        let allowed: Vec<String> = ["ls", "git status", "git log", "/usr/bin/wc", " "]
+            .map(str::to_owned)
+            .to_vec();
+        assert_eq!(programs(&allowed), ["ls", "git", "wc"]);
+        let defaults = programs(&ToolConfig::default().allowed_commands);
+        assert!(defaults.contains(&"git".to_owned()) && defaults.contains(&"wc".to_owned()));
+        assert_eq!(defaults.iter().filter(|p| *p == "git").count(), 1);
+    }
 
     #[test]
     fn builtin_tools_have_unique_names_and_object_schemas() {

@@ -6,6 +6,7 @@
 
 pub(crate) mod prompter;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ollm_core::{CoachConfig, Rule, ToolRegistry};
@@ -29,12 +30,15 @@ pub(crate) fn config(settings: &Settings) -> ToolConfig {
 }
 
 /// Tells the coach the CLI's words for its tools: they work on the working folder ("this
-/// folder", in the `can-nudge`), and the built-in tools take a file path in `path`
-/// (`path-in-name`). Core knows neither. It also turns on `tool-or-none`, which core
+/// folder", in the `can-nudge`), the built-in tools take a file path in `path`
+/// (`path-in-name`), and `run_command` starts the `programs` its allowed commands name
+/// (`named-command`). Core knows none of them. It also turns on `tool-or-none`, which core
 /// leaves to its callers since it costs a request (measured with these tools: issue 35,
 /// docs/eval.md).
-pub(crate) fn tell_coach(coach: &mut CoachConfig) {
+pub(crate) fn tell_coach(coach: &mut CoachConfig, programs: &[String]) {
     coach.scope = Some("this folder".to_owned());
+    let tool = ollm_tools::COMMAND_TOOL.to_owned();
+    coach.programs = BTreeMap::from([(tool, programs.to_vec())]);
     coach.path_argument = Some("path".to_owned());
     coach.turn_on(Rule::ToolOrNone);
     // The read-only tools are named: `routed-call` (off: no lift measured, issue 35) may
@@ -59,6 +63,9 @@ pub(crate) struct Built {
     /// The folder the tools work in, whose paths the coach's `known-paths`,
     /// `named-file` and `general-check` read.
     pub(crate) workspace: Workspace,
+    /// The programs `run_command` may start, which the coach's `named-command` looks
+    /// for in a message.
+    pub(crate) programs: Vec<String>,
 }
 
 /// Tells the coach the paths the built-in read tools can take in `ws` now (`known-paths`,
@@ -105,6 +112,7 @@ pub(crate) fn build(settings: &Settings, approval: Mode) -> Result<Built, crate:
         registry,
         context,
         workspace: ws,
+        programs: ollm_tools::programs(&settings.tools.allowed_commands),
     })
 }
 
@@ -197,7 +205,7 @@ mod tests {
         let settings = settle(&Default::default(), &Env::default(), "c".into(), None).unwrap();
         let built = build(&settings, Mode::Headless).unwrap();
         let mut coach = CoachConfig::default();
-        tell_coach(&mut coach);
+        tell_coach(&mut coach, &built.programs);
         let key = coach.path_argument.unwrap();
         for name in ["read_file", "list_dir", "write_file"] {
             let schema = built.registry.schema(name).unwrap();

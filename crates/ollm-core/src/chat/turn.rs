@@ -106,6 +106,10 @@ pub(super) async fn run_chat(
         Coach::seeded(config.coach.clone(), history.messages(), &settings.tools)
     }
     .for_requests(settings.tools_context.clone(), settings.tool_temperature);
+    for tool in coach.unnamed() {
+        let detail = format!("the message names no program {tool} runs: it is not offered");
+        sink.coached(Rule::NamedCommand, None, detail, false);
+    }
     let mut run = Run {
         shared: Arc::clone(&shared),
         settings,

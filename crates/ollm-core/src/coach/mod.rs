@@ -51,6 +51,19 @@
 //!   then ran `ls` as well; a choice of the wrong tool itself (`write_file` for "wc -l
 //!   sales.csv", the 1.5B's `run_command` for "python venv how?") is beyond this rule.
 //!   Measured in docs/tool-calling.md.
+//! - **`named-command`** (on request, [`Rule::ON_REQUEST`]): a tool that runs programs
+//!   ([`CoachConfig::programs`]; the CLI: `run_command` and the first words of its
+//!   allowed commands) is neither offered (not in the `tool-or-none` list either) nor
+//!   run in a run whose user message names none of its programs as a word of its own.
+//!   Why: the tuning part's one recurring unasked action was a command for a message
+//!   that names none (the 1.5B's `python -m venv venv` for "python venv how?" in every
+//!   pass; the 0.5B's `ls` for its todo list). Measured once (`18-31-36Z`, same pass):
+//!   the 1.5B 41/54 with it against 43/54, restraint 10/15 against 11/15, and the
+//!   unasked command gone but an unasked write in its place: without `run_command` in
+//!   the choice's list it chose `write_file` for "how do I write a for loop in Rust?"
+//!   and wrote `src/main.rs`. The 0.5B 19/54 against 22/54. So it stays on request;
+//!   a variant that keeps the choice's list and withholds only after the choice is
+//!   not measured yet.
 //! - **`known-paths`** (on request, [`Rule::ON_REQUEST`], and acting only with
 //!   `routed-call`): the call `routed-call` asks
 //!   for holds its path argument ([`CoachConfig::path_argument`]) to the caller's list of
@@ -565,8 +578,11 @@ pub struct Coach {
     /// Whether the run asked for the choice (`tool-or-none`).
     routed: bool,
     /// The tools that change things the choice did not name, neither offered nor run
-    /// this run (`changes-on-request`).
+    /// this run (`changes-on-request`), and those `named-command` withholds.
     withheld: Vec<String>,
+    /// The tools that run programs the run's user message names none of, neither
+    /// offered nor run this run (`named-command`).
+    unnamed: Vec<String>,
     /// Whether a result of the last turn of calls was an error.
     calls_failed: bool,
     /// Whether the run asked `read-named` for its call already.
@@ -641,6 +657,7 @@ impl Coach {
             routed_tool: None,
             routed: false,
             withheld: Vec::new(),
+            unnamed: Vec::new(),
             read_named: false,
             asked_to_change: false,
             change_checked: false,
@@ -661,7 +678,40 @@ impl Coach {
         coach.memory = CallMemory::seeded(messages, tools, undeclared);
         let asked = messages.iter().rev().find(|m| m.role() == Role::User);
         coach.asked = asked.map(Message::text).unwrap_or_default();
+        coach.unnamed = coach.unnamed_tools(tools);
+        coach.withheld.clone_from(&coach.unnamed);
         coach
+    }
+
+    /// The tools of `tools` that run programs ([`CoachConfig::programs`]) none of which
+    /// the run's user message names (`named-command`); none when the rule is off or the
+    /// coach was made without the conversation.
+    fn unnamed_tools(&self, tools: &ToolRegistry) -> Vec<String> {
+        if !self.is_on(Rule::NamedCommand) || self.asked.is_empty() {
+            return Vec::new();
+        }
+        (self.config.programs.iter())
+            .filter(|(tool, programs)| {
+                tools.contains(tool) && !text::names_program(&self.asked, *programs)
+            })
+            .map(|(tool, _)| tool.clone())
+            .collect()
+    }
+
+    /// The tools `named-command` withholds this run: they run programs, and the user's
+    /// message names none of them.
+    pub(crate) fn unnamed(&self) -> &[String] {
+        &self.unnamed
+    }
+
+    /// `withheld` with the tools `named-command` withholds, each once.
+    fn and_unnamed(&self, mut withheld: Vec<String>) -> Vec<String> {
+        for tool in &self.unnamed {
+            if !withheld.contains(tool) {
+                withheld.push(tool.clone());
+            }
+        }
+        withheld
     }
 
     /// On a call about to run (`dotted-path`): when its path argument
@@ -820,10 +870,11 @@ impl Coach {
         }
         let named = text::named_file(prompt, self.config.paths.values().flatten())?;
         self.routed_none = false;
-        self.withheld = (tools.iter().map(|t| &t.name))
+        let changes = (tools.iter().map(|t| &t.name))
             .filter(|name| !read_only.contains(*name))
             .cloned()
             .collect();
+        self.withheld = self.and_unnamed(changes);
         Some(named)
     }
 
@@ -912,7 +963,7 @@ impl Coach {
     fn take_route(&mut self, route: &Route, tools: &[ToolSchema]) {
         self.routed = true;
         self.routed_none = *route == Route::None;
-        self.withheld = self.changes_withheld(route, tools);
+        self.withheld = self.and_unnamed(self.changes_withheld(route, tools));
     }
 
     /// The tools that change things, of `tools`, that the run withholds

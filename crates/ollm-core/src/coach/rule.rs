@@ -84,6 +84,9 @@ rules! {
     /// After a choice of `none` or of a tool that changes things, the other such tools.
     ChangesOnRequest = "changes-on-request",
         "when `tool-or-none` chose none, or a tool that changes things (one not named read-only), the other tools that change things are neither offered nor run";
+    /// A tool that runs programs is offered only when the message names one of them.
+    NamedCommand = "named-command",
+        "a tool that runs programs (the caller names them: the CLI's `run_command` and its allowed commands) is neither offered nor run in a run whose user message names none of them";
     /// A call the run already made is answered from its earlier result, not run again.
     RepeatGuard = "repeat-guard",
         "a call the run already made (same tool, same arguments) is answered from its earlier result, not run again";
@@ -197,8 +200,9 @@ impl Rule {
     /// `path-in-name`, `typed-strings`, `key-hint`, `tools-hint`), which showed no lift in
     /// two repeats on either model, `answer-at-limit` and `named-file`, which acted in
     /// too few of the eval's runs to show a lift, and `read-named` and
-    /// `answer-at-repeat-limit`, which showed none, and `tool-from-arguments`, which can
-    /// turn an invented tool's call into a write or a command (coach docs).
+    /// `answer-at-repeat-limit`, which showed none, `tool-from-arguments`, which can
+    /// turn an invented tool's call into a write or a command, and `named-command`, which
+    /// cost both models in the pass that measured it (coach docs).
     pub const ON_REQUEST: &'static [Rule] = &[
         Rule::ToolOrNone,
         Rule::RoutedCall,
@@ -216,6 +220,7 @@ impl Rule {
         Rule::KeyHint,
         Rule::ToolsHint,
         Rule::ToolFromArguments,
+        Rule::NamedCommand,
     ];
 }
 
@@ -290,6 +295,11 @@ pub struct CoachConfig {
     /// `known-paths` makes the only values of a routed call's path; a tool not listed,
     /// or listed with none, keeps its own schema. Empty (the default) turns the rule off.
     pub paths: BTreeMap<String, Vec<String>>,
+    /// By tool, the programs it runs (the CLI: `run_command`, the first word of each of
+    /// its allowed commands), which `named-command` looks for in the run's user message:
+    /// a tool listed here whose programs the message names none of is neither offered
+    /// nor run. Empty (the default) turns the rule off.
+    pub programs: BTreeMap<String, Vec<String>>,
 }
 
 impl CoachConfig {

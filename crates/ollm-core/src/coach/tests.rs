@@ -1125,6 +1125,78 @@ fn read_named() {
     check("none read-only", true, &[], tools, None);
 }
 
+/// `named-command`: a tool that runs programs is withheld for a run whose user message
+/// names none of them (the 1.5B ran `python -m venv venv` for "python venv how?" in
+/// every tuning pass; the 0.5B ran `ls` for "how many things are still open on my todo
+/// list?"): before the choice, after any choice, and its call answered "not offered";
+/// offered when the message names one (`wc`, `git`), with the rule off, without the
+/// caller's list of programs, or for a coach made without the conversation.
+#[test]
+fn named_command() {
+    let mut registry = tools();
+    registry.register(Arc::new(Fake("run_command"))).unwrap();
+    let schemas = registry.schemas();
+    let check = |case: &str, on: bool, listed: bool, prompt: &str, chosen: &str, want: bool| {
+        let mut config = CoachConfig::default();
+        config.turn_on(Rule::ToolOrNone);
+        config.read_only = ["read_file", "list_dir", "search_text"]
+            .map(str::to_owned)
+            .into();
+        if on {
+            config.turn_on(Rule::NamedCommand);
+        }
+        if listed {
+            let programs = ["ls", "wc", "git"].map(str::to_owned).to_vec();
+            config.programs.insert("run_command".into(), programs);
+        }
+        let mut coach = Coach::seeded(config, &[Message::user(prompt)], &registry);
+        let withheld = |coach: &Coach| coach.withheld().contains(&"run_command".to_owned());
+        assert_eq!(withheld(&coach), want, "{case}: before the choice");
+        assert_eq!(!coach.unnamed().is_empty(), want, "{case}: told");
+        coach.routed(Some(&format!(r#"{{"tool": "{chosen}"}}"#)), &schemas);
+        assert_eq!(withheld(&coach), want, "{case}: after choosing {chosen}");
+        let run = call("run_command", json!({"path": "."}));
+        let refused = coach.withheld_answer(&run, &schemas).map(|r| r.is_error);
+        assert_eq!(refused, want.then_some(true), "{case}: the call");
+    };
+    let venv = "python venv how?";
+    check("names none", true, true, venv, "read_file", true);
+    check("names none, none chosen", true, true, venv, "none", true);
+    check("rule off", false, true, venv, "read_file", false);
+    check("no programs listed", true, false, venv, "read_file", false);
+    check(
+        "names wc",
+        true,
+        true,
+        "run wc -l on sales.csv",
+        "run_command",
+        false,
+    );
+    check(
+        "names git",
+        true,
+        true,
+        "what does git log say?",
+        "read_file",
+        false,
+    );
+    check(
+        "a word inside another",
+        true,
+        true,
+        "my github page?",
+        "read_file",
+        true,
+    );
+    // A coach made without the conversation knows no message: it withholds nothing.
+    let mut config = CoachConfig::default();
+    config.turn_on(Rule::NamedCommand);
+    config
+        .programs
+        .insert("run_command".into(), vec!["ls".into()]);
+    assert!(Coach::new(config).withheld().is_empty());
+}
+
 /// `read-source`: after a choice that offers tools, for a message that names an
 /// existing file and one that does not exist, the existing one is read first (the 1.5B
 /// chose `write_file` or `read_file` for "save the port from config.toml into port.txt"

@@ -122,6 +122,23 @@ pub(crate) fn named_file<'a>(
     })
 }
 
+/// Whether `prompt` names one of `programs` as a word of its own, ignoring case
+/// (`named-command`): "run wc -l on sales.csv" names `wc`; "python venv how?" names
+/// none of `ls`, `wc`, `git`; "git-log" and "grep's" name `git` and `grep`, "github"
+/// does not name `git`.
+pub(crate) fn names_program<'a>(
+    prompt: &str,
+    programs: impl IntoIterator<Item = &'a String>,
+) -> bool {
+    let words: Vec<String> = prompt
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .map(str::to_lowercase)
+        .collect();
+    programs
+        .into_iter()
+        .any(|p| words.iter().any(|w| *w == p.to_lowercase()))
+}
+
 /// Whether `prompt` names a file that is not one of `files` (the caller's paths): a
 /// word, split as [`named_file`] splits them, whose last part is a name with an
 /// extension of one to five letters or digits, one a letter (`port.txt`, not `1.5` or
@@ -205,6 +222,24 @@ fn words(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_program_counts_as_named_only_as_a_word_of_its_own() {
+        let programs = ["ls", "wc", "git", "grep"].map(str::to_owned);
+        for (prompt, named) in [
+            ("run wc -l on sales.csv", true),
+            ("Could you run `wc -l sales.csv`?", true),
+            ("WC please", true),
+            ("what does git-log show", true),
+            ("grep's output?", true),
+            ("python venv how?", false),
+            ("my github page", false),
+            ("how many things are still open on my todo list?", false),
+            ("", false),
+        ] {
+            assert_eq!(names_program(prompt, &programs), named, "{prompt}");
+        }
+    }
 
     #[test]
     fn a_file_the_message_names_that_does_not_exist_is_new() {

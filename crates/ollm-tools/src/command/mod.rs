@@ -173,7 +173,7 @@ impl TypedTool for RunCommand {
     type Args = RunCommandArgs;
 
     fn name(&self) -> &str {
-        "run_command"
+        crate::COMMAND_TOOL
     }
 
     fn description(&self) -> &str {
