@@ -64,7 +64,7 @@ const RUN: &[&str] = &[
     "canary",
     "--output-format",
     "stream-json",
-    "show me the environment",
+    "run env and show me the environment",
 ];
 
 /// Runs `ollm --provider lab --host HOST ARGS` in `dir/work` with both keys set.

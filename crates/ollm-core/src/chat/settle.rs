@@ -177,6 +177,14 @@ impl RunSettings {
     }
 }
 
+impl RunSettings {
+    /// The tools the `tool-or-none` choice lists: those offered, but for the ones the
+    /// run withholds other than by `named-command` ([`Coach::withheld_from_choice`]).
+    pub(super) fn choice_tools(&self, coach: &Coach) -> Vec<ToolSchema> {
+        without(&self.offered, &coach.withheld_from_choice()).into_owned()
+    }
+}
+
 /// What a run does without after the server refused it before any output.
 pub(super) enum Fallback {
     /// Another strategy, as the strategy says.

@@ -107,7 +107,8 @@ pub(super) async fn run_chat(
     }
     .for_requests(settings.tools_context.clone(), settings.tool_temperature);
     for tool in coach.unnamed() {
-        let detail = format!("the message names no program {tool} runs: it is not offered");
+        let detail =
+            format!("the message names no program {tool} runs: no call to it runs this run");
         sink.coached(Rule::NamedCommand, None, detail, false);
     }
     let mut run = Run {
@@ -213,22 +214,21 @@ impl Run {
     /// of a file the message names that may follow it (`read-named`); the reason the run
     /// ends when that read does. A failed or cancelled choice offers the tools.
     async fn route(&mut self) -> Option<FinishReason> {
-        let offer = self.settings.offer(&self.coach);
-        if offer.choice.requires_call() {
+        if self.settings.offer(&self.coach).choice.requires_call() {
             return None;
         }
+        let tools = self.settings.choice_tools(&self.coach);
         if let Some(given) = self.given_route.take() {
-            if self.coach.replay(&given, &offer.tools) {
+            if self.coach.replay(&given, &tools) {
                 self.tell_route(&given, "the choice made for this prompt before holds: ");
             }
             return None;
         }
         let prompt = lock(&self.shared.history).messages().last().cloned();
         let model = self.settings.model.clone();
-        let request = (prompt.as_ref())
-            .and_then(|prompt| self.coach.route_request(&model, prompt, &offer.tools));
+        let request =
+            (prompt.as_ref()).and_then(|prompt| self.coach.route_request(&model, prompt, &tools));
         let request = request?;
-        let tools = offer.tools.to_vec();
         let text = self.choose_unless_cancelled(request).await;
         let second = (prompt.as_ref()).and_then(|prompt| {
             self.coach
@@ -293,6 +293,16 @@ impl Run {
     /// tells the caller, the detail after `lead`.
     fn tell_route(&self, route: &Route, lead: &str) {
         *lock(&self.shared.route) = Some(route.clone());
+        if let Some((rule, tool)) = self.coach.overruled().filter(|_| lead.is_empty()) {
+            let why = match rule {
+                Rule::NamedCommand => "the message names none of the programs it runs",
+                _ => "a tool that writes a file, and the message names none",
+            };
+            let detail = format!("the model chose {tool}, {why}: no tool is offered this run");
+            tracing::debug!("coach: {rule}: {detail}");
+            self.sink.coached(rule, None, detail, false);
+            return;
+        }
         let detail = match route {
             Route::None => "the model chose no tool; none are offered this run".to_owned(),
             Route::Tools(Some(name)) if self.coach.routed_call().is_some() => {

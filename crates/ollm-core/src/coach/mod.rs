@@ -51,19 +51,30 @@
 //!   then ran `ls` as well; a choice of the wrong tool itself (`write_file` for "wc -l
 //!   sales.csv", the 1.5B's `run_command` for "python venv how?") is beyond this rule.
 //!   Measured in docs/tool-calling.md.
-//! - **`named-command`** (on request, [`Rule::ON_REQUEST`]): a tool that runs programs
+//! - **`named-command`** (on since 2026-11-28): a tool that runs programs
 //!   ([`CoachConfig::programs`]; the CLI: `run_command` and the first words of its
-//!   allowed commands) is neither offered (not in the `tool-or-none` list either) nor
-//!   run in a run whose user message names none of its programs as a word of its own.
+//!   allowed commands) is neither offered to the run's replies nor run in a run whose
+//!   user message names none of its programs as a word of its own. The `tool-or-none`
+//!   choice still lists it, and a choice of it reads as `none`.
 //!   Why: the tuning part's one recurring unasked action was a command for a message
 //!   that names none (the 1.5B's `python -m venv venv` for "python venv how?" in every
-//!   pass; the 0.5B's `ls` for its todo list). Measured once (`18-31-36Z`, same pass):
-//!   the 1.5B 41/54 with it against 43/54, restraint 10/15 against 11/15, and the
-//!   unasked command gone but an unasked write in its place: without `run_command` in
-//!   the choice's list it chose `write_file` for "how do I write a for loop in Rust?"
-//!   and wrote `src/main.rs`. The 0.5B 19/54 against 22/54. So it stays on request;
-//!   a variant that keeps the choice's list and withholds only after the choice is
-//!   not measured yet.
+//!   pass; the 0.5B's `ls` for its todo list). Its first form took the tool out of the
+//!   choice's list too, measured once (`18-31-36Z`, same pass): the 1.5B 41/54 against
+//!   43/54, restraint 10/15 against 11/15, and an unasked write in place of the
+//!   command: without `run_command` in the list it chose `write_file` for "how do I
+//!   write a for loop in Rust?" and wrote `src/main.rs`. The 0.5B 19/54 against 22/54.
+//!   The list steers the choice, so the list stays as shipped (`20-28-23Z`):
+//!   MEASURE_NC
+//! - **`write-needs-file`** (on since 2026-11-28): a `tool-or-none`
+//!   choice of a tool that changes things and requires the path argument
+//!   ([`CoachConfig::path_argument`]; the CLI's `write_file`) reads as `none` when the
+//!   run's user message names no file: none of the caller's ([`CoachConfig::paths`]),
+//!   no new name with an extension, no dotfile (`.gitignore`). Every write the eval
+//!   asks for names its file; the 0.5B chose `write_file` for "thx, done" and "Thank
+//!   you so much for your help, that will be all." in every tuning pass, and listed
+//!   the folder 12 times. A user who asks for a file without naming it ("write me a
+//!   script") gets the text in the answer instead. Measured (`20-28-23Z`):
+//!   MEASURE_WNF
 //! - **`known-paths`** (on request, [`Rule::ON_REQUEST`], and acting only with
 //!   `routed-call`): the call `routed-call` asks
 //!   for holds its path argument ([`CoachConfig::path_argument`]) to the caller's list of
@@ -583,6 +594,9 @@ pub struct Coach {
     /// The tools that run programs the run's user message names none of, neither
     /// offered nor run this run (`named-command`).
     unnamed: Vec<String>,
+    /// The tool a `tool-or-none` choice named that was read as `none`, and the rule
+    /// that read it so (`named-command`, `write-needs-file`).
+    overruled: Option<(Rule, String)>,
     /// Whether a result of the last turn of calls was an error.
     calls_failed: bool,
     /// Whether the run asked `read-named` for its call already.
@@ -658,6 +672,7 @@ impl Coach {
             routed: false,
             withheld: Vec::new(),
             unnamed: Vec::new(),
+            overruled: None,
             read_named: false,
             asked_to_change: false,
             change_checked: false,
@@ -702,6 +717,60 @@ impl Coach {
     /// message names none of them.
     pub(crate) fn unnamed(&self) -> &[String] {
         &self.unnamed
+    }
+
+    /// The tools the run withholds that the `tool-or-none` choice still lists: all
+    /// but those `named-command` withholds, whose choice reads as `none` (a list without
+    /// them moved the 1.5B's choices on questions that need no tool).
+    pub(crate) fn withheld_from_choice(&self) -> Vec<String> {
+        (self.withheld.iter())
+            .filter(|t| !self.unnamed.contains(t))
+            .cloned()
+            .collect()
+    }
+
+    /// The tool the choice named that was read as `none`, and the rule that read it so.
+    pub(crate) fn overruled(&self) -> Option<(Rule, &str)> {
+        let (rule, tool) = self.overruled.as_ref()?;
+        Some((*rule, tool.as_str()))
+    }
+
+    /// `route`, or `none` when it names a tool the message gives nothing to act on: one
+    /// `named-command` withholds, or one that changes things and requires a path, for a
+    /// message that names no file (`write-needs-file`).
+    fn overrule_choice(&mut self, route: Route, tools: &[ToolSchema]) -> Route {
+        let Route::Tools(Some(name)) = &route else {
+            return route;
+        };
+        let rule = if self.unnamed.contains(name) {
+            Rule::NamedCommand
+        } else if self.writes_unnamed_file(name, tools) {
+            Rule::WriteNeedsFile
+        } else {
+            return route;
+        };
+        self.overruled = Some((rule, name.clone()));
+        Route::None
+    }
+
+    /// Whether `name`, of `tools`, changes things and requires the path argument, and
+    /// the run's user message names no file (`write-needs-file`).
+    fn writes_unnamed_file(&self, name: &str, tools: &[ToolSchema]) -> bool {
+        let read_only = &self.config.read_only;
+        let (Some(key), Some(tool)) = (
+            self.config.path_argument.as_deref(),
+            tools.iter().find(|t| t.name == name),
+        ) else {
+            return false;
+        };
+        let required = tool.parameters.get("required").and_then(Value::as_array);
+        let takes_path = required.is_some_and(|r| r.iter().any(|k| k == key));
+        self.is_on(Rule::WriteNeedsFile)
+            && !self.asked.is_empty()
+            && !read_only.is_empty()
+            && !read_only.iter().any(|t| t == name)
+            && takes_path
+            && !text::names_file(&self.asked, self.config.paths.values().flatten())
     }
 
     /// `withheld` with the tools `named-command` withholds, each once.
@@ -933,6 +1002,7 @@ impl Coach {
     /// What the run does after choosing `route`: tools offered or not, withheld, and the
     /// call obliged (`routed-call`).
     fn settle_route(&mut self, route: Route, tools: &[ToolSchema]) -> Route {
+        let route = self.overrule_choice(route, tools);
         self.take_route(&route, tools);
         self.routed_tool = match &route {
             Route::Tools(Some(name))

@@ -86,7 +86,10 @@ rules! {
         "when `tool-or-none` chose none, or a tool that changes things (one not named read-only), the other tools that change things are neither offered nor run";
     /// A tool that runs programs is offered only when the message names one of them.
     NamedCommand = "named-command",
-        "a tool that runs programs (the caller names them: the CLI's `run_command` and its allowed commands) is neither offered nor run in a run whose user message names none of them";
+        "a tool that runs programs (the caller names them: the CLI's `run_command` and its allowed commands) is neither offered nor run in a run whose user message names none of them; a `tool-or-none` choice of it, its list left as it is, reads as none";
+    /// A choice of a tool that writes a file, for a message that names no file, is none.
+    WriteNeedsFile = "write-needs-file",
+        "a `tool-or-none` choice of a tool that changes things and requires a path, for a message that names no file (one of the caller's, a new name with an extension, or a dotfile), reads as none";
     /// A call the run already made is answered from its earlier result, not run again.
     RepeatGuard = "repeat-guard",
         "a call the run already made (same tool, same arguments) is answered from its earlier result, not run again";
@@ -200,9 +203,8 @@ impl Rule {
     /// `path-in-name`, `typed-strings`, `key-hint`, `tools-hint`), which showed no lift in
     /// two repeats on either model, `answer-at-limit` and `named-file`, which acted in
     /// too few of the eval's runs to show a lift, and `read-named` and
-    /// `answer-at-repeat-limit`, which showed none, `tool-from-arguments`, which can
-    /// turn an invented tool's call into a write or a command, and `named-command`, which
-    /// cost both models in the pass that measured it (coach docs).
+    /// `answer-at-repeat-limit`, which showed none, and `tool-from-arguments`, which can
+    /// turn an invented tool's call into a write or a command (coach docs).
     pub const ON_REQUEST: &'static [Rule] = &[
         Rule::ToolOrNone,
         Rule::RoutedCall,
@@ -220,7 +222,6 @@ impl Rule {
         Rule::KeyHint,
         Rule::ToolsHint,
         Rule::ToolFromArguments,
-        Rule::NamedCommand,
     ];
 }
 

@@ -1128,7 +1128,8 @@ fn read_named() {
 /// `named-command`: a tool that runs programs is withheld for a run whose user message
 /// names none of them (the 1.5B ran `python -m venv venv` for "python venv how?" in
 /// every tuning pass; the 0.5B ran `ls` for "how many things are still open on my todo
-/// list?"): before the choice, after any choice, and its call answered "not offered";
+/// list?"): from the run's requests, before and after any choice, and its call
+/// answered "not offered", but listed in the choice, where naming it reads as `none`;
 /// offered when the message names one (`wc`, `git`), with the rule off, without the
 /// caller's list of programs, or for a coach made without the conversation.
 #[test]
@@ -1142,8 +1143,8 @@ fn named_command() {
         config.read_only = ["read_file", "list_dir", "search_text"]
             .map(str::to_owned)
             .into();
-        if on {
-            config.turn_on(Rule::NamedCommand);
+        if !on {
+            config.turn_off(Rule::NamedCommand);
         }
         if listed {
             let programs = ["ls", "wc", "git"].map(str::to_owned).to_vec();
@@ -1153,8 +1154,18 @@ fn named_command() {
         let withheld = |coach: &Coach| coach.withheld().contains(&"run_command".to_owned());
         assert_eq!(withheld(&coach), want, "{case}: before the choice");
         assert_eq!(!coach.unnamed().is_empty(), want, "{case}: told");
-        coach.routed(Some(&format!(r#"{{"tool": "{chosen}"}}"#)), &schemas);
+        let listed = coach.withheld_from_choice();
+        assert!(listed.is_empty(), "{case}: the choice lists every tool");
+        let route = coach.routed(Some(&format!(r#"{{"tool": "{chosen}"}}"#)), &schemas);
         assert_eq!(withheld(&coach), want, "{case}: after choosing {chosen}");
+        let overruled = want && chosen == "run_command";
+        assert_eq!(
+            route == Route::None,
+            overruled || chosen == "none",
+            "{case}"
+        );
+        let rule = coach.overruled().map(|(rule, _)| rule);
+        assert_eq!(rule, overruled.then_some(Rule::NamedCommand), "{case}");
         let run = call("run_command", json!({"path": "."}));
         let refused = coach.withheld_answer(&run, &schemas).map(|r| r.is_error);
         assert_eq!(refused, want.then_some(true), "{case}: the call");
@@ -1162,6 +1173,14 @@ fn named_command() {
     let venv = "python venv how?";
     check("names none", true, true, venv, "read_file", true);
     check("names none, none chosen", true, true, venv, "none", true);
+    check(
+        "names none, it chosen",
+        true,
+        true,
+        venv,
+        "run_command",
+        true,
+    );
     check("rule off", false, true, venv, "read_file", false);
     check("no programs listed", true, false, venv, "read_file", false);
     check(
@@ -1190,11 +1209,73 @@ fn named_command() {
     );
     // A coach made without the conversation knows no message: it withholds nothing.
     let mut config = CoachConfig::default();
-    config.turn_on(Rule::NamedCommand);
     config
         .programs
         .insert("run_command".into(), vec!["ls".into()]);
     assert!(Coach::new(config).withheld().is_empty());
+}
+
+/// `write-needs-file`: a choice of a tool that changes things and requires the path,
+/// for a message that names no file, reads as `none` (the 0.5B chose `write_file` for
+/// "thx, done" and listed the folder 12 times); not when the message names one of the
+/// caller's files, a new file or a dotfile, not for a tool that takes no path or only
+/// reads, and not with the rule off.
+#[test]
+fn write_needs_file() {
+    let mut registry = tools();
+    registry.register(Arc::new(Fake("write_file"))).unwrap();
+    registry.register(Arc::new(Fake("run_command"))).unwrap();
+    let mut schemas = registry.schemas();
+    let run = schemas
+        .iter_mut()
+        .find(|t| t.name == "run_command")
+        .unwrap();
+    run.parameters = json!({"type": "object", "required": ["program"]});
+    let check = |case: &str, on: bool, prompt: &str, chosen: &str, want: bool| {
+        let mut config = CoachConfig::default();
+        config.turn_on(Rule::ToolOrNone);
+        config.read_only = ["read_file", "list_dir", "search_text"]
+            .map(str::to_owned)
+            .into();
+        config.path_argument = Some("path".into());
+        config
+            .paths
+            .insert("read_file".into(), vec!["backup.py".into(), "src/".into()]);
+        if !on {
+            config.turn_off(Rule::WriteNeedsFile);
+        }
+        let mut coach = Coach::seeded(config, &[Message::user(prompt)], &registry);
+        let route = coach.routed(Some(&format!(r#"{{"tool": "{chosen}"}}"#)), &schemas);
+        assert_eq!(route == Route::None, want, "{case}: {route:?}");
+        let rule = coach.overruled().map(|(rule, _)| rule);
+        assert_eq!(rule, want.then_some(Rule::WriteNeedsFile), "{case}");
+    };
+    check("names no file", true, "thx, done", "write_file", true);
+    check("rule off", false, "thx, done", "write_file", false);
+    check(
+        "a file of the caller's",
+        true,
+        "backup.py keep days?",
+        "write_file",
+        false,
+    );
+    check(
+        "a new file",
+        true,
+        "make me a shopping.txt",
+        "write_file",
+        false,
+    );
+    check(
+        "a dotfile",
+        true,
+        ".gitignore for __pycache__",
+        "write_file",
+        false,
+    );
+    check("an ellipsis", true, "hmm... done", "write_file", true);
+    check("a tool that reads", true, "thx, done", "read_file", false);
+    check("no path required", true, "thx, done", "run_command", false);
 }
 
 /// `read-source`: after a choice that offers tools, for a message that names an

@@ -150,6 +150,30 @@ pub(crate) fn names_new_file<'a>(
     !new_files(prompt, files).is_empty()
 }
 
+/// Whether `prompt` names a file (`write-needs-file`): one of `files` as
+/// [`named_file`] finds them, a new one as [`names_new_file`] does, or a dotfile, a
+/// word that is a `.` and two or more letters, digits, `_` or `-` (`.gitignore`,
+/// `.env`; not `...` or `.5`).
+pub(crate) fn names_file<'a>(
+    prompt: &str,
+    files: impl IntoIterator<Item = &'a String> + Clone,
+) -> bool {
+    let dotfile = |w: &str| {
+        let name = w.rsplit('/').next().unwrap_or_default();
+        name.strip_prefix('.').is_some_and(|n| {
+            n.len() >= 2
+                && n.chars().any(|c| c.is_ascii_alphabetic())
+                && n.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
+        })
+    };
+    named_file(prompt, files.clone()).is_some()
+        || names_new_file(prompt, files)
+        || (prompt.split(|c: char| c.is_whitespace() || "\"'`,;()[]<>".contains(c)))
+            .map(|w| w.trim_end_matches(['.', '?', '!', ':']))
+            .any(dotfile)
+}
+
 /// The files `prompt` names that are not one of `files`, as [`names_new_file`] finds
 /// them, as written (lowercase), each once.
 pub(crate) fn new_files<'a>(
