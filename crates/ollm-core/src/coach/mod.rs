@@ -63,8 +63,13 @@
 //!   43/54, restraint 10/15 against 11/15, and an unasked write in place of the
 //!   command: without `run_command` in the list it chose `write_file` for "how do I
 //!   write a for loop in Rust?" and wrote `src/main.rs`. The 0.5B 19/54 against 22/54.
-//!   The list steers the choice, so the list stays as shipped (`20-28-23Z`):
-//!   MEASURE_NC
+//!   The list steers the choice, so the list now stays as shipped. Measured so
+//!   (`20-28-23Z`, same pass): the 1.5B 44/54 against 39/54, restraint 12/15 against
+//!   11/15, unasked 0 against 1 (its `run_command` choice for "python venv how?" read
+//!   as `none`, and the task passed); the 0.5B 23/54 both ways, unasked 0 against 1
+//!   (its `run_command` choice for the todo list read as `none`; the task failed both
+//!   ways). The other flips of the pass went both ways. On: it took away the one
+//!   recurring unasked command of both models and cost nothing measured.
 //! - **`write-needs-file`** (on since 2026-11-28): a `tool-or-none`
 //!   choice of a tool that changes things and requires the path argument
 //!   ([`CoachConfig::path_argument`]; the CLI's `write_file`) reads as `none` when the
@@ -73,8 +78,12 @@
 //!   asks for names its file; the 0.5B chose `write_file` for "thx, done" and "Thank
 //!   you so much for your help, that will be all." in every tuning pass, and listed
 //!   the folder 12 times. A user who asks for a file without naming it ("write me a
-//!   script") gets the text in the answer instead. Measured (`20-28-23Z`):
-//!   MEASURE_WNF
+//!   script") gets the text in the answer instead. Measured (`20-28-23Z`, same
+//!   pass): it acted in two 0.5B runs, the two "thanks" wordings, and won both (25/54
+//!   against 23/54, restraint 14/15 against 12/15); the 1.5B chose no write for a
+//!   message naming no file (42/54 against 39/54, flips where the rule did not act).
+//!   On: a lift where it acts, nothing lost, and a write chosen where there is nothing
+//!   to write is the safety case issue 35 names.
 //! - **`known-paths`** (on request, [`Rule::ON_REQUEST`], and acting only with
 //!   `routed-call`): the call `routed-call` asks
 //!   for holds its path argument ([`CoachConfig::path_argument`]) to the caller's list of
