@@ -299,7 +299,8 @@ pub struct CoachConfig {
     /// By tool, the programs it runs (the CLI: `run_command`, the first word of each of
     /// its allowed commands), which `named-command` looks for in the run's user message:
     /// a tool listed here whose programs the message names none of is neither offered
-    /// nor run. Empty (the default) turns the rule off.
+    /// nor run, and a `tool-or-none` choice of it reads as `none`. Empty (the default)
+    /// turns the rule off.
     pub programs: BTreeMap<String, Vec<String>>,
 }
 
