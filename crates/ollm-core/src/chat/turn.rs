@@ -106,11 +106,6 @@ pub(super) async fn run_chat(
         Coach::seeded(config.coach.clone(), history.messages(), &settings.tools)
     }
     .for_requests(settings.tools_context.clone(), settings.tool_temperature);
-    for tool in coach.unnamed() {
-        let detail =
-            format!("the message names no program {tool} runs: no call to it runs this run");
-        sink.coached(Rule::NamedCommand, None, detail, false);
-    }
     let mut run = Run {
         shared: Arc::clone(&shared),
         settings,
@@ -740,6 +735,12 @@ impl Run {
                     Some(unrun) => Some(ToolOutcome::error(unrun)),
                     None => (self.coach).withheld_answer(call, &self.settings.offered),
                 };
+                let unnamed = self.coach.unnamed().contains(&call.name);
+                if answer.is_some() && unnamed {
+                    let detail =
+                        format!("the message names no program {} runs: not run", call.name);
+                    (self.sink).coached(Rule::NamedCommand, Some(&call.id), detail, false);
+                }
             }
         }
         let planned = Planned {

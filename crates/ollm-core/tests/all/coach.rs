@@ -763,6 +763,65 @@ fn a_tool_that_changes_things_runs_only_when_the_choice_named_it() {
     }
 }
 
+/// `named-command` over a whole run, for "python venv how?", which names none of
+/// `run_command`'s programs: the choice lists `run_command`, the run's replies are never
+/// offered it, a call to it is told and never runs, and a choice of it reads as `none`.
+/// Rows: the choice, the tools the second request offers, the coached line's detail.
+#[test]
+fn a_command_the_message_names_no_program_of_never_runs() {
+    const READS: &[&str] = &["read_file", "list_dir"];
+    let rows: [(&str, &[&str], &str); 2] = [
+        (
+            "read_file",
+            READS,
+            "the message names no program run_command runs: not run",
+        ),
+        (
+            "run_command",
+            &[],
+            "the model chose run_command, the message names none",
+        ),
+    ];
+    for (chosen, offered, told) in rows {
+        let command = RecordingTool::new("run_command");
+        let tools = [
+            RecordingTool::new("read_file"),
+            RecordingTool::new("list_dir"),
+            command.clone(),
+        ];
+        let provider = MockProvider::builder()
+            .turn(text(&format!(r#"{{"tool": "{chosen}"}}"#)))
+            .turn(vec![
+                ev::call("r1", "run_command", json!({"program": "python"})),
+                ev::finish(),
+            ])
+            .turn(text("Done."))
+            .build();
+        let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
+            cfg.coach.turn_on(Rule::ToolOrNone);
+            cfg.coach.read_only = ["read_file".to_owned(), "list_dir".to_owned()].into();
+            let programs = vec!["ls".to_owned(), "wc".to_owned()];
+            cfg.coach.programs.insert("run_command".into(), programs);
+        });
+        let events = block_on(chat(&c, "python venv how?"));
+        check_events(&events);
+        let requests = provider.requests();
+        let choice = format!("{:?}", requests[0]);
+        assert!(
+            choice.contains("run_command"),
+            "{chosen}: the choice lists it"
+        );
+        let names: Vec<&str> = requests[1].tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, offered, "{chosen}");
+        assert_eq!(command.call_count(), 0, "{chosen}");
+        let coached = events.iter().any(|e| {
+            matches!(e, ChatEvent::Coached { rule: Rule::NamedCommand, detail, .. }
+                if detail.starts_with(told))
+        });
+        assert!(coached, "{chosen}: {events:#?}");
+    }
+}
+
 /// `ChatOptions::route` (a proxy's way to keep `changes-on-request` for the whole prompt,
 /// as one run keeps it): a run over a conversation that already made calls since its
 /// prompt asks nothing, so without the earlier choice every tool is offered and runs; with
