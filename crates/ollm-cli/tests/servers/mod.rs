@@ -1164,15 +1164,11 @@ mod run_options {
             .iter()
             .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
             .collect();
-        for want in [
-            "read_file",
-            "list_dir",
-            "search_text",
-            "write_file",
-            "run_command",
-        ] {
+        for want in ["read_file", "list_dir", "search_text", "write_file"] {
             assert!(tools.iter().any(|t| t == want), "{want} in {tools:?}");
         }
+        // `named-command`: "hi" names none of the programs `run_command` may start.
+        assert!(!tools.iter().any(|t| t == "run_command"), "{tools:?}");
         let out = c.run(&[
             "run",
             "qwen3:8b",
@@ -1188,6 +1184,13 @@ mod run_options {
             body["messages"][0],
             json!({"role": "system", "content": "be brief"})
         );
+        // A message that names one of its programs is offered `run_command`.
+        c.run(&["run", "qwen3:8b", "what does git status say?"])
+            .ok();
+        let body = &c.mock().requests_to("/api/chat")[2].body;
+        let tools = body["tools"].as_array().unwrap();
+        let named = |t: &Value| t["function"]["name"] == "run_command";
+        assert!(tools.iter().any(named), "{body}");
     }
 
     #[test]
