@@ -763,6 +763,15 @@ fn a_tool_that_changes_things_runs_only_when_the_choice_named_it() {
     }
 }
 
+/// A provider whose replies are the `tool-or-none` `choice`, then `call`, then "Done.".
+fn chosen_then_call(choice: &str, call: ProviderEvent) -> std::sync::Arc<MockProvider> {
+    MockProvider::builder()
+        .turn(text(choice))
+        .turn(vec![call, ev::finish()])
+        .turn(text("Done."))
+        .build()
+}
+
 /// `named-command` over a whole run, for "python venv how?", which names none of
 /// `run_command`'s programs: the choice lists `run_command`, the run's replies are never
 /// offered it, a call to it is told and never runs, and a choice of it reads as `none`.
@@ -789,14 +798,9 @@ fn a_command_the_message_names_no_program_of_never_runs() {
             RecordingTool::new("list_dir"),
             command.clone(),
         ];
-        let provider = MockProvider::builder()
-            .turn(text(&format!(r#"{{"tool": "{chosen}"}}"#)))
-            .turn(vec![
-                ev::call("r1", "run_command", json!({"program": "python"})),
-                ev::finish(),
-            ])
-            .turn(text("Done."))
-            .build();
+        let choice = format!(r#"{{"tool": "{chosen}"}}"#);
+        let call = ev::call("r1", "run_command", json!({"program": "python"}));
+        let provider = chosen_then_call(&choice, call);
         let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
             cfg.coach.turn_on(Rule::ToolOrNone);
             cfg.coach.read_only = ["read_file".to_owned(), "list_dir".to_owned()].into();
@@ -922,14 +926,8 @@ fn a_none_for_a_message_that_names_a_file_offers_the_reads() {
             RecordingTool::new("list_dir"),
             write.clone(),
         ];
-        let provider = MockProvider::builder()
-            .turn(text(r#"{"tool": "none"}"#))
-            .turn(vec![
-                ev::call("w1", "write_file", json!({"path": "backup.py"})),
-                ev::finish(),
-            ])
-            .turn(text("Done."))
-            .build();
+        let call = ev::call("w1", "write_file", json!({"path": "backup.py"}));
+        let provider = chosen_then_call(r#"{"tool": "none"}"#, call);
         let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
             cfg.coach.turn_on(Rule::ToolOrNone);
             cfg.coach.read_only = ["read_file".to_owned(), "list_dir".to_owned()].into();
