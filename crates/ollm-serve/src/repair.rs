@@ -53,8 +53,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use ollm_core::coach::{Coach, Source};
-use ollm_core::{CoachConfig, Nudge, Rule, ToolMode};
-use ollm_types::{FinishReason, ProviderRequest, ToolCall};
+use ollm_core::{CoachConfig, Rule, ToolMode};
+use ollm_types::{FinishReason, Message, ProviderRequest, ToolCall};
 use tokio::sync::mpsc;
 
 use super::contract;
@@ -257,7 +257,7 @@ fn guarded(ask: Ask, mut pieces: BoxStream<'static, Piece>) -> BoxStream<'static
                             "serve: the reply only repeats answered calls; asking for the answer");
                         let mut nudged = ask.request.clone();
                         nudged.tools.clear();
-                        nudged.messages.push(nudge.message(&ask.up.coach));
+                        nudged.messages.push(nudge);
                         yield Piece::Repair(coached);
                         let mut answer = passthrough(&ask.up, nudged, ask.session.as_deref());
                         while let Some(piece) = answer.next().await {
@@ -280,7 +280,7 @@ fn guarded(ask: Ask, mut pieces: BoxStream<'static, Piece>) -> BoxStream<'static
 /// request's conversation since its last user message, would answer from earlier results
 /// (`repeat-guard`; twins of such a call too), and it asks for the answer after such a
 /// turn (`answer-after-idle`), with the nudge it says. `None`: the calls go to the client.
-fn idle(ask: &Ask, calls: &[ToolCall]) -> Option<(Provenance, Nudge)> {
+fn idle(ask: &Ask, calls: &[ToolCall]) -> Option<(Provenance, Message)> {
     let config = CoachConfig::clone(&ask.up.coach);
     if calls.is_empty() || !config.is_on(Rule::AnswerAfterIdle) {
         return None;
@@ -301,6 +301,6 @@ fn idle(ask: &Ask, calls: &[ToolCall]) -> Option<(Provenance, Nudge)> {
             calls: calls.to_vec(),
             nudged: None,
         };
-        (provenance, nudge)
+        (provenance, coach.message(nudge))
     })
 }

@@ -304,7 +304,9 @@ impl Turns {
         while history.last().is_some_and(said_nothing) {
             history.truncate(history.len() - 1);
         }
-        history.push(nudge.message(&self.up.coach));
+        let config = CoachConfig::clone(&self.up.coach);
+        let coach = Coach::seeded(config, history.messages(), &self.tools);
+        history.push(coach.message(nudge));
         self.client.set_history(history);
         Some(Provenance {
             status: Status::Coached,

@@ -466,7 +466,7 @@ impl Run {
 
     /// Says what the coach says, for the rest of the run (see `shared.rs`).
     fn say(&self, said: Said) {
-        let message = said.nudge.message(self.coach.config());
+        let message = self.coach.message(said.nudge);
         self.sink.coach(&self.shared, message, said.rule);
     }
 

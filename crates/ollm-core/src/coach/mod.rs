@@ -700,7 +700,9 @@ impl Coach {
         let undeclared = config.is_on(Rule::RepeatIgnoresUndeclared);
         let mut coach = Coach::new(config);
         coach.memory = CallMemory::seeded(messages, tools, undeclared);
-        let asked = messages.iter().rev().find(|m| m.role() == Role::User);
+        // The user's own message: not a nudge a proxy replayed in its history.
+        let asked = (messages.iter().rev())
+            .find(|m| m.role() == Role::User && !Nudge::is_said(&coach.config, &m.text()));
         coach.asked = asked.map(Message::text).unwrap_or_default();
         coach.unnamed = coach.unnamed_tools(tools);
         coach.withheld.clone_from(&coach.unnamed);
@@ -849,6 +851,12 @@ impl Coach {
             rule,
             drops_reply,
         }
+    }
+
+    /// `nudge` as the user message the run's next request carries, with the run's user
+    /// message again after an answer nudge ([`Nudge::text_for`], `restate-question`).
+    pub fn message(&self, nudge: Nudge) -> Message {
+        nudge.message_for(&self.config, &self.asked)
     }
 
     /// Whether the run has made a call yet.

@@ -18,6 +18,10 @@ pub(crate) const ANSWER: &str = "Now answer my question in plain words, without 
 const ANSWER_FROM_RESULTS: &str =
     "Now answer my question from the results above, in plain words, without calling any tool.";
 
+/// The longest user message `restate-question` repeats after the answer nudge: a
+/// longer one (or one of several lines) is a paste or a task, not a question to recall.
+const RESTATED_MAX: usize = 300;
+
 /// Asks for the change the user's message asked for (`change-after-idle`).
 const CHANGE: &str = "Now do what I asked, with what the results above say.";
 
@@ -34,6 +38,15 @@ fn can(scope: Option<&str>) -> String {
     };
     format!("{can} Call the one you need now, then answer my question from its result.")
 }
+
+/// Every nudge.
+const EVERY: [Nudge; 5] = [
+    Nudge::Answer,
+    Nudge::AnswerFromResults,
+    Nudge::Act,
+    Nudge::Can,
+    Nudge::Change,
+];
 
 /// A user message the coach adds to a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -69,6 +82,35 @@ impl Nudge {
         Message::user(self.text(config))
     }
 
+    /// The nudge's text in a run whose user message is `asked`: [`Nudge::text`], and for
+    /// an answer nudge, when `restate-question` is on and `asked` is one line of at most
+    /// 300 bytes, that message again at its end.
+    pub fn text_for(self, config: &CoachConfig, asked: &str) -> String {
+        let text = self.text(config);
+        let asked = asked.trim();
+        let restates = config.is_on(Rule::RestateQuestion)
+            && self.withholds_tools()
+            && !asked.is_empty()
+            && asked.len() <= RESTATED_MAX
+            && !asked.contains('\n');
+        if restates {
+            format!("{text} My question: {asked}")
+        } else {
+            text
+        }
+    }
+
+    /// Whether `text` is what a nudge says under `config` (a user message the coach
+    /// added, not the user's own).
+    pub fn is_said(config: &CoachConfig, text: &str) -> bool {
+        EVERY.iter().any(|n| text.starts_with(&n.text(config)))
+    }
+
+    /// [`Nudge::text_for`] as the user message a request carries.
+    pub fn message_for(self, config: &CoachConfig, asked: &str) -> Message {
+        Message::user(self.text_for(config, asked))
+    }
+
     /// The nudge `rule` says, when it says one: the one table of which rule says what
     /// (the coach's `Said`s are made from it; `ollm serve` reads it to play a nudge a run
     /// of one turn said).
@@ -99,13 +141,7 @@ impl Nudge {
 mod tests {
     use super::*;
 
-    const ALL: [Nudge; 5] = [
-        Nudge::Answer,
-        Nudge::AnswerFromResults,
-        Nudge::Act,
-        Nudge::Can,
-        Nudge::Change,
-    ];
+    const ALL: [Nudge; 5] = EVERY;
 
     #[test]
     fn the_can_nudge_names_the_callers_place_or_none() {
@@ -123,6 +159,46 @@ mod tests {
         for nudge in ALL {
             assert_eq!(nudge.message(&folder).text(), nudge.text(&folder));
         }
+    }
+
+    #[test]
+    fn restate_question_ends_only_the_answer_nudges_with_a_short_one_line_message() {
+        let mut on = CoachConfig::default();
+        on.turn_on(Rule::RestateQuestion);
+        let long = "why? ".repeat(61);
+        let check = |config: &CoachConfig, nudge: Nudge, asked: &str, restated: bool| {
+            let text = nudge.text_for(config, asked);
+            let want = match restated {
+                true => format!("{} My question: {}", nudge.text(config), asked.trim()),
+                false => nudge.text(config),
+            };
+            assert_eq!(text, want, "{nudge:?} for {asked:?}");
+            assert_eq!(nudge.message_for(config, asked).text(), text);
+        };
+        check(
+            &on,
+            Nudge::AnswerFromResults,
+            "which port does the app use?",
+            true,
+        );
+        check(&on, Nudge::Answer, "  thanks!\n", true);
+        check(&on, Nudge::Act, "which port does the app use?", false);
+        check(&on, Nudge::Change, "save it to port.txt", false);
+        check(&on, Nudge::Answer, "", false);
+        check(&on, Nudge::Answer, "fix this:\nfn main() {}", false);
+        check(&on, Nudge::Answer, long.trim(), false);
+        check(&on, Nudge::Answer, &long[..300], true);
+        let off = CoachConfig::default();
+        check(
+            &off,
+            Nudge::AnswerFromResults,
+            "which port does the app use?",
+            false,
+        );
+        let restated = Nudge::Answer.text_for(&on, "hi");
+        assert!(Nudge::is_said(&on, &restated), "{restated}");
+        assert!(ALL.iter().all(|n| Nudge::is_said(&on, &n.text(&on))));
+        assert!(!Nudge::is_said(&on, "which port does the app use?"));
     }
 
     #[test]

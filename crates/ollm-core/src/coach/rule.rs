@@ -129,6 +129,9 @@ rules! {
     /// The answer nudge after a result that is not an error asks from the results above.
     AnswerFromResults = "answer-from-results",
         "the answer nudge, in a run that holds a result that is not an error, asks for the answer from the results above";
+    /// The answer nudge ends with the user's question again.
+    RestateQuestion = "restate-question",
+        "the answer nudge ends with the run's user message again (`My question: ...`), when that is one line of at most 300 bytes";
     /// A reply a proxy would send its client with nothing in it is asked for again, once.
     AnswerAfterNothing = "answer-after-nothing",
         "a reply `ollm serve` would send its client with no text and no call the client declared is asked for once more, with the answer nudge and no tools offered";
@@ -222,6 +225,7 @@ impl Rule {
         Rule::KeyHint,
         Rule::ToolsHint,
         Rule::ToolFromArguments,
+        Rule::RestateQuestion,
     ];
 }
 

@@ -1575,3 +1575,22 @@ fn dotted_path() {
         "gitignore",
     );
 }
+
+/// `restate-question`: a coach seeded from a proxy's history, which carries a nudge it
+/// replayed as a user message, restates the user's own message, never the nudge.
+#[test]
+fn restate_question_restates_the_users_message_not_a_replayed_nudge() {
+    let mut config = CoachConfig::default();
+    config.turn_on(Rule::RestateQuestion);
+    let nudge = Nudge::AnswerFromResults.text(&config);
+    let asked = [
+        Message::user("which port does config.toml set?"),
+        Message::assistant("I will look."),
+        Message::user(nudge.clone()),
+    ];
+    let coach = Coach::seeded(config.clone(), &asked, &tools());
+    let want = format!("{nudge} My question: which port does config.toml set?");
+    assert_eq!(coach.message(Nudge::AnswerFromResults).text(), want);
+    let only_nudges = Coach::seeded(config, &asked[2..], &tools());
+    assert_eq!(only_nudges.message(Nudge::AnswerFromResults).text(), nudge);
+}

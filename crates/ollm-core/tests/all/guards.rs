@@ -214,6 +214,37 @@ fn the_reply_after_a_repeat_is_offered_no_tools() {
     check_history(&history);
 }
 
+/// With `restate-question` on, the answer nudge after a repeated call ends with the
+/// user's message again; off, it is the nudge alone. Either way it leaves the history
+/// with the run.
+#[test]
+fn restate_question_repeats_the_users_message_in_the_answer_nudge() {
+    for on in [false, true] {
+        let tool = RecordingTool::new("list_dir").returns(json!("a.txt"));
+        let provider = MockProvider::builder()
+            .turn(call_turn("c1", json!({"path": "."})))
+            .turn(call_turn("c2", json!({"path": "."})))
+            .turn(vec![ev::text("a.txt"), ev::finish()])
+            .build();
+        let c = client_with(provider.clone(), registry([tool]), |cfg| {
+            if on {
+                cfg.coach.turn_on(Rule::RestateQuestion);
+            }
+        });
+        let events = block_on(chat(&c, "what is in here?"));
+        check_events(&events);
+        let last = provider.requests().last().unwrap().clone();
+        let nudge = last.messages.last().unwrap().text();
+        let mut want = said(Nudge::AnswerFromResults);
+        if on {
+            want.push_str(" My question: what is in here?");
+        }
+        assert_eq!(nudge, want, "on: {on}");
+        let texts: Vec<String> = c.history().messages().iter().map(|m| m.text()).collect();
+        assert_eq!(count_text(&texts, &want), 0, "{texts:?}");
+    }
+}
+
 fn count_text(texts: &[String], text: &str) -> usize {
     texts.iter().filter(|t| t.as_str() == text).count()
 }
