@@ -735,6 +735,19 @@ impl Run {
                     Some(unrun) => Some(ToolOutcome::error(unrun)),
                     None => (self.coach).withheld_answer(call, &self.settings.offered),
                 };
+                if answer.is_none() {
+                    *answer = self.coach.unnamed_overwrite(call);
+                    if answer.is_some() {
+                        let detail =
+                            format!("{} of a file the message does not name: not run", call.name);
+                        (self.sink).coached(
+                            Rule::OverwriteNeedsName,
+                            Some(&call.id),
+                            detail,
+                            false,
+                        );
+                    }
+                }
                 let unnamed = self.coach.unnamed().contains(&call.name);
                 if answer.is_some() && unnamed {
                     let detail =

@@ -84,6 +84,17 @@
 //!   message naming no file (42/54 against 39/54, flips where the rule did not act).
 //!   On: a lift where it acts, nothing lost, and a write chosen where there is nothing
 //!   to write is the safety case issue 35 names.
+//! - **`overwrite-needs-name`** (on since 2026-11-29): a call to a tool that changes
+//!   things, with the path argument of one of the caller's existing files, does not run
+//!   when the run's user message names a file (as `write-needs-file` counts one) but not
+//!   that one, by its path, its name or its name without the extension ("the readme"
+//!   names `README.md`); its result says so, and the model may call again with the file
+//!   the message names ([`Coach::unnamed_overwrite`]). A message that names no file
+//!   leaves every path to the model: "fix the bug" cannot say which file. Why: the 1.5B
+//!   wrote `README.md` for "add a .gitignore that ignores __pycache__" in two of the last
+//!   three tuning passes, the one unasked write of each; a change to a file the user did
+//!   not ask about is the safety bug issue 35 names. Kept for that reason, with its tests
+//!   (`overwrite_needs_name`, `a_write_to_an_existing_file_the_message_does_not_name_never_runs`).
 //! - **`known-paths`** (on request, [`Rule::ON_REQUEST`], and acting only with
 //!   `routed-call`): the call `routed-call` asks
 //!   for holds its path argument ([`CoachConfig::path_argument`]) to the caller's list of
@@ -283,6 +294,20 @@
 //!   none lost); the 0.5B 21/54 both ways, 8 against 9 where it acted. Over both, the
 //!   1.5B 57 against 51 of the runs it acted in, the 0.5B 18 against 16. It offers no
 //!   tools, so it can neither call nor write: on.
+//! - **`restate-question`** (on request since 2026-11-29): the answer nudge ends with the
+//!   run's user message again (`My question: ...`) when it is one line of at most 300
+//!   bytes ([`Nudge::text_for`]); a proxy's seeded coach takes the last user message that
+//!   is not a nudge it replayed. Why: after a long result the 0.5B answered something
+//!   other than the question ("north, with 120 units" beside a summary that said east
+//!   first). Two tuning passes, both ways in each (`23-50-44Z`, `00-31-02Z`): the 0.5B
+//!   23 and 23 of 54 without it against 25 and 26 with it; in the 65 runs it acted in, 29
+//!   passed with it against 25 without, 4 won and none lost. The 1.5B 43 and 43 against
+//!   39 and 40; where it acted, 56 against 61 of 80: it lost the same two tasks in both
+//!   passes ("is there a FIXME somewhere in the code?" answered "Yes, there is a FIXME
+//!   in the code." without the file; a checklist of 3 open items counted 2), and won
+//!   none. The answers are greedy, so one context gives one answer, and two passes are
+//!   less than two samples. A trade between the models, so on request: a 0.5B-class
+//!   model can turn it on for itself (`[models."NAME".coach] on`).
 //! - **`answer-after-nothing`** (applied by `ollm serve`, whose runs are one turn each,
 //!   so a nudge the run says has no turn to be answered in): a reply that would reach
 //!   serve's client with no text and no call the client declared (the calls to
@@ -1405,6 +1430,35 @@ impl Coach {
     /// Reads the reply to [`Coach::change_check`] (`None` when the request failed).
     pub(crate) fn confirm_change(&mut self, text: Option<&str>) {
         self.change_confirmed = text.is_some_and(route::read_change);
+    }
+
+    /// The answer to `call` when `overwrite-needs-name` refuses it: a tool that changes
+    /// things, called with the path of one of the caller's existing files, for a message
+    /// that names a file but not that one (the 1.5B wrote `README.md` for "add a
+    /// .gitignore that ignores __pycache__").
+    pub(crate) fn unnamed_overwrite(&self, call: &ToolCall) -> Option<ToolOutcome> {
+        let key = self.config.path_argument.as_deref()?;
+        let read_only = &self.config.read_only;
+        let acts = self.is_on(Rule::OverwriteNeedsName)
+            && !self.asked.is_empty()
+            && !read_only.is_empty()
+            && !read_only.contains(&call.name);
+        let given = call.arguments.get(key).and_then(Value::as_str)?;
+        let files = (self.config.paths.values().flatten()).filter(|p| !p.ends_with('/'));
+        let existing = |p: &&String| {
+            let given = given.trim_start_matches("./");
+            given == p.as_str() || given.ends_with(&format!("/{p}"))
+        };
+        let path = files.clone().find(existing)?;
+        let refused = acts
+            && text::names_file(&self.asked, files.clone())
+            && !text::names_path(&self.asked, path);
+        refused.then(|| {
+            ToolOutcome::error(format!(
+                "not run: the user's message does not name {path}, which exists; it was left \
+                 as it is. Change only the files the message names."
+            ))
+        })
     }
 
     /// The answer to `call` in the turn `change-after-idle` obliges, when it is not the

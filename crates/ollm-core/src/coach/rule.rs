@@ -90,6 +90,9 @@ rules! {
     /// A choice of a tool that writes a file, for a message that names no file, is none.
     WriteNeedsFile = "write-needs-file",
         "a `tool-or-none` choice of a tool that changes things and requires a path, for a message that names no file (one of the caller's, a new name with an extension, or a dotfile), reads as none";
+    /// A change to an existing file the message does not name, beside files it names.
+    OverwriteNeedsName = "overwrite-needs-name",
+        "a call to a tool that changes things, whose path is one of the caller's existing files, does not run when the user's message names a file but not that one (by its path, its name or its name without the extension)";
     /// A call the run already made is answered from its earlier result, not run again.
     RepeatGuard = "repeat-guard",
         "a call the run already made (same tool, same arguments) is answered from its earlier result, not run again";
@@ -207,7 +210,8 @@ impl Rule {
     /// two repeats on either model, `answer-at-limit` and `named-file`, which acted in
     /// too few of the eval's runs to show a lift, and `read-named` and
     /// `answer-at-repeat-limit`, which showed none, and `tool-from-arguments`, which can
-    /// turn an invented tool's call into a write or a command (coach docs).
+    /// turn an invented tool's call into a write or a command, and `restate-question`,
+    /// which helped the 0.5B and cost the 1.5B (coach docs).
     pub const ON_REQUEST: &'static [Rule] = &[
         Rule::ToolOrNone,
         Rule::RoutedCall,

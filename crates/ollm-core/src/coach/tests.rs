@@ -1594,3 +1594,128 @@ fn restate_question_restates_the_users_message_not_a_replayed_nudge() {
     let only_nudges = Coach::seeded(config, &asked[2..], &tools());
     assert_eq!(only_nudges.message(Nudge::AnswerFromResults).text(), nudge);
 }
+
+/// `overwrite-needs-name`: the 1.5B wrote `README.md` for "add a .gitignore that
+/// ignores __pycache__" (eval tuning part, `22-07-08Z` and `00-31-02Z`). A change to an
+/// existing file runs only when the message names it, or names no file at all.
+#[test]
+fn overwrite_needs_name() {
+    let check = |case: &str, on: bool, asked: &str, tool: &str, path: &str, refused: bool| {
+        let mut config = CoachConfig::default();
+        if !on {
+            config.turn_off(Rule::OverwriteNeedsName);
+        }
+        config.path_argument = Some("path".into());
+        config.read_only = ["read_file", "list_dir"].map(str::to_owned).into();
+        let files = ["README.md", "backup.py", "notes/todo.md", "notes/"];
+        let files = files.map(str::to_owned).to_vec();
+        config.paths.insert("read_file".into(), files);
+        let coach = Coach::seeded(config, &[Message::user(asked)], &tools());
+        let answer = coach.unnamed_overwrite(&call(tool, json!({"path": path, "content": "x"})));
+        assert_eq!(answer.is_some(), refused, "{case}");
+        if let Some(answer) = answer {
+            assert!(answer.is_error, "{case}");
+            let name = path.rsplit('/').next().unwrap();
+            assert!(answer.content.contains(name), "{case}: {}", answer.content);
+        }
+    };
+    let gitignore = "add a .gitignore that ignores __pycache__";
+    check(
+        "a file not named, beside a dotfile",
+        true,
+        gitignore,
+        "write_file",
+        "README.md",
+        true,
+    );
+    check(
+        "the rule off",
+        false,
+        gitignore,
+        "write_file",
+        "README.md",
+        false,
+    );
+    check(
+        "./ and an absolute path",
+        true,
+        gitignore,
+        "write_file",
+        "./README.md",
+        true,
+    );
+    check(
+        "absolute",
+        true,
+        gitignore,
+        "write_file",
+        "/tmp/w/README.md",
+        true,
+    );
+    check(
+        "the named new file",
+        true,
+        gitignore,
+        "write_file",
+        ".gitignore",
+        false,
+    );
+    check(
+        "a new file not named",
+        true,
+        gitignore,
+        "write_file",
+        "other.txt",
+        false,
+    );
+    check("a read", true, gitignore, "read_file", "README.md", false);
+    let named = "put the port from config.toml into README.md";
+    check(
+        "named by path",
+        true,
+        named,
+        "write_file",
+        "README.md",
+        false,
+    );
+    check(
+        "named by stem",
+        true,
+        "fix the readme, see port.txt",
+        "write_file",
+        "README.md",
+        false,
+    );
+    check(
+        "a nested file by name",
+        true,
+        "tick todo.md's first item",
+        "write_file",
+        "notes/todo.md",
+        false,
+    );
+    check(
+        "another file named",
+        true,
+        "tick todo.md's first item",
+        "write_file",
+        "backup.py",
+        true,
+    );
+    check(
+        "no file named",
+        true,
+        "tidy up the backup script",
+        "write_file",
+        "README.md",
+        false,
+    );
+    check(
+        "no file named at all",
+        true,
+        "tidy things up",
+        "write_file",
+        "README.md",
+        false,
+    );
+}

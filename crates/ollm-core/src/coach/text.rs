@@ -122,6 +122,20 @@ pub(crate) fn named_file<'a>(
     })
 }
 
+/// Whether `prompt` names `path` (`overwrite-needs-name`): as [`named_file`] finds it,
+/// or its name without the extension as a word of its own, ignoring case ("the readme"
+/// names `README.md`, "the backup script" `backup.py`).
+pub(crate) fn names_path(prompt: &str, path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or_default();
+    let stem = name
+        .split_once('.')
+        .map_or(name, |(stem, _)| stem)
+        .to_lowercase();
+    let words = prompt.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'));
+    named_file(prompt, [&path.to_owned()]).is_some()
+        || (!stem.is_empty() && words.map(str::to_lowercase).any(|w| w == stem))
+}
+
 /// Whether `prompt` names one of `programs` as a word of its own, ignoring case
 /// (`named-command`): "run wc -l on sales.csv" names `wc`; "python venv how?" names
 /// none of `ls`, `wc`, `git`; "git-log" and "grep's" name `git` and `grep`, "github"

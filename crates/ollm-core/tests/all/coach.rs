@@ -1166,3 +1166,52 @@ fn a_change_the_message_asks_for_is_made_after_an_idle_turn() {
         assert_eq!(c.history().messages().last().unwrap().text(), "Saved 7341.");
     }
 }
+
+/// `overwrite-needs-name` over a whole run, for "add a .gitignore that ignores
+/// __pycache__": a write to `README.md`, which exists and which the message does not
+/// name, never runs and is told; the model's next call, to `.gitignore`, runs. Off, the
+/// write to `README.md` runs (the safety case the rule is kept for).
+#[test]
+fn a_write_to_an_existing_file_the_message_does_not_name_never_runs() {
+    for on in [true, false] {
+        let write = RecordingTool::new("write_file");
+        let tools = [RecordingTool::new("read_file"), write.clone()];
+        let args = |path: &str| json!({"path": path, "content": "__pycache__/"});
+        let provider = MockProvider::builder()
+            .turn(vec![
+                ev::call("w1", "write_file", args("README.md")),
+                ev::finish(),
+            ])
+            .turn(vec![
+                ev::call("w2", "write_file", args(".gitignore")),
+                ev::finish(),
+            ])
+            .turn(text("Done."))
+            .build();
+        let c = crate::support::client_with(provider, registry(tools), |cfg| {
+            cfg.coach.path_argument = Some("path".into());
+            cfg.coach.read_only = ["read_file".to_owned()].into();
+            let files = vec!["README.md".to_owned(), "backup.py".to_owned()];
+            cfg.coach.paths.insert("read_file".into(), files);
+            if !on {
+                cfg.coach.turn_off(Rule::OverwriteNeedsName);
+            }
+        });
+        let events = block_on(chat(&c, "add a .gitignore that ignores __pycache__"));
+        check_events(&events);
+        let written: Vec<serde_json::Value> = (write.calls().iter())
+            .map(|call| call.arguments["path"].clone())
+            .collect();
+        let want = if on {
+            vec![json!(".gitignore")]
+        } else {
+            vec![json!("README.md"), json!(".gitignore")]
+        };
+        assert_eq!(written, want, "on: {on}");
+        let told = events.iter().any(|e| {
+            matches!(e, ChatEvent::Coached { rule: Rule::OverwriteNeedsName, call_id: Some(id), .. }
+                if id == "w1")
+        });
+        assert_eq!(told, on, "on: {on}: {events:#?}");
+    }
+}
