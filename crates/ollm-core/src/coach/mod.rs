@@ -89,7 +89,7 @@
 //!   when the run's user message names a file (as `write-needs-file` counts one) but not
 //!   that one, by its path, its name or its name without the extension ("the readme"
 //!   names `README.md`); its result says so, and the model may call again with the file
-//!   the message names ([`Coach::unnamed_overwrite`]). A message that names no file
+//!   the message names (`Coach::unnamed_overwrite`). A message that names no file
 //!   leaves every path to the model: "fix the bug" cannot say which file. Why: the 1.5B
 //!   wrote `README.md` for "add a .gitignore that ignores __pycache__" in two of the last
 //!   three tuning passes, the one unasked write of each; a change to a file the user did
