@@ -163,6 +163,30 @@ impl Workspace {
         Some(paths)
     }
 
+    /// The hidden entries at the top of the folder (`.env`, `.git/`), folders with a
+    /// trailing `/`, sorted: names only, never read, so that core's `change-after-idle`
+    /// knows a dotfile the user names (`.gitignore`) already exists and is no new file to
+    /// write whole. Names past [`PATH_CHOICES`] are left out, and `None` says so, since a
+    /// short list would call an existing file new.
+    pub fn hidden(&self) -> Option<Vec<String>> {
+        let read = std::fs::read_dir(self.root()).ok()?;
+        let mut names: Vec<String> = read
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let dir = e.file_type().is_ok_and(|t| t.is_dir());
+                name.starts_with('.')
+                    .then(|| if dir { format!("{name}/") } else { name })
+            })
+            .take(PATH_CHOICES + 1)
+            .collect();
+        if names.len() > PATH_CHOICES {
+            return None;
+        }
+        names.sort();
+        Some(names)
+    }
+
     /// Every kept path under the root, breadth first, within the walk's bounds.
     pub(crate) fn walk(&self) -> Vec<String> {
         let mut found = Vec::new();
@@ -310,6 +334,18 @@ mod tests {
         let want =
             format!("[Working folder: {root}\nTop entries: README.md, config/, notes.txt, src/]");
         assert_eq!(ws.overview(), want);
+    }
+
+    #[test]
+    fn the_hidden_entries_at_the_top_are_named_not_walked() {
+        let (_dir, ws) = project();
+        assert_eq!(
+            ws.hidden(),
+            Some(vec![".env".to_owned(), ".git/".to_owned()])
+        );
+        let empty = tempfile::tempdir().unwrap();
+        let bare = Workspace::new(empty.path()).unwrap();
+        assert_eq!(bare.hidden(), Some(Vec::new()));
     }
 
     #[test]

@@ -75,9 +75,11 @@ pub(crate) struct Built {
 /// for `list_dir`, files for `read_file`, both for `search_text`; none when the folder
 /// holds too many, and no walk of the folder at all while those rules are off
 /// (`read-source` and `change-after-idle` are on by default, for a message that names
-/// a file to write).
+/// a file to write). With the paths, the names of the hidden entries at the top
+/// (`change-after-idle`: a dotfile the message names is new only if it is none of them).
 pub(crate) fn tell_paths(coach: &mut CoachConfig, ws: &Workspace) {
     coach.paths.clear();
+    coach.hidden = None;
     let readers = [
         Rule::KnownPaths,
         Rule::NamedFile,
@@ -94,6 +96,7 @@ pub(crate) fn tell_paths(coach: &mut CoachConfig, ws: &Workspace) {
     coach.paths.insert("list_dir".to_owned(), paths.folders);
     coach.paths.insert("read_file".to_owned(), paths.files);
     coach.paths.insert("search_text".to_owned(), both);
+    coach.hidden = ws.hidden();
 }
 
 /// The approval policy and the registry of the built-in tools for the working directory.
@@ -147,11 +150,13 @@ mod tests {
         let mut coach = CoachConfig::default();
         tell_paths(&mut coach, &ws);
         assert_eq!(coach.paths["read_file"], ["config.toml"], "by default");
+        assert_eq!(coach.hidden, Some(Vec::new()), "no hidden entries yet");
         let mut coach = CoachConfig::default();
         coach.turn_off(Rule::ReadSource);
         coach.turn_off(Rule::ChangeAfterIdle);
         tell_paths(&mut coach, &ws);
         assert!(coach.paths.is_empty(), "no rule that reads them");
+        assert_eq!(coach.hidden, None, "nor their hidden names");
         let readers = [
             Rule::NamedFile,
             Rule::GeneralCheck,
@@ -175,6 +180,10 @@ mod tests {
         tell_paths(&mut coach, &ws);
         assert_eq!(coach.paths["read_file"], ["config.toml", "port.txt"]);
         assert_eq!(coach.paths["search_text"], [".", "config.toml", "port.txt"]);
+        std::fs::write(dir.path().join(".gitignore"), "target/").unwrap();
+        tell_paths(&mut coach, &ws);
+        assert_eq!(coach.hidden, Some(vec![".gitignore".to_owned()]));
+        assert_eq!(coach.paths["read_file"], ["config.toml", "port.txt"]);
     }
 
     #[test]

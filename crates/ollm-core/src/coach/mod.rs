@@ -51,6 +51,15 @@
 //!   then ran `ls` as well; a choice of the wrong tool itself (`write_file` for "wc -l
 //!   sales.csv", the 1.5B's `run_command` for "python venv how?") is beyond this rule.
 //!   Measured in docs/tool-calling.md.
+//! - **`asked-command`** (on, since 2026-11-29): after a choice of another tool that
+//!   changes things, a tool that runs programs ([`CoachConfig::programs`]) stays
+//!   offered when the user's message names one of its programs as a word of its own
+//!   (`named-command`'s test). Why: the 0.5B chose `write_file` for "run wc -l on
+//!   sales.csv" in all three wordings of every tuning pass; `run_command` was then
+//!   withheld, and the task, which needs the command, could not pass (0/3 in nine
+//!   passes; its answers were read from `sales.csv`). The user named the program: the
+//!   command is asked for, and the caller's own limits (the allowed commands, approval)
+//!   still apply. A choice of `none` still offers nothing.
 //! - **`named-command`** (on since 2026-11-28): a tool that runs programs
 //!   ([`CoachConfig::programs`]; the CLI: `run_command` and the first words of its
 //!   allowed commands) is neither offered to the run's replies nor run in a run whose
@@ -433,6 +442,12 @@
 //!   the tools and `listed-tools-cut` kept its repeated read. No lift alone: what the
 //!   write lacked was a turn with the tools after the idle one, which
 //!   `change-after-idle` gives; with it, both are on since 2026-11-28 (below).
+//!   Since 2026-11-29 the existing file may also be named by its name without the
+//!   extension, when no other file has that name (`text::file_named_by_stem`): the 1.5B
+//!   wrote `port = 8080` for "config port -> port.txt" without a read, every pass.
+//!   `read-named` keeps to full names: a stem is a plain word ("what's the weather?"
+//!   would read `weather.py`), and only a message that also names a file to write
+//!   makes this read.
 //! - **`change-after-idle`** (on): after a turn none of whose calls ran, for a message
 //!   that names a file that does not exist (`text::new_files`), in a run that chose
 //!   tools and has not called the one offered tool that changes things and requires the
@@ -460,6 +475,12 @@
 //!   9/18 with this rule alone (`04-28-35Z`, same pass, a build that did not ask the
 //!   question yet; both rules there: 15/18); the 0.5B 6/18 against 3/18, and 6/18 for
 //!   either column of that pass. No unasked write in any of those runs.
+//!   A dotfile the message names at the top of the caller's scope (`.gitignore`) is a
+//!   new file too, since 2026-11-29, when the caller lists its hidden entries there
+//!   ([`CoachConfig::hidden`]; the CLI does) and it is none of them: the 0.5B chose
+//!   `write_file` for "add a .gitignore that ignores __pycache__", called `add_gitignore`
+//!   or `gitignore` (no such tools), and got the answer nudge. Without that list a
+//!   dotfile is never new: one may exist unlisted, and a write replaces a whole file.
 //! - **`name-repair`** (`recover/types.rs`; off by default, below): a call's name matches
 //!   an offered tool ignoring case. The `functions.` prefix and `:N` suffix
 //!   (`functions.read_file:0`, servers' own spellings) are read for text calls whatever
@@ -1031,7 +1052,12 @@ impl Coach {
         if readers.next().is_some() {
             return None;
         }
-        let file = text::named_file(prompt, self.config.paths.get(&reader.name)?)?;
+        let files = self.config.paths.get(&reader.name)?;
+        let file = match rule {
+            Rule::ReadSource => text::named_file(prompt, files)
+                .or_else(|| text::file_named_by_stem(prompt, files))?,
+            _ => text::named_file(prompt, files)?,
+        };
         let arguments = serde_json::Map::from_iter([(key.to_owned(), Value::String(file))]);
         let call = ToolCall {
             id: String::new(),
@@ -1095,8 +1121,18 @@ impl Coach {
         }
         (tools.iter().map(|t| &t.name))
             .filter(|name| !self.config.read_only.contains(*name) && Some(name.as_str()) != chosen)
+            .filter(|name| !(chosen.is_some() && self.asks_to_run(name)))
             .cloned()
             .collect()
+    }
+
+    /// Whether the run's user message names one of the programs `tool` runs
+    /// ([`CoachConfig::programs`]), with `asked-command` on: such a tool stays offered
+    /// after a choice of another tool that changes things.
+    fn asks_to_run(&self, tool: &str) -> bool {
+        self.is_on(Rule::AskedCommand)
+            && (self.config.programs.get(tool))
+                .is_some_and(|programs| text::names_program(&self.asked, programs))
     }
 
     /// The tools this run neither offers nor runs, whatever the model writes
@@ -1496,7 +1532,10 @@ impl Coach {
             && !self.config.read_only.is_empty()
             && !self.config.paths.is_empty();
         let files = self.config.paths.values().flatten();
-        let targets = text::new_files(&self.asked, files);
+        let mut targets = text::new_files(&self.asked, files);
+        if let Some(hidden) = &self.config.hidden {
+            targets.extend(text::new_dotfiles(&self.asked, hidden));
+        }
         if !due || targets.is_empty() {
             return None;
         }

@@ -80,10 +80,13 @@ rules! {
         "after a `tool-or-none` choice that offers tools, a file of the caller's that the message names is read before the first reply, by the one offered tool that only reads and takes the path alone";
     /// A file the message names, with a file it names that does not exist, is read first.
     ReadSource = "read-source",
-        "after a `tool-or-none` choice that offers tools, for a message that names one of the caller's files and a file that does not exist, the existing file is read before the first reply, as `read-named` reads it";
+        "after a `tool-or-none` choice that offers tools, for a message that names one of the caller's files (by path, name, or name without the extension when no other file has it) and a file that does not exist, the existing file is read before the first reply, as `read-named` reads it";
     /// After a choice of `none` or of a tool that changes things, the other such tools.
     ChangesOnRequest = "changes-on-request",
         "when `tool-or-none` chose none, or a tool that changes things (one not named read-only), the other tools that change things are neither offered nor run";
+    /// A tool that runs a program the message names is not withheld for another change.
+    AskedCommand = "asked-command",
+        "after a `tool-or-none` choice of another tool that changes things, a tool that runs programs (the caller names them) stays offered when the user's message names one of its programs; `changes-on-request` would withhold it";
     /// A tool that runs programs is offered only when the message names one of them.
     NamedCommand = "named-command",
         "a tool that runs programs (the caller names them: the CLI's `run_command` and its allowed commands) is neither offered nor run in a run whose user message names none of them; a `tool-or-none` choice of it, its list left as it is, reads as none";
@@ -122,7 +125,7 @@ rules! {
         "an answer to a request that offered no tools, that only asks the user's question back, is dropped and the model asked to answer, once, at the tool temperature (0) unless the sampling options set one";
     /// After a turn none of whose calls ran, a change the message asks for is made.
     ChangeAfterIdle = "change-after-idle",
-        "after a turn none of whose calls ran, when the message names a file that does not exist and the run has not called the one offered tool that changes things and takes a path, the next reply is a call to that tool alone, its arguments constrained, in place of the answer nudge";
+        "after a turn none of whose calls ran, when the message names a file that does not exist (a dotfile at the top too, when the caller listed the hidden entries there) and the run has not called the one offered tool that changes things and takes a path, the next reply is a call to that tool alone, its arguments constrained, in place of the answer nudge";
     /// A run the repeat limit stops gets one more reply, to answer, with no tools.
     AnswerAtRepeatLimit = "answer-at-repeat-limit",
         "a run the repeat limit stops, when it has not asked for the answer yet, is asked to answer from its results in one more reply, with no tools offered and no call run";
@@ -304,6 +307,12 @@ pub struct CoachConfig {
     /// `known-paths` makes the only values of a routed call's path; a tool not listed,
     /// or listed with none, keeps its own schema. Empty (the default) turns the rule off.
     pub paths: BTreeMap<String, Vec<String>>,
+    /// The hidden entries at the top of the caller's scope (the CLI: the working
+    /// folder's `.env`, `.git/`), which [`paths`](Self::paths) leaves out: with them
+    /// known, `change-after-idle` takes a dotfile the message names that is not one of
+    /// them (`.gitignore`) as a new file to write. `None` (the default): dotfiles are
+    /// never taken as new, since one may exist and a write replaces a whole file.
+    pub hidden: Option<Vec<String>>,
     /// By tool, the programs it runs (the CLI: `run_command`, the first word of each of
     /// its allowed commands), which `named-command` looks for in the run's user message:
     /// a tool listed here whose programs the message names none of is neither offered

@@ -1125,6 +1125,46 @@ fn read_named() {
     check("none read-only", true, &[], tools, None);
 }
 
+/// `asked-command`: the 0.5B chose `write_file` for "run wc -l on sales.csv" (every
+/// wording, every tuning pass), and `changes-on-request` then withheld `run_command`,
+/// which the task needs. A message that names one of the tool's programs keeps it
+/// offered after a choice of another tool that changes things; not after a choice of
+/// `none`, not for a message that names none, not with the rule off.
+#[test]
+fn asked_command() {
+    let mut registry = tools();
+    registry.register(Arc::new(Fake("run_command"))).unwrap();
+    registry.register(Arc::new(Fake("write_file"))).unwrap();
+    let schemas = registry.schemas();
+    let check = |case: &str, on: bool, prompt: &str, chosen: &str, withheld: bool| {
+        let mut config = CoachConfig::default();
+        config.turn_on(Rule::ToolOrNone);
+        config.read_only = ["read_file", "list_dir", "search_text"]
+            .map(str::to_owned)
+            .into();
+        if !on {
+            config.turn_off(Rule::AskedCommand);
+        }
+        let programs = ["ls", "wc", "git"].map(str::to_owned).to_vec();
+        config.programs.insert("run_command".into(), programs);
+        let mut coach = Coach::seeded(config, &[Message::user(prompt)], &registry);
+        coach.routed(Some(&format!(r#"{{"tool": "{chosen}"}}"#)), &schemas);
+        let held = coach.withheld().contains(&"run_command".to_owned());
+        assert_eq!(held, withheld, "{case}");
+        let run = call("run_command", json!({"path": "."}));
+        let refused = coach.withheld_answer(&run, &schemas).is_some();
+        assert_eq!(refused, withheld, "{case}: the call");
+    };
+    let wc = "run wc -l on sales.csv, what does it say?";
+    check("a write chosen", true, wc, "write_file", false);
+    check("rule off", false, wc, "write_file", true);
+    check("none chosen", true, wc, "none", true);
+    check("it chosen", true, wc, "run_command", false);
+    check("a read chosen", true, wc, "read_file", false);
+    let todo = "save my todo count into count.txt";
+    check("no program named", true, todo, "write_file", true);
+}
+
 /// `named-command`: a tool that runs programs is withheld for a run whose user message
 /// names none of them (the 1.5B ran `python -m venv venv` for "python venv how?" in
 /// every tuning pass; the 0.5B ran `ls` for "how many things are still open on my todo
@@ -1314,6 +1354,13 @@ fn read_source() {
     check("rule off", false, "write_file", into, None);
     check("a read chosen", true, "read_file", into, read);
     check("none chosen", true, "none", into, None);
+    check(
+        "the file's name without its extension",
+        true,
+        "write_file",
+        "config port -> port.txt",
+        read,
+    );
     let only = "run wc -l on config.toml";
     check("no new file", true, "write_file", only, None);
     check(
@@ -1511,6 +1558,63 @@ fn change_after_idle_acts_once() {
     }
     let change = Some(Rule::ChangeAfterIdle);
     assert_eq!(rules, [None, None, change, Some(Rule::AnswerAfterIdle)]);
+}
+
+/// `change-after-idle` with a dotfile: the 0.5B chose `write_file` for "add a
+/// .gitignore that ignores __pycache__", then called `add_gitignore` or `gitignore`
+/// (tools that do not exist) and was asked to answer (eval tuning part, two wordings,
+/// both passes of 2026-11-29). A dotfile the message names is a new file to write only
+/// when the caller listed the hidden entries and it is none of them.
+#[test]
+fn change_after_idle_takes_a_dotfile_only_when_it_is_known_to_be_new() {
+    let mut registry = tools();
+    registry.register(Arc::new(Fake("write_file"))).unwrap();
+    let check = |case: &str, prompt: &str, hidden: Option<&[&str]>, want: Option<&str>| {
+        let mut config = CoachConfig::default();
+        config.turn_on(Rule::ToolOrNone);
+        config.path_argument = Some("path".into());
+        config.read_only = ["read_file", "list_dir", "search_text"]
+            .map(str::to_owned)
+            .into();
+        config
+            .paths
+            .insert("read_file".into(), vec!["backup.py".into()]);
+        config.hidden = hidden.map(|h| h.iter().map(|&n| n.to_owned()).collect());
+        let asked = [Message::user(prompt)];
+        let mut coach = Coach::seeded(config, &asked, &registry);
+        coach.routed(Some(r#"{"tool": "write_file"}"#), &registry.schemas());
+        let calls = [call("add_gitignore", json!({"path": "."}))];
+        let plan = coach.plan(&registry, &calls);
+        if coach.change_check("m", &registry, &calls, &plan).is_some() {
+            coach.confirm_change(Some(r#"{"asks": "write"}"#));
+        }
+        let failed = [ToolOutcome::error("Unknown tool")];
+        let after = coach.after_calls(&registry, &calls, &plan, &failed);
+        let held = coach
+            .routed_schema(&Fake("write_file").schema())
+            .map(|s| s.parameters["properties"]["path"]["enum"].clone());
+        assert_eq!(held, want.map(|w| json!([w])), "{case}");
+        let rule = want.map_or(Rule::AnswerAfterIdle, |_| Rule::ChangeAfterIdle);
+        assert_eq!(after.nudge.map(|s| s.rule), Some(rule), "{case}: the nudge");
+    };
+    let add = "add a .gitignore that ignores __pycache__";
+    check(
+        "a new dotfile",
+        add,
+        Some(&[".git/", ".env"]),
+        Some(".gitignore"),
+    );
+    check("no hidden entries", add, Some(&[]), Some(".gitignore"));
+    check("hidden entries unknown", add, None, None);
+    check("it exists", add, Some(&[".GITIGNORE"]), None);
+    let nested = "add a src/.gitignore that ignores __pycache__";
+    check("not at the top", nested, Some(&[]), None);
+    check(
+        "a folder's name",
+        "what is .git for?",
+        Some(&[".git/"]),
+        None,
+    );
 }
 
 /// `dotted-path`: the 1.5B wrote `gitignore` for "add a .gitignore that ignores

@@ -85,12 +85,8 @@ pub(crate) fn dotted_path(prompt: &str, path: &str) -> Option<String> {
     if name.is_empty() || name.starts_with('.') {
         return None;
     }
-    prompt
-        .split(|c: char| c.is_whitespace() || "\"'`,;()[]<>".contains(c))
-        .map(|w| {
-            w.trim_end_matches(['.', '?', '!', ':'])
-                .trim_start_matches("./")
-        })
+    path_words(prompt)
+        .map(|w| w.trim_start_matches("./"))
         .find(|w| {
             let (f, n) = w.rsplit_once('/').map_or(("", *w), |(f, n)| (f, n));
             n.strip_prefix('.')
@@ -100,6 +96,14 @@ pub(crate) fn dotted_path(prompt: &str, path: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The words of `prompt` that may be paths: split at white space, quotes and brackets,
+/// with a sentence's closing `.`, `?`, `!` or `:` trimmed.
+fn path_words(prompt: &str) -> impl Iterator<Item = &str> {
+    prompt
+        .split(|c: char| c.is_whitespace() || "\"'`,;()[]<>".contains(c))
+        .map(|w| w.trim_end_matches(['.', '?', '!', ':']))
+}
+
 /// The first of `files` (paths the caller listed; folders, ending in `/`, are skipped)
 /// that `prompt` names as a word, by its path or by its name, ignoring case. Only words
 /// with a `.` or a `/` count, so a plain word ("notes", "readme") never names a file.
@@ -107,9 +111,8 @@ pub(crate) fn named_file<'a>(
     prompt: &str,
     files: impl IntoIterator<Item = &'a String>,
 ) -> Option<String> {
-    let words: Vec<String> = prompt
-        .split(|c: char| c.is_whitespace() || "\"'`,;()[]<>".contains(c))
-        .map(|w| w.trim_end_matches(['.', '?', '!', ':']).to_lowercase())
+    let words: Vec<String> = path_words(prompt)
+        .map(str::to_lowercase)
         .filter(|w| w.contains(['.', '/']))
         .collect();
     files.into_iter().find_map(|path| {
@@ -172,20 +175,55 @@ pub(crate) fn names_file<'a>(
     prompt: &str,
     files: impl IntoIterator<Item = &'a String> + Clone,
 ) -> bool {
-    let dotfile = |w: &str| {
-        let name = w.rsplit('/').next().unwrap_or_default();
-        name.strip_prefix('.').is_some_and(|n| {
-            n.len() >= 2
-                && n.chars().any(|c| c.is_ascii_alphabetic())
-                && n.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
-        })
-    };
     named_file(prompt, files.clone()).is_some()
         || names_new_file(prompt, files)
-        || (prompt.split(|c: char| c.is_whitespace() || "\"'`,;()[]<>".contains(c)))
-            .map(|w| w.trim_end_matches(['.', '?', '!', ':']))
-            .any(dotfile)
+        || path_words(prompt).any(|w| is_dotfile(w.rsplit('/').next().unwrap_or_default()))
+}
+
+/// Whether `name` is a dotfile's name: a `.` and two or more letters, digits, `_` or
+/// `-`, one a letter (`.gitignore`, `.env`; not `...` or `.5`).
+fn is_dotfile(name: &str) -> bool {
+    name.strip_prefix('.').is_some_and(|n| {
+        n.len() >= 2
+            && n.chars().any(|c| c.is_ascii_alphabetic())
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
+    })
+}
+
+/// The dotfiles `prompt` names at the top of the caller's scope (a word that is a
+/// dotfile's name, with no `/`) that are none of `hidden` (the hidden entries there,
+/// ignoring case), as written, each once (`change-after-idle`: "add a .gitignore that
+/// ignores __pycache__" names `.gitignore`, a new file when none exists).
+pub(crate) fn new_dotfiles(prompt: &str, hidden: &[String]) -> Vec<String> {
+    let known = |w: &str| {
+        hidden
+            .iter()
+            .any(|h| h.trim_end_matches('/').eq_ignore_ascii_case(w))
+    };
+    path_words(prompt)
+        .filter(|w| is_dotfile(w) && !known(w))
+        .fold(Vec::new(), |mut found, w| {
+            if !found.iter().any(|f: &String| f.eq_ignore_ascii_case(w)) {
+                found.push(w.to_owned());
+            }
+            found
+        })
+}
+
+/// The one of `files` (folders, ending in `/`, skipped) that `prompt` names by its
+/// name without the extension, as a word of its own, ignoring case, when exactly one
+/// is (`read-source`: "config port -> port.txt" names `config.toml`); files it names
+/// by path or name as [`named_file`] finds them count too.
+pub(crate) fn file_named_by_stem<'a>(
+    prompt: &str,
+    files: impl IntoIterator<Item = &'a String>,
+) -> Option<String> {
+    let mut named = files
+        .into_iter()
+        .filter(|p| !p.ends_with('/') && names_path(prompt, p));
+    let first = named.next()?;
+    named.next().is_none().then(|| first.clone())
 }
 
 /// The files `prompt` names that are not one of `files`, as [`names_new_file`] finds
@@ -201,9 +239,8 @@ pub(crate) fn new_files<'a>(
             word == lower || word == name || word.trim_start_matches("./") == lower
         })
     };
-    prompt
-        .split(|c: char| c.is_whitespace() || "\"'`,;()[]<>".contains(c))
-        .map(|w| w.trim_end_matches(['.', '?', '!', ':']).to_lowercase())
+    path_words(prompt)
+        .map(str::to_lowercase)
         .filter(|w| !w.contains("://"))
         .filter(|w| {
             let name = w.rsplit('/').next().unwrap_or_default();
@@ -295,6 +332,49 @@ mod tests {
         check("bump the version to 1.5", false);
         check("see https://example.com/a.html", false);
         check("the config.TOML file", false);
+    }
+
+    #[test]
+    fn a_dotfile_at_the_top_that_is_not_hidden_there_is_new() {
+        let hidden = [".git/".to_owned(), ".env".to_owned()];
+        let check = |prompt: &str, expected: &[&str]| {
+            assert_eq!(new_dotfiles(prompt, &hidden), expected, "{prompt}");
+        };
+        check("add a .gitignore that ignores __pycache__", &[".gitignore"]);
+        check("`.editorconfig`: 4 spaces.", &[".editorconfig"]);
+        check(".Gitignore and .gitignore", &[".Gitignore"]);
+        // Hidden already, nested, or no dotfile's name.
+        check("put the key in .ENV", &[]);
+        check("what is .git for?", &[]);
+        check("add src/.gitignore", &[]);
+        check("wait... what? .5 is a number", &[]);
+        check("save it to port.txt", &[]);
+    }
+
+    #[test]
+    fn a_file_is_named_by_its_stem_only_when_no_other_is() {
+        let files = [
+            "config.toml",
+            "src/main.rs",
+            "src/",
+            "notes.md",
+            "notes.txt",
+        ]
+        .map(str::to_owned);
+        let check = |prompt: &str, expected: Option<&str>| {
+            let found = file_named_by_stem(prompt, &files);
+            assert_eq!(found.as_deref(), expected, "{prompt}");
+        };
+        check("config port -> port.txt", Some("config.toml"));
+        check(
+            "the Main function's name into name.txt",
+            Some("src/main.rs"),
+        );
+        check("copy config.toml to old.toml", Some("config.toml"));
+        // Two files of that stem, a folder, or a stem inside a word.
+        check("the notes into all.txt", None);
+        check("list src into files.txt", None);
+        check("configure it", None);
     }
 
     #[test]
