@@ -31,6 +31,8 @@ pub(crate) struct CallMemory {
 struct Seen {
     content: String,
     times: u32,
+    /// Whether its first result was not an error (it ran, and was not refused).
+    ok: bool,
 }
 
 /// Where each call of a turn gets its result from.
@@ -90,10 +92,12 @@ impl CallMemory {
         self.held
     }
 
-    /// Whether the run has called the tool `name`, with any arguments.
-    pub(crate) fn called(&self, name: &str) -> bool {
+    /// Whether a call of the run to the tool `name`, with any arguments, got a result
+    /// that is not an error: a call refused before it ran (`overwrite-needs-name`) or
+    /// that failed does not count.
+    pub(crate) fn ran(&self, name: &str) -> bool {
         let prefix = format!("{name}\u{0}");
-        self.seen.keys().any(|k| k.starts_with(&prefix))
+        (self.seen.iter()).any(|(k, seen)| seen.ok && k.starts_with(&prefix))
     }
 
     /// How many calls the run has made: each call once per turn that made it.
@@ -138,6 +142,7 @@ impl CallMemory {
             let seen = self.seen.entry(key).or_insert_with(|| Seen {
                 content: result.content.clone(),
                 times: 0,
+                ok: !result.is_error,
             });
             if first_in_turn {
                 seen.times = seen.times.saturating_add(1);

@@ -450,7 +450,7 @@
 //!   makes this read.
 //! - **`change-after-idle`** (on): after a turn none of whose calls ran, for a message
 //!   that names a file that does not exist (`text::new_files`), in a run that chose
-//!   tools and has not called the one offered tool that changes things and requires the
+//!   tools and has not run the one offered tool that changes things and requires the
 //!   caller's path argument (the CLI: `write_file`), one short request asks whether the
 //!   message asks for an `answer` or a file `write` (`route::change_request`, under a
 //!   schema); on a clean `write`, in place of the answer nudge, the change nudge and a
@@ -1522,7 +1522,7 @@ impl Coach {
     /// the one of `tools` not named read-only and not withheld whose schema requires the
     /// caller's path argument, when the run chose tools, its message names a file that is
     /// not one of the caller's paths (a change's target: "save the port into port.txt"),
-    /// and it has not called that tool yet. `None` when the rule is off or acted once,
+    /// and no call to that tool has run yet (one refused or failed does not count). `None` when the rule is off or acted once,
     /// the caller listed no paths, or any of that does not hold.
     fn pending_change(&self, tools: &ToolRegistry) -> Option<(String, Vec<String>)> {
         let due = self.is_on(Rule::ChangeAfterIdle)
@@ -1552,8 +1552,8 @@ impl Coach {
                 && declares_path(t)
         });
         let changer = changers.next()?;
-        let called = self.memory.called(&changer.name);
-        (changers.next().is_none() && !called).then(|| (changer.name.clone(), targets))
+        let wrote = self.memory.ran(&changer.name);
+        (changers.next().is_none() && !wrote).then(|| (changer.name.clone(), targets))
     }
 }
 

@@ -125,7 +125,7 @@ rules! {
         "an answer to a request that offered no tools, that only asks the user's question back, is dropped and the model asked to answer, once, at the tool temperature (0) unless the sampling options set one";
     /// After a turn none of whose calls ran, a change the message asks for is made.
     ChangeAfterIdle = "change-after-idle",
-        "after a turn none of whose calls ran, when the message names a file that does not exist (a dotfile at the top too, when the caller listed the hidden entries there) and the run has not called the one offered tool that changes things and takes a path, the next reply is a call to that tool alone, its arguments constrained, in place of the answer nudge";
+        "after a turn none of whose calls ran, when the message names a file that does not exist (a dotfile at the top too, when the caller listed the hidden entries there) and no call of the run to the one offered tool that changes things and takes a path has run (one refused or failed does not count), the next reply is a call to that tool alone, its arguments constrained, in place of the answer nudge";
     /// A run the repeat limit stops gets one more reply, to answer, with no tools.
     AnswerAtRepeatLimit = "answer-at-repeat-limit",
         "a run the repeat limit stops, when it has not asked for the answer yet, is asked to answer from its results in one more reply, with no tools offered and no call run";

@@ -1617,6 +1617,47 @@ fn change_after_idle_takes_a_dotfile_only_when_it_is_known_to_be_new() {
     );
 }
 
+/// `change-after-idle` after a refused write: the 1.5B wrote `README.md` for "add a
+/// .gitignore that ignores __pycache__"; `overwrite-needs-name` refused it, the model
+/// repeated the call, and the run ended with the answer nudge and no `.gitignore`
+/// (eval tuning part, 2026-11-29), since the writer counted as called. A write that did
+/// not run (its result an error) leaves the change due; one that ran does not.
+#[test]
+fn change_after_idle_follows_a_write_that_did_not_run() {
+    let mut registry = tools();
+    registry.register(Arc::new(Fake("write_file"))).unwrap();
+    let check = |case: &str, first: ToolOutcome, want: Option<Rule>| {
+        let mut config = CoachConfig::default();
+        config.turn_on(Rule::ToolOrNone);
+        config.path_argument = Some("path".into());
+        config.read_only = ["read_file", "list_dir", "search_text"]
+            .map(str::to_owned)
+            .into();
+        config
+            .paths
+            .insert("read_file".into(), vec!["README.md".into()]);
+        config.hidden = Some(Vec::new());
+        let asked = [Message::user("add a .gitignore that ignores __pycache__")];
+        let mut coach = Coach::seeded(config, &asked, &registry);
+        coach.routed(Some(r#"{"tool": "write_file"}"#), &registry.schemas());
+        let calls = [call("write_file", json!({"path": "README.md"}))];
+        let mut rules = Vec::new();
+        for result in [first, ToolOutcome::error("not run again")] {
+            let plan = coach.plan(&registry, &calls);
+            if coach.change_check("m", &registry, &calls, &plan).is_some() {
+                coach.confirm_change(Some(r#"{"asks": "write"}"#));
+            }
+            let after = coach.after_calls(&registry, &calls, &plan, &[result]);
+            rules.push(after.nudge.map(|s| s.rule));
+        }
+        assert_eq!(rules, [None, want], "{case}");
+    };
+    let refused = ToolOutcome::error("not run: the user's message does not name README.md");
+    check("refused", refused, Some(Rule::ChangeAfterIdle));
+    let wrote = ToolOutcome::ok("wrote 9 bytes to README.md");
+    check("it ran", wrote, Some(Rule::AnswerAfterIdle));
+}
+
 /// `dotted-path`: the 1.5B wrote `gitignore` for "add a .gitignore that ignores
 /// __pycache__" (eval tuning part, two wordings of three, every pass of the day).
 #[test]
