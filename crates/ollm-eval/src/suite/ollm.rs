@@ -9,6 +9,12 @@
 //!   says which calls got an error result.
 //! - Output goes to a file, not a pipe, so a chatty run can never block on a full pipe
 //!   while we wait for it; the child is killed by its own handle at the timeout.
+//! - **The raw stream, kept for a timeout**: each run logs at trace level (`-vvv
+//!   --log-file`, the server's chunks as they came) beside its output, and the log is
+//!   kept with the trace only when the run timed out. A timed-out run's `stream-json`
+//!   may show nothing after the choice: the 1.5B spent the whole 300 s on one reply
+//!   that ollm held back as a possible call (tuning part, 2026-11-28 and 2026-11-29),
+//!   and what it wrote could not be told.
 //! - A call "ran" when its `tool_result` has `is_error: false`; unknown tools, invalid
 //!   arguments and repeats answered by the loop guard all come back as errors.
 
@@ -32,7 +38,7 @@ pub(super) fn run(ctx: &RunContext, column: &Column, prompt: &str, project: &Pat
         .context("the project folder has a parent")?
         .join("out.jsonl");
     let log = File::create(&log_path)?;
-    let mut cmd = command(ctx, column, prompt);
+    let mut cmd = command(ctx, column, prompt, &raw_log(project)?);
     cmd.current_dir(project)
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
@@ -62,9 +68,16 @@ pub(super) fn run(ctx: &RunContext, column: &Column, prompt: &str, project: &Pat
     Ok(seen)
 }
 
-/// `ollm run` with the module docs' flags for `column`.
-fn command(ctx: &RunContext, column: &Column, prompt: &str) -> Command {
+/// Where the run in `project` logs its raw stream (see the module docs).
+pub(super) fn raw_log(project: &Path) -> Result<std::path::PathBuf> {
+    let scratch = project.parent().context("the project folder has a parent")?;
+    Ok(scratch.join("raw.log"))
+}
+
+/// `ollm run` with the module docs' flags for `column`, logging to `raw`.
+fn command(ctx: &RunContext, column: &Column, prompt: &str, raw: &Path) -> Command {
     let mut cmd = Command::new(&ctx.ollm);
+    cmd.arg("-vvv").arg("--log-file").arg(raw);
     cmd.args(["run", "--provider", "openai", "--host", &ctx.base_url])
         .args(["--tool-mode", &column.mode])
         .args(["--output-format", "stream-json", "--yes"])
@@ -170,7 +183,7 @@ mod tests {
     #[test]
     fn a_column_with_a_rule_off_passes_coach_off() {
         let args = |column: &Column| -> Vec<String> {
-            command(&ctx("ollm".into()), column, "hi?")
+            command(&ctx("ollm".into()), column, "hi?", Path::new("s/raw.log"))
                 .get_args()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect()
@@ -179,6 +192,7 @@ mod tests {
         let at = off.iter().position(|a| a == "--coach-off").unwrap();
         assert_eq!(off[at + 1], "repeat-guard");
         assert_eq!(off[off.len() - 2..], ["m", "hi?"]);
+        assert_eq!(off[..4], ["-vvv", "--log-file", "s/raw.log", "run"]);
         let auto = args(&Column::parse("auto").unwrap());
         assert!(!auto.iter().any(|a| a == "--coach-off"), "{auto:?}");
         assert!(auto.windows(2).any(|w| w == ["--tool-mode", "auto"]));
