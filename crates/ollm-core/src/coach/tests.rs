@@ -1137,11 +1137,7 @@ fn asked_command() {
     registry.register(Arc::new(Fake("write_file"))).unwrap();
     let schemas = registry.schemas();
     let check = |case: &str, on: bool, prompt: &str, chosen: &str, withheld: bool| {
-        let mut config = CoachConfig::default();
-        config.turn_on(Rule::ToolOrNone);
-        config.read_only = ["read_file", "list_dir", "search_text"]
-            .map(str::to_owned)
-            .into();
+        let mut config = choosing();
         if !on {
             config.turn_off(Rule::AskedCommand);
         }
@@ -1178,11 +1174,7 @@ fn named_command() {
     registry.register(Arc::new(Fake("run_command"))).unwrap();
     let schemas = registry.schemas();
     let check = |case: &str, on: bool, listed: bool, prompt: &str, chosen: &str, want: bool| {
-        let mut config = CoachConfig::default();
-        config.turn_on(Rule::ToolOrNone);
-        config.read_only = ["read_file", "list_dir", "search_text"]
-            .map(str::to_owned)
-            .into();
+        let mut config = choosing();
         if !on {
             config.turn_off(Rule::NamedCommand);
         }
@@ -1272,11 +1264,7 @@ fn write_needs_file() {
         .unwrap();
     run.parameters = json!({"type": "object", "required": ["program"]});
     let check = |case: &str, on: bool, prompt: &str, chosen: &str, want: bool| {
-        let mut config = CoachConfig::default();
-        config.turn_on(Rule::ToolOrNone);
-        config.read_only = ["read_file", "list_dir", "search_text"]
-            .map(str::to_owned)
-            .into();
+        let mut config = choosing();
         config.path_argument = Some("path".into());
         config
             .paths
@@ -1560,6 +1548,48 @@ fn change_after_idle_acts_once() {
     assert_eq!(rules, [None, None, change, Some(Rule::AnswerAfterIdle)]);
 }
 
+/// The coach's config as the CLI sets it for a choice: `tool-or-none` on, the built-in
+/// tools that only read named so.
+fn choosing() -> CoachConfig {
+    let mut config = CoachConfig::default();
+    config.turn_on(Rule::ToolOrNone);
+    config.read_only = ["read_file", "list_dir", "search_text"]
+        .map(str::to_owned)
+        .into();
+    config
+}
+
+/// A coach for `prompt` whose choice was `write_file`, with the CLI's read-only tools,
+/// `file` the one path listed and `hidden` as [`CoachConfig::hidden`].
+fn writing_coach(
+    registry: &ToolRegistry,
+    prompt: &str,
+    file: &str,
+    hidden: Option<Vec<String>>,
+) -> Coach {
+    let mut config = choosing();
+    config.path_argument = Some("path".into());
+    config.paths.insert("read_file".into(), vec![file.into()]);
+    config.hidden = hidden;
+    let mut coach = Coach::seeded(config, &[Message::user(prompt)], registry);
+    coach.routed(Some(r#"{"tool": "write_file"}"#), &registry.schemas());
+    coach
+}
+
+/// One turn of `calls` with `results`, the change check answered `write`.
+fn turn_of(
+    coach: &mut Coach,
+    registry: &ToolRegistry,
+    calls: &[ToolCall],
+    results: &[ToolOutcome],
+) -> AfterCalls {
+    let plan = coach.plan(registry, calls);
+    if coach.change_check("m", registry, calls, &plan).is_some() {
+        coach.confirm_change(Some(r#"{"asks": "write"}"#));
+    }
+    coach.after_calls(registry, calls, &plan, results)
+}
+
 /// `change-after-idle` with a dotfile: the 0.5B chose `write_file` for "add a
 /// .gitignore that ignores __pycache__", then called `add_gitignore` or `gitignore`
 /// (tools that do not exist) and was asked to answer (eval tuning part, two wordings,
@@ -1570,26 +1600,11 @@ fn change_after_idle_takes_a_dotfile_only_when_it_is_known_to_be_new() {
     let mut registry = tools();
     registry.register(Arc::new(Fake("write_file"))).unwrap();
     let check = |case: &str, prompt: &str, hidden: Option<&[&str]>, want: Option<&str>| {
-        let mut config = CoachConfig::default();
-        config.turn_on(Rule::ToolOrNone);
-        config.path_argument = Some("path".into());
-        config.read_only = ["read_file", "list_dir", "search_text"]
-            .map(str::to_owned)
-            .into();
-        config
-            .paths
-            .insert("read_file".into(), vec!["backup.py".into()]);
-        config.hidden = hidden.map(|h| h.iter().map(|&n| n.to_owned()).collect());
-        let asked = [Message::user(prompt)];
-        let mut coach = Coach::seeded(config, &asked, &registry);
-        coach.routed(Some(r#"{"tool": "write_file"}"#), &registry.schemas());
+        let hidden = hidden.map(|h| h.iter().map(|&n| n.to_owned()).collect());
+        let mut coach = writing_coach(&registry, prompt, "backup.py", hidden);
         let calls = [call("add_gitignore", json!({"path": "."}))];
-        let plan = coach.plan(&registry, &calls);
-        if coach.change_check("m", &registry, &calls, &plan).is_some() {
-            coach.confirm_change(Some(r#"{"asks": "write"}"#));
-        }
         let failed = [ToolOutcome::error("Unknown tool")];
-        let after = coach.after_calls(&registry, &calls, &plan, &failed);
+        let after = turn_of(&mut coach, &registry, &calls, &failed);
         let held = coach
             .routed_schema(&Fake("write_file").schema())
             .map(|s| s.parameters["properties"]["path"]["enum"].clone());
@@ -1598,13 +1613,9 @@ fn change_after_idle_takes_a_dotfile_only_when_it_is_known_to_be_new() {
         assert_eq!(after.nudge.map(|s| s.rule), Some(rule), "{case}: the nudge");
     };
     let add = "add a .gitignore that ignores __pycache__";
-    check(
-        "a new dotfile",
-        add,
-        Some(&[".git/", ".env"]),
-        Some(".gitignore"),
-    );
-    check("no hidden entries", add, Some(&[]), Some(".gitignore"));
+    let new = Some(".gitignore");
+    check("a new dotfile", add, Some(&[".git/", ".env"]), new);
+    check("no hidden entries", add, Some(&[]), new);
     check("hidden entries unknown", add, None, None);
     check("it exists", add, Some(&[".GITIGNORE"]), None);
     let nested = "add a src/.gitignore that ignores __pycache__";
@@ -1627,29 +1638,14 @@ fn change_after_idle_follows_a_write_that_did_not_run() {
     let mut registry = tools();
     registry.register(Arc::new(Fake("write_file"))).unwrap();
     let check = |case: &str, first: ToolOutcome, want: Option<Rule>| {
-        let mut config = CoachConfig::default();
-        config.turn_on(Rule::ToolOrNone);
-        config.path_argument = Some("path".into());
-        config.read_only = ["read_file", "list_dir", "search_text"]
-            .map(str::to_owned)
-            .into();
-        config
-            .paths
-            .insert("read_file".into(), vec!["README.md".into()]);
-        config.hidden = Some(Vec::new());
-        let asked = [Message::user("add a .gitignore that ignores __pycache__")];
-        let mut coach = Coach::seeded(config, &asked, &registry);
-        coach.routed(Some(r#"{"tool": "write_file"}"#), &registry.schemas());
+        let prompt = "add a .gitignore that ignores __pycache__";
+        let mut coach = writing_coach(&registry, prompt, "README.md", Some(Vec::new()));
         let calls = [call("write_file", json!({"path": "README.md"}))];
-        let mut rules = Vec::new();
-        for result in [first, ToolOutcome::error("not run again")] {
-            let plan = coach.plan(&registry, &calls);
-            if coach.change_check("m", &registry, &calls, &plan).is_some() {
-                coach.confirm_change(Some(r#"{"asks": "write"}"#));
-            }
-            let after = coach.after_calls(&registry, &calls, &plan, &[result]);
-            rules.push(after.nudge.map(|s| s.rule));
-        }
+        let rules: Vec<Option<Rule>> = [first, ToolOutcome::error("not run again")]
+            .into_iter()
+            .map(|result| turn_of(&mut coach, &registry, &calls, &[result]))
+            .map(|after| after.nudge.map(|s| s.rule))
+            .collect();
         assert_eq!(rules, [None, want], "{case}");
     };
     let refused = ToolOutcome::error("not run: the user's message does not name README.md");

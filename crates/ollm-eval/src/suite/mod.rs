@@ -624,7 +624,12 @@ fn run_one(ctx: &RunContext, job: &Job) -> Result<RunRecord> {
     }
     let raw = ollm::raw_log(&project)?;
     if run.finish.as_deref() == Some("timeout") && raw.is_file() {
-        let name = format!("{}.{}.{}.raw.log", job.task.id, job.column.name(), job.repeat);
+        let name = format!(
+            "{}.{}.{}.raw.log",
+            job.task.id,
+            job.column.name(),
+            job.repeat
+        );
         fs::copy(&raw, ctx.traces.join(name)).context("keeping the timed-out run's log")?;
     }
     Ok(record(job, run, grade, seconds))

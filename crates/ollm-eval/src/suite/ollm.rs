@@ -70,7 +70,9 @@ pub(super) fn run(ctx: &RunContext, column: &Column, prompt: &str, project: &Pat
 
 /// Where the run in `project` logs its raw stream (see the module docs).
 pub(super) fn raw_log(project: &Path) -> Result<std::path::PathBuf> {
-    let scratch = project.parent().context("the project folder has a parent")?;
+    let scratch = project
+        .parent()
+        .context("the project folder has a parent")?;
     Ok(scratch.join("raw.log"))
 }
 
