@@ -289,11 +289,20 @@ impl Run {
     fn tell_route(&self, route: &Route, lead: &str) {
         *lock(&self.shared.route) = Some(route.clone());
         if let Some((rule, tool)) = self.coach.overruled().filter(|_| lead.is_empty()) {
-            let why = match rule {
-                Rule::NamedCommand => "the message names none of the programs it runs",
-                _ => "a tool that writes a file, and the message names none",
+            let detail = match (rule, route) {
+                (Rule::AskedCommand, Route::Tools(Some(command))) => format!(
+                    "the model chose {tool}; the message names a program {command} runs, \
+                     so {command} is the choice"
+                ),
+                (Rule::NamedCommand, _) => format!(
+                    "the model chose {tool}, the message names none of the programs it \
+                     runs: no tool is offered this run"
+                ),
+                _ => format!(
+                    "the model chose {tool}, a tool that writes a file, and the message \
+                     names none: no tool is offered this run"
+                ),
             };
-            let detail = format!("the model chose {tool}, {why}: no tool is offered this run");
             tracing::debug!("coach: {rule}: {detail}");
             self.sink.coached(rule, None, detail, false);
             return;

@@ -51,15 +51,21 @@
 //!   then ran `ls` as well; a choice of the wrong tool itself (`write_file` for "wc -l
 //!   sales.csv", the 1.5B's `run_command` for "python venv how?") is beyond this rule.
 //!   Measured in docs/tool-calling.md.
-//! - **`asked-command`** (on, since 2026-11-29): after a choice of another tool that
-//!   changes things, a tool that runs programs ([`CoachConfig::programs`]) stays
-//!   offered when the user's message names one of its programs as a word of its own
-//!   (`named-command`'s test). Why: the 0.5B chose `write_file` for "run wc -l on
-//!   sales.csv" in all three wordings of every tuning pass; `run_command` was then
-//!   withheld, and the task, which needs the command, could not pass (0/3 in nine
-//!   passes; its answers were read from `sales.csv`). The user named the program: the
-//!   command is asked for, and the caller's own limits (the allowed commands, approval)
-//!   still apply. A choice of `none` still offers nothing.
+//! - **`asked-command`** (on, since 2026-11-29): a `tool-or-none` choice of a tool that
+//!   changes things and runs no programs (the CLI's `write_file`), for a message that
+//!   names a program of a tool that runs them ([`CoachConfig::programs`], as a word of
+//!   its own: `named-command`'s test), reads as a choice of that tool; so
+//!   `changes-on-request` withholds the chosen one. Why: the 0.5B chose `write_file`
+//!   for "run wc -l on sales.csv" in all three wordings of every tuning pass;
+//!   `run_command` was then withheld, and the task, which needs the command, could not
+//!   pass (0/3 in nine passes; its answers were read from `sales.csv`). Its first form
+//!   kept the command offered beside the chosen write, and in the first pass with it
+//!   (`02-44-51Z`) the 0.5B's first call overwrote `sales.csv` with the text
+//!   "sales.csv" (the message names the file, so `overwrite-needs-name` let it run).
+//!   The user named a program and no change: the command is what was asked for, the
+//!   caller's own limits (the allowed commands, approval) still apply, and a run keeps
+//!   one tool that changes things, as after any choice. A choice of `none` still offers
+//!   nothing.
 //! - **`named-command`** (on since 2026-11-28): a tool that runs programs
 //!   ([`CoachConfig::programs`]; the CLI: `run_command` and the first words of its
 //!   allowed commands) is neither offered to the run's replies nor run in a run whose
@@ -786,7 +792,8 @@ impl Coach {
             .collect()
     }
 
-    /// The tool the choice named that was read as `none`, and the rule that read it so.
+    /// The tool the choice named that was read as `none` or as another tool, and the
+    /// rule that read it so.
     pub(crate) fn overruled(&self) -> Option<(Rule, &str)> {
         let (rule, tool) = self.overruled.as_ref()?;
         Some((*rule, tool.as_str()))
@@ -794,20 +801,23 @@ impl Coach {
 
     /// `route`, or `none` when it names a tool the message gives nothing to act on: one
     /// `named-command` withholds, or one that changes things and requires a path, for a
-    /// message that names no file (`write-needs-file`).
+    /// message that names no file (`write-needs-file`); or the tool that runs a program
+    /// the message names, in place of another that changes things (`asked-command`).
     fn overrule_choice(&mut self, route: Route, tools: &[ToolSchema]) -> Route {
         let Route::Tools(Some(name)) = &route else {
             return route;
         };
-        let rule = if self.unnamed.contains(name) {
-            Rule::NamedCommand
+        let (rule, route) = if self.unnamed.contains(name) {
+            (Rule::NamedCommand, Route::None)
         } else if self.writes_unnamed_file(name, tools) {
-            Rule::WriteNeedsFile
+            (Rule::WriteNeedsFile, Route::None)
+        } else if let Some(command) = self.asked_command(name, tools) {
+            (Rule::AskedCommand, Route::Tools(Some(command)))
         } else {
             return route;
         };
         self.overruled = Some((rule, name.clone()));
-        Route::None
+        route
     }
 
     /// Whether `name`, of `tools`, changes things and requires the path argument, and
@@ -1121,18 +1131,26 @@ impl Coach {
         }
         (tools.iter().map(|t| &t.name))
             .filter(|name| !self.config.read_only.contains(*name) && Some(name.as_str()) != chosen)
-            .filter(|name| !(chosen.is_some() && self.asks_to_run(name)))
             .cloned()
             .collect()
     }
 
-    /// Whether the run's user message names one of the programs `tool` runs
-    /// ([`CoachConfig::programs`]), with `asked-command` on: such a tool stays offered
-    /// after a choice of another tool that changes things.
-    fn asks_to_run(&self, tool: &str) -> bool {
-        self.is_on(Rule::AskedCommand)
-            && (self.config.programs.get(tool))
-                .is_some_and(|programs| text::names_program(&self.asked, programs))
+    /// The tool of `tools` that runs a program the run's user message names
+    /// ([`CoachConfig::programs`]), when `asked-command` is on and `chosen` is another
+    /// tool that changes things (not read-only, running no programs): the choice it
+    /// takes the place of.
+    fn asked_command(&self, chosen: &str, tools: &[ToolSchema]) -> Option<String> {
+        let read_only = &self.config.read_only;
+        let programs = &self.config.programs;
+        let changes = !read_only.is_empty() && !read_only.contains(chosen);
+        if !self.is_on(Rule::AskedCommand) || !changes || programs.contains_key(chosen) {
+            return None;
+        }
+        tools
+            .iter()
+            .map(|t| &t.name)
+            .find(|name| (programs.get(*name)).is_some_and(|p| text::names_program(&self.asked, p)))
+            .cloned()
     }
 
     /// The tools this run neither offers nor runs, whatever the model writes

@@ -84,9 +84,9 @@ rules! {
     /// After a choice of `none` or of a tool that changes things, the other such tools.
     ChangesOnRequest = "changes-on-request",
         "when `tool-or-none` chose none, or a tool that changes things (one not named read-only), the other tools that change things are neither offered nor run";
-    /// A tool that runs a program the message names is not withheld for another change.
+    /// A choice of a change, for a message naming a program, is the tool that runs it.
     AskedCommand = "asked-command",
-        "after a `tool-or-none` choice of another tool that changes things, a tool that runs programs (the caller names them) stays offered when the user's message names one of its programs; `changes-on-request` would withhold it";
+        "a `tool-or-none` choice of a tool that changes things and runs no programs, for a user message that names a program of a tool that runs them (the caller names them), reads as a choice of that tool";
     /// A tool that runs programs is offered only when the message names one of them.
     NamedCommand = "named-command",
         "a tool that runs programs (the caller names them: the CLI's `run_command` and its allowed commands) is neither offered nor run in a run whose user message names none of them; a `tool-or-none` choice of it, its list left as it is, reads as none";

@@ -1127,16 +1127,18 @@ fn read_named() {
 
 /// `asked-command`: the 0.5B chose `write_file` for "run wc -l on sales.csv" (every
 /// wording, every tuning pass), and `changes-on-request` then withheld `run_command`,
-/// which the task needs. A message that names one of the tool's programs keeps it
-/// offered after a choice of another tool that changes things; not after a choice of
-/// `none`, not for a message that names none, not with the rule off.
+/// which the task needs; offered beside the write, it overwrote `sales.csv` first. A
+/// choice of a tool that changes things, for a message that names one of a command
+/// tool's programs, reads as a choice of that tool, and the write is withheld; not a
+/// choice of `none` or of a read, not for a message that names no program, not with
+/// the rule off.
 #[test]
 fn asked_command() {
     let mut registry = tools();
     registry.register(Arc::new(Fake("run_command"))).unwrap();
     registry.register(Arc::new(Fake("write_file"))).unwrap();
     let schemas = registry.schemas();
-    let check = |case: &str, on: bool, prompt: &str, chosen: &str, withheld: bool| {
+    let check = |case: &str, on: bool, prompt: &str, chosen: &str, want: Option<&str>| {
         let mut config = choosing();
         if !on {
             config.turn_off(Rule::AskedCommand);
@@ -1144,21 +1146,41 @@ fn asked_command() {
         let programs = ["ls", "wc", "git"].map(str::to_owned).to_vec();
         config.programs.insert("run_command".into(), programs);
         let mut coach = Coach::seeded(config, &[Message::user(prompt)], &registry);
-        coach.routed(Some(&format!(r#"{{"tool": "{chosen}"}}"#)), &schemas);
-        let held = coach.withheld().contains(&"run_command".to_owned());
-        assert_eq!(held, withheld, "{case}");
+        let route = coach.routed(Some(&format!(r#"{{"tool": "{chosen}"}}"#)), &schemas);
+        let overruled = coach
+            .overruled()
+            .map(|(rule, tool)| (rule, tool.to_owned()));
+        let swapped = want.is_some_and(|w| w != chosen);
+        let told = swapped.then(|| (Rule::AskedCommand, chosen.to_owned()));
+        assert_eq!(overruled, told, "{case}");
+        let route_now = want.map_or(Route::None, |w| Route::Tools(Some(w.to_owned())));
+        assert_eq!(route, route_now, "{case}");
+        let withheld = |name: &str| coach.withheld().contains(&name.to_owned());
         let run = call("run_command", json!({"path": "."}));
         let refused = coach.withheld_answer(&run, &schemas).is_some();
-        assert_eq!(refused, withheld, "{case}: the call");
+        assert_eq!(refused, withheld("run_command"), "{case}: the call");
+        if swapped {
+            assert!(withheld("write_file") && !withheld("run_command"), "{case}");
+        }
+        if chosen == "write_file" && !swapped {
+            assert!(withheld("run_command") && !withheld("write_file"), "{case}");
+        }
     };
     let wc = "run wc -l on sales.csv, what does it say?";
-    check("a write chosen", true, wc, "write_file", false);
-    check("rule off", false, wc, "write_file", true);
-    check("none chosen", true, wc, "none", true);
-    check("it chosen", true, wc, "run_command", false);
-    check("a read chosen", true, wc, "read_file", false);
+    let command = Some("run_command");
+    check("a write chosen", true, wc, "write_file", command);
+    check("rule off", false, wc, "write_file", Some("write_file"));
+    check("none chosen", true, wc, "none", None);
+    check("it chosen", true, wc, "run_command", command);
+    check("a read chosen", true, wc, "read_file", Some("read_file"));
     let todo = "save my todo count into count.txt";
-    check("no program named", true, todo, "write_file", true);
+    check(
+        "no program named",
+        true,
+        todo,
+        "write_file",
+        Some("write_file"),
+    );
 }
 
 /// `named-command`: a tool that runs programs is withheld for a run whose user message
