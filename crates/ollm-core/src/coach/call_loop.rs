@@ -75,8 +75,9 @@ pub(crate) struct CallWatch {
     escaped: bool,
     /// Where the object being read opened.
     object_at: usize,
-    /// Where the current line opened.
+    /// Where the current line opened, and the brace depth there.
     line_at: usize,
+    line_depth: usize,
     objects: HashSet<String>,
     lines: HashSet<String>,
     /// Distinct calls seen: objects, and call lines that are no complete object.
@@ -125,6 +126,7 @@ impl CallWatch {
             self.escaped = false;
             let cut = self.line(&reply[self.line_at..at]);
             self.line_at = at + 1;
+            self.line_depth = self.depth;
             return cut;
         }
         if self.depth > 0 && self.in_string {
@@ -193,10 +195,14 @@ impl CallWatch {
         })
     }
 
-    /// A complete line, as written; only lines that open with `{` count.
+    /// A complete line, as written; only lines that open with `{` outside any object,
+    /// and hold more than the brace, count: the `{` alone that opens an object written
+    /// over several lines, or one nested in it, is no call (the 0.5B's `"arguments": [`
+    /// then `{` on a line of its own was cut as a repeat of the line that opened the
+    /// call, and the call could not be read: `wc -l sales.csv`, 2026-11-29).
     fn line(&mut self, raw: &str) -> Option<Cut> {
         let line = raw.trim();
-        if !line.starts_with('{') {
+        if !line.starts_with('{') || line == "{" || self.line_depth > 0 {
             return None;
         }
         let start = self.line_at + (raw.len() - raw.trim_start().len());
@@ -400,6 +406,20 @@ mod tests {
                 proptest::prop_assert!(text.starts_with(body.trim_end_matches(',')), "{kept:?}");
             }
         }
+    }
+
+    #[test]
+    fn a_call_written_over_several_lines_is_read_whole() {
+        // The 0.5B's reply to "Could you run `wc -l sales.csv` and tell me the result?",
+        // its arguments an array of objects, each `{` on a line of its own.
+        let pretty = "```json\n{\n  \"name\": \"run_command\",\n  \"arguments\": [\n    {\n      \"program\": \"wc\"\n    },\n    {\n      \"args\": [\"-l\"]\n    }\n  ]\n}\n```\n";
+        check(pretty, None);
+        let two = "{\n  \"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}\n}\n{\n  \"name\": \"read_file\", \"arguments\": {\"path\": \"b\"}\n}\n";
+        check(two, None);
+        // The same object twice is still a repeat.
+        let again = "{\n  \"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}\n}\n";
+        let twice = format!("{again}{again}");
+        check(&twice, Some(again.trim_end()));
     }
 
     #[test]
