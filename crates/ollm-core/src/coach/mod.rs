@@ -1550,9 +1550,9 @@ impl Coach {
             && !self.config.read_only.is_empty()
             && !self.config.paths.is_empty();
         let files = self.config.paths.values().flatten();
-        let mut targets = text::new_files(&self.asked, files);
+        let mut targets = text::new_files(&self.asked, files.clone());
         if let Some(hidden) = &self.config.hidden {
-            targets.extend(text::new_dotfiles(&self.asked, hidden));
+            targets.extend(text::new_dotfiles(&self.asked, hidden, files));
         }
         if !due || targets.is_empty() {
             return None;

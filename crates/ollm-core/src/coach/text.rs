@@ -191,18 +191,41 @@ fn is_dotfile(name: &str) -> bool {
     })
 }
 
+/// Extensions of kinds of files, which a word like `.toml` names rather than a dotfile
+/// ("what does a .toml file usually hold?", "number of .py files?").
+const KINDS: &[&str] = &[
+    "txt", "md", "py", "rs", "toml", "json", "yaml", "yml", "csv", "js", "ts", "html", "css", "sh",
+    "log", "xml", "ini", "cfg", "lock", "go", "java", "rb", "php", "sql", "pdf", "png", "jpg",
+    "zip",
+];
+
 /// The dotfiles `prompt` names at the top of the caller's scope (a word that is a
 /// dotfile's name, with no `/`) that are none of `hidden` (the hidden entries there,
-/// ignoring case), as written, each once (`change-after-idle`: "add a .gitignore that
-/// ignores __pycache__" names `.gitignore`, a new file when none exists).
-pub(crate) fn new_dotfiles(prompt: &str, hidden: &[String]) -> Vec<String> {
+/// ignoring case) and no extension, of [`KINDS`] or of one of `files` (`.toml` beside
+/// `Cargo.toml` is a kind of file), as written, each once (`change-after-idle`: "add a
+/// .gitignore that ignores __pycache__" names `.gitignore`, a new file when none
+/// exists).
+pub(crate) fn new_dotfiles<'a>(
+    prompt: &str,
+    hidden: &[String],
+    files: impl IntoIterator<Item = &'a String> + Clone,
+) -> Vec<String> {
     let known = |w: &str| {
         hidden
             .iter()
             .any(|h| h.trim_end_matches('/').eq_ignore_ascii_case(w))
     };
+    let kind = |w: &str| {
+        let ext = w.trim_start_matches('.').to_lowercase();
+        KINDS.contains(&ext.as_str())
+            || (files.clone().into_iter()).any(|f| {
+                f.to_lowercase()
+                    .rsplit_once('.')
+                    .is_some_and(|(_, e)| e == ext)
+            })
+    };
     path_words(prompt)
-        .filter(|w| is_dotfile(w) && !known(w))
+        .filter(|w| is_dotfile(w) && !known(w) && !kind(w))
         .fold(Vec::new(), |mut found, w| {
             if !found.iter().any(|f: &String| f.eq_ignore_ascii_case(w)) {
                 found.push(w.to_owned());
@@ -337,8 +360,9 @@ mod tests {
     #[test]
     fn a_dotfile_at_the_top_that_is_not_hidden_there_is_new() {
         let hidden = [".git/".to_owned(), ".env".to_owned()];
+        let files = ["config.toml".to_owned(), "notes.adoc".to_owned()];
         let check = |prompt: &str, expected: &[&str]| {
-            assert_eq!(new_dotfiles(prompt, &hidden), expected, "{prompt}");
+            assert_eq!(new_dotfiles(prompt, &hidden, &files), expected, "{prompt}");
         };
         check("add a .gitignore that ignores __pycache__", &[".gitignore"]);
         check("`.editorconfig`: 4 spaces.", &[".editorconfig"]);
@@ -349,6 +373,10 @@ mod tests {
         check("add src/.gitignore", &[]);
         check("wait... what? .5 is a number", &[]);
         check("save it to port.txt", &[]);
+        // A kind of file: a known extension, or one of the caller's files'.
+        check("what does a .toml file usually hold?", &[]);
+        check("number of .py files?", &[]);
+        check("any .ADOC notes?", &[]);
     }
 
     #[test]
