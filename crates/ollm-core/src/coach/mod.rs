@@ -487,6 +487,10 @@
 //!   `write_file` for "add a .gitignore that ignores __pycache__", called `add_gitignore`
 //!   or `gitignore` (no such tools), and got the answer nudge. Without that list a
 //!   dotfile is never new: one may exist unlisted, and a write replaces a whole file.
+//!   A word that is the extension of a kind of file (`.toml`, `.py`: a short list, and
+//!   the extensions of the caller's files) names a kind, not a dotfile: in the first
+//!   pass without that test (`02-44-51Z`) "number of .py files?" and "what does a .toml
+//!   file usually hold?" got the change question (the models said `answer`).
 //! - **`name-repair`** (`recover/types.rs`; off by default, below): a call's name matches
 //!   an offered tool ignoring case. The `functions.` prefix and `:N` suffix
 //!   (`functions.read_file:0`, servers' own spellings) are read for text calls whatever

@@ -1648,6 +1648,10 @@ fn change_after_idle_takes_a_dotfile_only_when_it_is_known_to_be_new() {
         Some(&[".git/"]),
         None,
     );
+    // The 1.5B's first pass with the rule asked whether these wanted a write.
+    check("a kind of file", "number of .py files?", Some(&[]), None);
+    let toml = "what does a .toml file usually hold?";
+    check("a known kind", toml, Some(&[]), None);
 }
 
 /// `change-after-idle` after a refused write: the 1.5B wrote `README.md` for "add a
