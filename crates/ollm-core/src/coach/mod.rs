@@ -65,7 +65,11 @@
 //!   The user named a program and no change: the command is what was asked for, the
 //!   caller's own limits (the allowed commands, approval) still apply, and a run keeps
 //!   one tool that changes things, as after any choice. A choice of `none` still offers
-//!   nothing.
+//!   nothing. Measured on that task, three repeats both ways (`03-23-08Z`): it acted in
+//!   all 9 of the 0.5B's runs and none passed either way (given `run_command` alone it
+//!   wrote the arguments as an array naming the program `git`); the 1.5B chose
+//!   `run_command` itself (6/9 both ways). No lift: it stays on for the safety reason
+//!   above, which `asked_command` (coach tests) holds.
 //! - **`named-command`** (on since 2026-11-28): a tool that runs programs
 //!   ([`CoachConfig::programs`]; the CLI: `run_command` and the first words of its
 //!   allowed commands) is neither offered to the run's replies nor run in a run whose
