@@ -74,8 +74,7 @@ pub(crate) struct Built {
 /// one, or a file that is not one of them): folders
 /// for `list_dir`, files for `read_file`, both for `search_text`; none when the folder
 /// holds too many, and no walk of the folder at all while those rules are off
-/// (`read-source` and `change-after-idle` are on by default, for a message that names
-/// a file to write). With the paths, the names of the hidden entries at the top
+/// (`named-file`, `read-source` and `change-after-idle` are on by default). With the paths, the names of the hidden entries at the top
 /// (`change-after-idle`: a dotfile the message names is new only if it is none of them).
 pub(crate) fn tell_paths(coach: &mut CoachConfig, ws: &Workspace) {
     coach.paths.clear();
@@ -154,6 +153,7 @@ mod tests {
         let mut coach = CoachConfig::default();
         coach.turn_off(Rule::ReadSource);
         coach.turn_off(Rule::ChangeAfterIdle);
+        coach.turn_off(Rule::NamedFile);
         tell_paths(&mut coach, &ws);
         assert!(coach.paths.is_empty(), "no rule that reads them");
         assert_eq!(coach.hidden, None, "nor their hidden names");

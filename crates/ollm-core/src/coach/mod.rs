@@ -416,14 +416,21 @@
 //!   plumber's number in its third call, repeated it in its fourth, and the answer nudge
 //!   had no turn left (the eval's limit is 4). `ollm serve` turns it off: its runs are
 //!   one turn each and hand their calls on.
-//! - **`named-file`** (on request, [`Rule::ON_REQUEST`]): when `tool-or-none` chose
+//! - **`named-file`** (on since 2026-11-29): when `tool-or-none` chose
 //!   `none` for a message that names one of the caller's files ([`CoachConfig::paths`];
 //!   a word with a `.` or a `/` equal to a file's path or name, ignoring case), the
 //!   tools that only read are offered after all, and those that change things stay
 //!   withheld, so it never brings a write. The 1.5B chose `none` for "backup.py keep
 //!   days?" and answered "7 days" from nothing. A kind of file ("a toml file") or a
 //!   file that does not exist names nothing. Needs the caller to name its read-only
-//!   tools; `ollm serve` lists no paths, so it never acts there.
+//!   tools; `ollm serve` lists no paths, so it never acts there. On request until
+//!   2026-11-29 (it acted in 3 runs of one pass, 2026-11-27). Measured again on the
+//!   1.5B (`04-06-46Z`, the two tuning intents whose messages name a file it reads, 3
+//!   repeats): 18/18 against 15/18, "backup.py keep days?" 3/3 against 0/3 (the model
+//!   chooses `none` there in every pass). It never acted in either model's held-out
+//!   part (`04-16-42Z`, one repeat, counted). It brings reads only, never a write; its
+//!   possible cost, a read for a question that names a file but needs none, is one the
+//!   tuning part cannot show (none of its no-tool questions names a file of the folder).
 //! - **`read-named`** (on request, [`Rule::ON_REQUEST`]): right after a `tool-or-none`
 //!   choice that offers tools, when the message names one of the caller's files (as
 //!   `named-file` reads it), the one offered tool that only reads and requires the path

@@ -222,7 +222,6 @@ impl Rule {
         Rule::ChoiceBothOrders,
         Rule::OwnThings,
         Rule::GeneralCheck,
-        Rule::NamedFile,
         Rule::ReadNamed,
         Rule::AnswerAtLimit,
         Rule::AnswerAtRepeatLimit,

@@ -934,8 +934,8 @@ fn a_none_for_a_message_that_names_a_file_offers_the_reads() {
             cfg.coach
                 .paths
                 .insert("read_file".into(), vec!["backup.py".into()]);
-            if on {
-                cfg.coach.turn_on(Rule::NamedFile);
+            if !on {
+                cfg.coach.turn_off(Rule::NamedFile);
             }
         });
         let events = block_on(chat(&c, prompt));
@@ -997,6 +997,8 @@ fn a_file_the_message_names_is_read_before_the_first_reply() {
         let c = crate::support::client_with(provider.clone(), registry(tools), |cfg| {
             cfg.coach.turn_on(Rule::ToolOrNone);
             cfg.coach.turn_off(Rule::ChangesBothOrders);
+            // A `none` stays `none` here (`named-file`'s own test is above).
+            cfg.coach.turn_off(Rule::NamedFile);
             cfg.coach.path_argument = Some("path".into());
             cfg.coach.read_only = ["read_file".to_owned(), "search_text".to_owned()].into();
             let files = vec!["backup.py".to_owned(), "config.toml".to_owned()];

@@ -188,7 +188,7 @@ mod tests {
             "served-without-tool-or-none",
             "auto-with-choice-both-orders",
             "auto-with-routed-call+choice-both-orders",
-            "auto-with-named-file+answer-at-limit",
+            "auto-with-read-named+answer-at-limit",
             "ollm-tools:plain",
             "ollm-tools:served",
             "ollm-tools:served-with-tool-or-none",
